@@ -1,0 +1,1 @@
+"""Launch description, process launcher, operator CLI and benchmarks of CarryOn."""

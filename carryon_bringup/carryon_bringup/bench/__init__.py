@@ -1,0 +1,14 @@
+"""Benchmarks behind `carryon bench NAME`. Importing this package registers them all."""
+
+from carryon_bringup.bench import graph as _graph  # noqa: F401  (registers "graph")
+from carryon_bringup.core.bench import BENCHMARKS, Benchmark
+
+for _name, _description, _issue in (
+    ("safety", "violation rate and violation-free success with and without the shield (paper Table 3)", 10),
+    ("recovery", "recovery rounds and cumulative completion (paper Tables 4 and 5)", 10),
+    ("personalization", "plan dispatch accuracy per suite (paper section 4.1)", 10),
+    ("latency", "per-stage p50/p99: policy -> shield -> driver, shield, judge, planner", 10),
+):
+    BENCHMARKS.register(_name, Benchmark(_name, _description, run=None, issue=_issue))
+
+__all__ = ["BENCHMARKS"]

@@ -1,0 +1,236 @@
+"""`carryon`: the operator CLI — what a console would do with `ros2 service call`.
+
+Exit codes: 0 success; 1 request failed or graph not (fully) ready; 2 usage or
+configuration error; 3 graph unreachable (nothing answered within the timeout);
+4 the answering node does not implement the request yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from carryon_common.core.errors import CarryOnError
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+EXIT_NOT_IMPLEMENTED = 4
+
+# Status codes shared by every CarryOn service response (carryon_interfaces/srv/*).
+_STATUS_NAMES = {0: "ok", 1: "invalid argument", 2: "not found", 3: "unavailable", 4: "not implemented", 5: "read-only", 6: "internal error"}
+_STATUS_NOT_IMPLEMENTED = 4
+
+console = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="carryon", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config-dir", help="config folder holding graph.yaml (default: $CARRYON_CONFIG_DIR, ./config)")
+    parser.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the graph to answer (default 5)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    up = sub.add_parser("up", help="start the graph, one process per node (Ctrl-C stops it)")
+    up.add_argument("--profile", default=os.environ.get("CARRYON_PROFILE", "sim"), help="profile from graph.yaml (default sim)")
+    up.add_argument("--only", action="append", default=[], metavar="NODE", help="start only this node (repeatable)")
+    up.add_argument("--set", action="append", default=[], metavar="NODE.KEY=VALUE", help="override a parameter (repeatable)")
+    up.add_argument("--run-dir", help="folder for logs and records (default runs/<time>-up-<profile>)")
+    up.add_argument("--log-level", choices=["debug", "info", "warn", "error"], help="ROS log level of every node")
+    up.add_argument("--ready-timeout", type=float, default=30.0, help="warn when nodes are not ready after this many s")
+    up.add_argument("--stop-timeout", type=float, default=4.0, help="SIGKILL nodes still alive this many s after Ctrl-C")
+
+    status = sub.add_parser("status", help="which nodes are up and ready, with their capabilities")
+    status.add_argument("--profile", default=os.environ.get("CARRYON_PROFILE", "sim"), help="profile whose nodes to query")
+    status.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    status.add_argument("-v", "--verbose", action="store_true", help="list every capability")
+
+    ask = sub.add_parser("ask", help="send a request to the planner on behalf of a user")
+    ask.add_argument("--user", required=True, help="user id (memory/users/<id>.md)")
+    ask.add_argument("--plan-only", action="store_true", help="plan and validate, do not execute")
+    ask.add_argument("--request-timeout", type=float, default=120.0, help="seconds to wait for the plan (default 120)")
+    ask.add_argument("text", help='the request, e.g. "Serve me food"')
+
+    memory = sub.add_parser("memory", help="user and scene memory")
+    memory_sub = memory.add_subparsers(dest="memory_command", required=True, metavar="ACTION")
+    show = memory_sub.add_parser("show", help="print the planner context of a user (or scene memory only)")
+    show.add_argument("--user", default="", help="user id ('' = scene memory only)")
+
+    estop = sub.add_parser("estop", help="engage (or --release) the emergency stop")
+    estop.add_argument("--release", action="store_true", help="release instead of engage")
+    estop.add_argument("--reason", default="operator CLI", help="recorded with the state change")
+
+    bench = sub.add_parser("bench", help="run a benchmark (see --list)")
+    bench.add_argument("name", nargs="?", help="benchmark name")
+    bench.add_argument("--list", action="store_true", help="list benchmarks")
+    bench.add_argument("--quick", action="store_true", help="a short run (CI-sized)")
+    bench.add_argument("--seed", type=int, default=0, help="random seed (recorded)")
+    bench.add_argument("--json", metavar="PATH", help="also write the figures to this JSON file")
+    return parser
+
+
+def _namespace(args: argparse.Namespace) -> str:
+    from carryon_bringup.up import load_spec
+
+    return load_spec(args.config_dir).namespace
+
+
+def _service_outcome(status: int, message: str) -> int:
+    if status == 0:
+        return EXIT_OK
+    label = _STATUS_NAMES.get(status, f"status {status}")
+    err.print(f"[bold]{label}[/]: {message}")
+    return EXIT_NOT_IMPLEMENTED if status == _STATUS_NOT_IMPLEMENTED else EXIT_FAILED
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from carryon_bringup.node import GraphClient
+    from carryon_bringup.up import load_spec
+
+    spec = load_spec(args.config_dir)
+    node_names = [launch.name for launch in spec.launches(args.profile)]
+    with GraphClient(spec.namespace, args.timeout) as client:
+        health = client.statuses(node_names)
+    if args.json:
+        out = {
+            name: None
+            if h is None
+            else {
+                "ready": h.ready, "state": h.state.name.lower(), "message": h.message, "pid": h.pid,
+                "uptime_s": round(h.uptime_s, 2), "backends": list(h.backends),
+                "capabilities": [{"name": c.name, "implemented": c.implemented, "detail": c.detail} for c in h.capabilities],
+            }
+            for name, h in health.items()
+        }  # fmt: skip
+        print(json.dumps(out, indent=2))
+    else:
+        table = Table(title=f"CarryOn graph /{spec.namespace} (profile {args.profile})")
+        for column in ("node", "state", "pid", "up", "backends", "capabilities"):
+            table.add_column(column)
+        for name, h in health.items():
+            if h is None:
+                table.add_row(name, "[red]down[/]", "", "", "", "no answer")
+                continue
+            done = sum(c.implemented for c in h.capabilities)
+            caps = f"{done}/{len(h.capabilities)} implemented"
+            if h.missing:
+                listed = (c.name for c in h.missing) if not args.verbose else (f"{c.name}: {c.detail}" for c in h.missing)
+                caps += "; not yet: " + ", ".join(listed)
+            color = "green" if h.ready else "yellow"
+            table.add_row(name, f"[{color}]{h.state.name.lower()}[/]", str(h.pid), f"{h.uptime_s:.0f}s", " ".join(h.backends), caps)
+        console.print(table)
+    up = [n for n, h in health.items() if h is not None]
+    if not up:
+        err.print(
+            f"no CarryOn node answered within {args.timeout:.0f} s (ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}); "
+            "is the graph running? Start it with `carryon up`."
+        )
+        return EXIT_UNREACHABLE
+    return EXIT_OK if all(h is not None and h.ready for h in health.values()) else EXIT_FAILED
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    from carryon_bringup.convert import plan_state_name
+    from carryon_bringup.node import GraphClient
+
+    with GraphClient(_namespace(args), args.timeout) as client:
+        response = client.ask(args.user, args.text, args.plan_only, args.request_timeout)
+    code = _service_outcome(response.status, response.message)
+    if code == EXIT_OK:
+        console.print(f"[bold]reply:[/] {response.reply}")
+        console.print(f"plan {response.plan.plan_id}: {plan_state_name(response.plan.state)}")
+        for sub in response.plan.subtasks:
+            console.print(f"  {sub.subtask.id} [{sub.subtask.kind}] {sub.subtask.instruction} {sub.message}")
+    return code
+
+
+def cmd_memory(args: argparse.Namespace) -> int:
+    from carryon_bringup.node import GraphClient
+
+    with GraphClient(_namespace(args), args.timeout) as client:
+        response = client.memory_context(args.user)
+    code = _service_outcome(response.status, response.message)
+    if code == EXIT_OK:
+        console.print(response.rendered)
+    return code
+
+
+def cmd_estop(args: argparse.Namespace) -> int:
+    from carryon_bringup.node import GraphClient
+
+    with GraphClient(_namespace(args), args.timeout) as client:
+        response = client.set_estop(not args.release, args.reason)
+    code = _service_outcome(response.status, response.message)
+    if code == EXIT_OK:
+        console.print(f"{response.message} (source {response.state.source}: {response.state.reason})")
+    return code
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from carryon_bringup.bench import BENCHMARKS
+    from carryon_bringup.core.bench import BenchOptions
+
+    if args.list or not args.name:
+        table = Table(title="benchmarks")
+        table.add_column("name")
+        table.add_column("what")
+        table.add_column("available")
+        for name in BENCHMARKS:
+            bench = BENCHMARKS.get(name)
+            table.add_row(name, bench.description, "yes" if bench.run else f"issue #{bench.issue}")
+        console.print(table)
+        return EXIT_OK if args.list else EXIT_USAGE
+    bench = BENCHMARKS.get(args.name)
+    if bench.run is None:
+        err.print(f"benchmark {args.name!r} is not implemented yet (issue #{bench.issue}): {bench.description}")
+        return EXIT_NOT_IMPLEMENTED
+    run_dir = Path("runs") / f"bench-{args.name}-{dt.datetime.now():%Y%m%d-%H%M%S}"
+    result = bench.run(BenchOptions(quick=args.quick, seed=args.seed, run_dir=run_dir))
+    table = Table(title=f"carryon bench {args.name}{' --quick' if args.quick else ''} (seed {args.seed})")
+    for column in ("metric", "value", "unit", "note"):
+        table.add_column(column)
+    for m in result.metrics:
+        table.add_row(m.name, f"{m.value:.4g}", m.unit, m.note)
+    console.print(table)
+    result.write(run_dir / "results.json")
+    if args.json:
+        result.write(Path(args.json))
+    console.print(f"results: {run_dir / 'results.json'}" + (f" and {args.json}" if args.json else ""))
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "up":
+            from carryon_bringup.up import run_up
+
+            return run_up(
+                profile=args.profile, only=args.only, config_dir=args.config_dir, sets=args.set, run_dir=args.run_dir,
+                log_level=args.log_level, ready_timeout_s=args.ready_timeout, stop_timeout_s=args.stop_timeout,
+            )  # fmt: skip
+        handler = {"status": cmd_status, "ask": cmd_ask, "memory": cmd_memory, "estop": cmd_estop, "bench": cmd_bench}
+        return handler[args.command](args)
+    except KeyboardInterrupt:
+        return 130
+    except CarryOnError as exc:
+        from carryon_common.calls import GraphUnreachable
+
+        err.print(f"error: {exc}")
+        if isinstance(exc, GraphUnreachable):
+            err.print("is the graph running? Start it with `carryon up` (same ROS_DOMAIN_ID in both shells).")
+            return EXIT_UNREACHABLE
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Graph description, process supervision and benchmark plumbing (never imports rclpy)."""

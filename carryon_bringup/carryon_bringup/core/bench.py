@@ -1,0 +1,71 @@
+"""Benchmark registry and result records (the plumbing behind `carryon bench`).
+
+Every benchmark of every issue registers here, prints a table, and can write its
+figures as JSON. Results are also saved under `runs/bench-<name>-<time>/`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from carryon_common.core.registry import Registry
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    value: float
+    unit: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    quick: bool
+    seed: int
+    run_dir: Path
+
+
+@dataclass
+class BenchResult:
+    benchmark: str
+    quick: bool
+    seed: int
+    metrics: list[Metric] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, name: str, value: float, unit: str, note: str = "") -> None:
+        self.metrics.append(Metric(name, float(value), unit, note))
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=False)
+
+    def write(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.to_json() + "\n")
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """A named benchmark. `run` is None for benchmarks announced by a later issue."""
+
+    name: str
+    description: str
+    run: Callable[[BenchOptions], BenchResult] | None
+    issue: int | None = None
+
+
+BENCHMARKS: Registry[Benchmark] = Registry("benchmark")
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0..100) with linear interpolation; NaN for no values."""
+    if not values:
+        return float("nan")
+    return float(np.percentile(np.asarray(values, dtype=np.float64), q))

@@ -1,0 +1,187 @@
+"""The graph description (config/graph.yaml) shared by `carryon up` and `ros2 launch`.
+
+Both ways of starting CarryOn call `GraphSpec.launches(profile, only)` and start
+exactly the `NodeLaunch` entries it returns, so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from carryon_common.core.config import NodeConfig, format_validation_error, load_node_config, read_yaml
+from carryon_common.core.errors import ConfigError, UnknownNameError
+from carryon_common.core.registry import unknown_name_message
+
+GRAPH_FILE = "graph.yaml"
+CONFIG_DIR_ENV = "CARRYON_CONFIG_DIR"
+
+
+class RestartPolicy(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_restarts: int = Field(0, ge=0, description="Restarts after an unexpected exit before the graph stops.")
+    delay_s: float = Field(1.0, ge=0.0, description="Wait before a restart, seconds.")
+
+
+class NodeEntry(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    package: str = Field(description="ROS package that installs the executable.")
+    executable: str = Field(description="Executable in lib/<package>/ (a console script).")
+    config_class: str = Field(description="module:Class of the node's NodeConfig, used to validate params.")
+    params: tuple[str, ...] = Field((), description="Parameter files, relative to the config folder.")
+    restart: RestartPolicy = RestartPolicy()
+
+
+class Profile(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    description: str
+    nodes: tuple[str, ...]
+    params: dict[str, tuple[str, ...]] = Field(
+        default_factory=dict, description="Extra parameter files per node for this profile (applied last)."
+    )
+
+
+class GraphFile(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    namespace: str
+    nodes: dict[str, NodeEntry]
+    profiles: dict[str, Profile]
+
+    @model_validator(mode="after")
+    def _profiles_name_known_nodes(self) -> GraphFile:
+        for profile_name, profile in self.profiles.items():
+            for name in (*profile.nodes, *profile.params):
+                if name not in self.nodes:
+                    raise ValueError(
+                        f"profile {profile_name!r}: {unknown_name_message('node', name, self.nodes)}"
+                    )
+        return self
+
+
+@dataclass(frozen=True)
+class NodeLaunch:
+    """One node process to start: everything both launchers need, with absolute paths."""
+
+    name: str
+    package: str
+    executable: str
+    namespace: str
+    config_class: str
+    params_files: tuple[Path, ...]
+    restart: RestartPolicy = field(default_factory=RestartPolicy)
+
+    def load_config(self, overrides: Mapping[str, Any] | None = None) -> NodeConfig:
+        """Validate this node's parameter files (plus overrides) with its config class."""
+        return load_node_config(resolve_config_class(self.config_class), self.params_files, self.name, self.namespace, overrides)
+
+
+def resolve_config_class(path: str) -> type[NodeConfig]:
+    """Import `module:Class` and check it is a NodeConfig."""
+    module_name, _, class_name = path.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"config_class {path!r}: cannot import: {exc}") from None
+    if not (isinstance(cls, type) and issubclass(cls, NodeConfig)):
+        raise ConfigError(f"config_class {path!r} is not a NodeConfig")
+    return cls
+
+
+@dataclass(frozen=True)
+class GraphSpec:
+    """config/graph.yaml, validated, with the folder it came from."""
+
+    config_dir: Path
+    data: GraphFile
+
+    @classmethod
+    def load(cls, config_dir: Path) -> GraphSpec:
+        path = config_dir / GRAPH_FILE
+        raw = read_yaml(path)
+        try:
+            data = GraphFile.model_validate(raw)
+        except ValidationError as exc:
+            raise ConfigError(format_validation_error(exc, {}, str(path))) from None
+        spec = cls(config_dir.resolve(), data)
+        for name, entry in data.nodes.items():
+            for rel in entry.params:
+                spec._check_file(rel, f"{path}: nodes.{name}.params")
+        for pname, profile in data.profiles.items():
+            for node, files in profile.params.items():
+                for rel in files:
+                    spec._check_file(rel, f"{path}: profiles.{pname}.params.{node}")
+        return spec
+
+    def _check_file(self, rel: str, where: str) -> None:
+        if not (self.config_dir / rel).is_file():
+            raise ConfigError(f"{where}: parameter file {rel!r} does not exist in {self.config_dir}")
+
+    @property
+    def namespace(self) -> str:
+        return self.data.namespace.strip("/")
+
+    @property
+    def profiles(self) -> list[str]:
+        return sorted(self.data.profiles)
+
+    def profile(self, name: str) -> Profile:
+        if name not in self.data.profiles:
+            raise UnknownNameError(unknown_name_message("profile", name, self.data.profiles))
+        return self.data.profiles[name]
+
+    def launches(self, profile: str, only: Sequence[str] | None = None) -> list[NodeLaunch]:
+        """The processes of `profile` in start order, restricted to `only` when given."""
+        prof = self.profile(profile)
+        selected = list(prof.nodes)
+        if only:
+            unknown = [n for n in only if n not in prof.nodes]
+            if unknown:
+                raise UnknownNameError(
+                    "; ".join(unknown_name_message(f"node in profile {profile!r}", n, prof.nodes) for n in unknown)
+                )
+            selected = [n for n in prof.nodes if n in set(only)]
+        out = []
+        for name in selected:
+            entry = self.data.nodes[name]
+            files = (*entry.params, *prof.params.get(name, ()))
+            out.append(
+                NodeLaunch(
+                    name=name,
+                    package=entry.package,
+                    executable=entry.executable,
+                    namespace=self.namespace,
+                    config_class=entry.config_class,
+                    params_files=tuple(self.config_dir / f for f in files),
+                    restart=entry.restart,
+                )
+            )
+        return out
+
+
+def find_config_dir(explicit: str | os.PathLike[str] | None, fallbacks: Iterable[Path] = ()) -> Path:
+    """The config folder: `explicit`, else $CARRYON_CONFIG_DIR, else the first fallback holding graph.yaml."""
+    tried: list[str] = []
+    candidates: list[Path] = []
+    if explicit:
+        candidates.append(Path(explicit))
+    elif os.environ.get(CONFIG_DIR_ENV):
+        candidates.append(Path(os.environ[CONFIG_DIR_ENV]))
+    else:
+        candidates.extend(fallbacks)
+    for candidate in candidates:
+        if (candidate / GRAPH_FILE).is_file():
+            return candidate.resolve()
+        tried.append(str(candidate))
+    raise ConfigError(
+        f"no {GRAPH_FILE} found (tried: {', '.join(tried) or 'nothing'}); pass --config-dir or set {CONFIG_DIR_ENV}"
+    )

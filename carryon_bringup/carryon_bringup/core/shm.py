@@ -1,0 +1,63 @@
+"""Find and remove Fast DDS shared-memory files that no live process uses.
+
+Fast DDS keeps its shared-memory transport in `/dev/shm` (segments `fastrtps_*`,
+`fastdds_*` and their `sem.` semaphores). A cleanly stopped node removes its own; one
+killed with SIGKILL leaves them behind. The launcher removes leftovers it created,
+but only when no live process still maps or opens them (another graph on the same
+machine keeps its files).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+SHM_DIR = Path("/dev/shm")
+_PREFIXES = ("fastrtps_", "fastdds_", "sem.fastrtps_", "sem.fastdds_")
+
+
+def dds_shm_files(shm_dir: Path = SHM_DIR) -> set[Path]:
+    """Fast DDS shared-memory files currently present."""
+    try:
+        return {p for p in shm_dir.iterdir() if p.name.startswith(_PREFIXES)}
+    except OSError:
+        return set()
+
+
+def files_in_use(proc: Path = Path("/proc")) -> set[Path]:
+    """Files under /dev/shm that some live process maps or holds open."""
+    used: set[Path] = set()
+    for pid_dir in proc.iterdir():
+        if not pid_dir.name.isdigit():
+            continue
+        try:
+            for line in (pid_dir / "maps").read_text().splitlines():
+                idx = line.find("/dev/shm/")
+                if idx >= 0:
+                    used.add(Path(line[idx:].split(" (deleted)")[0].strip()))
+            for fd in (pid_dir / "fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith("/dev/shm/"):
+                    used.add(Path(target))
+        except OSError:
+            continue  # process exited or is not ours to read
+    return used
+
+
+def remove_stale(candidates: Iterable[Path], shm_dir: Path = SHM_DIR) -> list[Path]:
+    """Remove the candidates that still exist and no live process uses; return what was removed."""
+    present = [p for p in candidates if p.exists()]
+    if not present:
+        return []
+    used = files_in_use()
+    removed = []
+    for path in present:
+        if path in used:
+            continue
+        try:
+            path.unlink()
+            removed.append(path)
+        except OSError:
+            pass  # removed concurrently or not ours
+    return removed

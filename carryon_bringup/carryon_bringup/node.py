@@ -1,0 +1,109 @@
+"""The operator side of the graph: a readiness probe for the launcher and the client
+behind every `carryon` command. Each call has a timeout; an absent graph is reported
+as GraphUnreachable within seconds."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from carryon_interfaces.srv import Ask, GetContext, GetStatus, SetEstop
+
+from carryon_bringup import convert
+from carryon_common.calls import RosSession
+from carryon_common.core import names
+from carryon_common.core.status import NodeHealth
+
+# Seconds between repeated status requests to a node that is not ready yet.
+_REPOLL_S = 0.5
+
+
+class ReadinessProbe:
+    """Polls `~/get_status` of a set of nodes without blocking; call `step()` in a loop."""
+
+    def __init__(self, namespace: str, node_names: Iterable[str]) -> None:
+        self.session = RosSession("carryon_up_probe")
+        self._services = {n: names.status_service(namespace, n) for n in node_names}
+        self._pending: dict[str, Any] = {}
+        self._last_request: dict[str, float] = {}
+        self.health: dict[str, NodeHealth] = {}
+
+    def ready(self) -> set[str]:
+        return {n for n, h in self.health.items() if h.ready}
+
+    def step(self, timeout_s: float = 0.05) -> None:
+        self.session.executor.spin_once(timeout_sec=timeout_s)
+        now = time.monotonic()
+        for name, service in self._services.items():
+            if name in self.ready():
+                continue
+            future = self._pending.get(name)
+            if future is not None and future.done():
+                del self._pending[name]
+                if future.exception() is None:
+                    self.health[name] = convert.msg_to_health(future.result().status)
+                continue
+            if future is None and now - self._last_request.get(name, 0.0) >= _REPOLL_S:
+                client = self.session.client(GetStatus, service)
+                if client.service_is_ready():
+                    self._pending[name] = client.call_async(GetStatus.Request())
+                    self._last_request[name] = now
+
+    def forget(self, name: str) -> None:
+        """Drop what is known of a node (e.g. after it restarted)."""
+        self.health.pop(name, None)
+        self._pending.pop(name, None)
+
+    def close(self) -> None:
+        self.session.close()
+
+
+class GraphClient:
+    """What an operator console does with `ros2 service call`, with timeouts."""
+
+    def __init__(self, namespace: str, timeout_s: float, domain_id: int | None = None) -> None:
+        self.namespace = namespace
+        self.timeout_s = timeout_s
+        self.session = RosSession("carryon_cli", domain_id=domain_id)
+
+    def close(self) -> None:
+        self.session.close()
+
+    def __enter__(self) -> GraphClient:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def _name(self, relative: str) -> str:
+        return names.qualify(self.namespace, relative)
+
+    def statuses(self, node_names: Iterable[str]) -> dict[str, NodeHealth | None]:
+        """Health of each node (None when it did not answer within the timeout)."""
+        node_names = list(node_names)
+        services = {n: names.status_service(self.namespace, n) for n in node_names}
+        missing = set(self.session.wait_for_services([(GetStatus, s) for s in services.values()], self.timeout_s))
+        out: dict[str, NodeHealth | None] = {}
+        for node, service in services.items():
+            if service in missing:
+                out[node] = None
+                continue
+            try:
+                response = self.session.call(GetStatus, service, GetStatus.Request(), timeout_s=min(2.0, self.timeout_s))
+                out[node] = convert.msg_to_health(response.status)
+            except Exception:  # noqa: BLE001 - an unanswered status is reported as down
+                out[node] = None
+        return out
+
+    def ask(self, user_id: str, text: str, plan_only: bool, timeout_s: float) -> Ask.Response:
+        request = Ask.Request(user_id=user_id, text=text, plan_only=plan_only)
+        return self.session.call(Ask, self._name(names.ASK), request, timeout_s)
+
+    def memory_context(self, user_id: str) -> GetContext.Response:
+        request = GetContext.Request(user_id=user_id)
+        return self.session.call(GetContext, self._name(names.MEMORY_GET_CONTEXT), request, self.timeout_s)
+
+    def set_estop(self, active: bool, reason: str) -> SetEstop.Response:
+        request = SetEstop.Request(active=active, reason=reason, source="cli")
+        return self.session.call(SetEstop, self._name(names.ESTOP_SET), request, self.timeout_s)

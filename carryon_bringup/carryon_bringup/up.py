@@ -1,0 +1,262 @@
+"""`carryon up`: start the graph from config/graph.yaml, one OS process per node.
+
+For installs without `ros2 launch`. Validates every node's parameters before starting
+anything, prefixes and saves each node's output, reports readiness, reports a node
+that dies (exit code and last log lines) and stops the graph (or restarts the node if
+its restart policy allows), and on Ctrl-C / SIGTERM stops every process and removes
+the DDS shared-memory files they leave behind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import yaml
+
+from carryon_bringup.core import shm
+from carryon_bringup.core.graph import GraphSpec, NodeLaunch, find_config_dir
+from carryon_bringup.core.supervisor import Supervisor
+from carryon_common.core.config import config_as_params, parse_override
+from carryon_common.core.errors import CarryOnError, ConfigError
+
+EXIT_OK = 0
+EXIT_NODE_DIED = 1
+EXIT_CONFIG = 2
+
+_COLORS = (36, 32, 33, 35, 34, 91, 92, 93, 94, 95, 96)
+
+
+def default_config_fallbacks() -> list[Path]:
+    """Where config/ is looked for when neither --config-dir nor $CARRYON_CONFIG_DIR is set."""
+    fallbacks = [Path.cwd() / "config"]
+    try:
+        from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+
+        try:
+            fallbacks.append(Path(get_package_share_directory("carryon_bringup")) / "config")
+        except PackageNotFoundError:
+            pass
+    except ImportError:
+        pass
+    return fallbacks
+
+
+def load_spec(config_dir: str | None) -> GraphSpec:
+    return GraphSpec.load(find_config_dir(config_dir, default_config_fallbacks()))
+
+
+def executable_path(launch: NodeLaunch) -> Path:
+    """Where `ros2 run <package> <executable>` would find the node's executable."""
+    from ament_index_python.packages import PackageNotFoundError, get_package_prefix
+
+    try:
+        prefix = Path(get_package_prefix(launch.package))
+    except PackageNotFoundError:
+        raise ConfigError(
+            f"{launch.name}: package {launch.package!r} is not installed (AMENT_PREFIX_PATH="
+            f"{os.environ.get('AMENT_PREFIX_PATH', '(unset)')}); run `make setup` and `source env.sh`"
+        ) from None
+    exe = prefix / "lib" / launch.package / launch.executable
+    if not os.access(exe, os.X_OK):
+        raise ConfigError(f"{launch.name}: executable {exe} is missing or not executable; rebuild with `make setup`")
+    return exe
+
+
+def command_for(launch: NodeLaunch, log_level: str | None = None) -> list[str]:
+    """The command line of one node: the same executable, name, namespace and parameter
+    files that `ros2 launch` uses for the same NodeLaunch."""
+    cmd = [str(executable_path(launch)), "--ros-args", "-r", f"__node:={launch.name}", "-r", f"__ns:=/{launch.namespace}"]
+    for path in launch.params_files:
+        cmd += ["--params-file", str(path)]
+    if log_level:
+        cmd += ["--log-level", log_level]
+    return cmd
+
+
+def split_overrides(texts: Sequence[str], launches: Sequence[NodeLaunch]) -> dict[str, dict[str, Any]]:
+    """`--set node.key=value` options grouped per node; unknown nodes are an error."""
+    by_node: dict[str, dict[str, Any]] = {}
+    valid = {launch.name for launch in launches}
+    for text in texts:
+        node, key, value = parse_override(text)
+        if node not in valid:
+            raise ConfigError(f"--set {text!r}: node {node!r} is not started (started: {', '.join(sorted(valid))})")
+        by_node.setdefault(node, {})[key] = value
+    return by_node
+
+
+def validate(launches: Sequence[NodeLaunch], overrides: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Validate every node's parameters; raise one ConfigError listing all problems."""
+    resolved: dict[str, Any] = {}
+    problems: list[str] = []
+    for launch in launches:
+        try:
+            resolved[launch.name] = launch.load_config(overrides.get(launch.name))
+        except ConfigError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise ConfigError("\n".join(problems))
+    return resolved
+
+
+class _Printer:
+    def __init__(self, names: Sequence[str]) -> None:
+        self._lock = threading.Lock()
+        self._width = max((len(n) for n in names), default=8)
+        color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+        self._prefix = {
+            n: (f"\x1b[{_COLORS[i % len(_COLORS)]}m[{n:<{self._width}}]\x1b[0m" if color else f"[{n:<{self._width}}]")
+            for i, n in enumerate(names)
+        }
+
+    def line(self, name: str, text: str) -> None:
+        with self._lock:
+            print(f"{self._prefix.get(name, '[' + name + ']')} {text}", flush=True)
+
+    def say(self, text: str) -> None:
+        with self._lock:
+            print(f"[carryon up] {text}", flush=True)
+
+
+def run_up(
+    *,
+    profile: str,
+    only: Sequence[str],
+    config_dir: str | None,
+    sets: Sequence[str],
+    run_dir: str | None,
+    log_level: str | None,
+    ready_timeout_s: float,
+    stop_timeout_s: float,
+) -> int:
+    try:
+        spec = load_spec(config_dir)
+        launches = spec.launches(profile, only or None)
+        overrides = split_overrides(sets, launches)
+        resolved = validate(launches, overrides)
+        folder = Path(run_dir) if run_dir else Path("runs") / f"{dt.datetime.now():%Y%m%d-%H%M%S}-up-{profile}"
+        folder.mkdir(parents=True, exist_ok=True)
+        launches = _with_override_files(launches, overrides, folder)
+        commands = {launch.name: command_for(launch, log_level) for launch in launches}
+    except CarryOnError as exc:  # config errors, unknown profile or node names
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+
+    (folder / "resolved_config.yaml").write_text(
+        yaml.safe_dump({name: config_as_params(cfg)["/**"] for name, cfg in resolved.items()}, sort_keys=False)
+    )
+    printer = _Printer([launch.name for launch in launches])
+    env = dict(os.environ)
+    env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    env.update(
+        PYTHONUNBUFFERED="1",
+        RCUTILS_COLORIZED_OUTPUT="0",
+        RCUTILS_CONSOLE_OUTPUT_FORMAT="[{severity}] {message}",
+        ROS_LOG_DIR=str((folder / "ros_logs").resolve()),
+    )
+    supervisor = Supervisor(
+        launches, lambda launch: commands[launch.name], env=env, log_dir=folder / "logs", cwd=Path.cwd(), printer=printer.line
+    )
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    shm_before = shm.dds_shm_files()
+    started = time.monotonic()
+    printer.say(
+        f"profile {profile!r}: starting {len(launches)} node(s) in namespace /{spec.namespace} "
+        f"(ROS_DOMAIN_ID={env.get('ROS_DOMAIN_ID', '0')}); logs in {folder}/logs"
+    )
+    code = EXIT_OK
+    probe = None
+    try:
+        supervisor.start_all()
+        _write_processes(folder, supervisor, commands)
+        from carryon_bringup.node import ReadinessProbe  # rclpy only after config checks passed
+
+        probe = ReadinessProbe(spec.namespace, [launch.name for launch in launches])
+        waiting_since = time.monotonic()
+        while not stop.is_set():
+            for death in supervisor.poll():
+                printer.say(("NODE DIED: " if not death.restarting else "node restarting: ") + death.describe())
+                if death.restarting:
+                    _write_processes(folder, supervisor, commands)
+                    probe = probe or ReadinessProbe(spec.namespace, [launch.name for launch in launches])
+                    probe.forget(death.name)
+                    waiting_since = time.monotonic()
+                else:
+                    code = EXIT_NODE_DIED
+                    stop.set()
+            if stop.is_set():
+                break
+            if probe is None:
+                stop.wait(0.1)
+                continue
+            probe.step(timeout_s=0.1)
+            if len(probe.ready()) == len(launches):
+                printer.say(f"all {len(launches)} node(s) ready after {time.monotonic() - started:.1f} s")
+                _report_missing(printer, probe)
+                probe.close()
+                probe = None
+            elif time.monotonic() - waiting_since > ready_timeout_s:
+                not_ready = sorted({launch.name for launch in launches} - probe.ready())
+                printer.say(f"WARNING: not ready after {ready_timeout_s:.0f} s: {', '.join(not_ready)} (still waiting)")
+                waiting_since = time.monotonic()
+    finally:
+        if probe is not None:
+            probe.close()
+        printer.say("stopping ...")
+        report = supervisor.stop(stop_timeout_s)
+        removed = shm.remove_stale(shm.dds_shm_files() - shm_before)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        killed = f"; killed after {stop_timeout_s:.0f} s: {', '.join(report.killed)}" if report.killed else ""
+        printer.say(
+            f"stopped {len(report.stopped_cleanly) + len(report.killed)} node(s) in {report.duration_s:.1f} s{killed}; "
+            f"removed {len(removed)} stale DDS shared-memory file(s)"
+        )
+    return code
+
+
+def _with_override_files(
+    launches: Sequence[NodeLaunch], overrides: Mapping[str, Mapping[str, Any]], folder: Path
+) -> list[NodeLaunch]:
+    """Write `--set` values as one more params file per node (exact types, applied last)."""
+    out = []
+    for launch in launches:
+        values = overrides.get(launch.name)
+        if values:
+            path = (folder / "overrides" / f"{launch.name}.yaml").resolve()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(yaml.safe_dump({"/**": {"ros__parameters": dict(values)}}))
+            launch = dataclasses.replace(launch, params_files=(*launch.params_files, path))
+        out.append(launch)
+    return out
+
+
+def _write_processes(folder: Path, supervisor: Supervisor, commands: Mapping[str, list[str]]) -> None:
+    record = {
+        "launcher_pid": os.getpid(),
+        "nodes": {name: {"pid": pid, "command": commands[name]} for name, pid in supervisor.pids().items()},
+    }
+    (folder / "processes.json").write_text(json.dumps(record, indent=2))
+
+
+def _report_missing(printer: _Printer, probe: Any) -> None:
+    for name, health in sorted(probe.health.items()):
+        if health.missing:
+            printer.say(f"{name}: not implemented yet: {', '.join(c.name for c in health.missing)}")

@@ -1,0 +1,54 @@
+"""Start the CarryOn graph with `ros2 launch` (robot PCs with ROS 2 installed).
+
+    ros2 launch carryon_bringup carryon.launch.py profile:=robot
+    ros2 launch carryon_bringup carryon.launch.py profile:=sim only:=memory_node,planner_node
+
+The node list and parameter files come from config/graph.yaml through the same
+`GraphSpec.launches()` that `carryon up` uses; parameters are validated before any
+node starts.
+"""
+
+from carryon_bringup.up import load_spec
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+
+def _nodes(context, *_args, **_kwargs):
+    profile = LaunchConfiguration("profile").perform(context)
+    config_dir = LaunchConfiguration("config_dir").perform(context) or None
+    only = [name for name in LaunchConfiguration("only").perform(context).split(",") if name]
+    launches = load_spec(config_dir).launches(profile, only or None)
+    for launch in launches:
+        launch.load_config()  # fail before starting anything, with file / key / reason
+    return [
+        Node(
+            package=launch.package,
+            executable=launch.executable,
+            name=launch.name,
+            namespace=launch.namespace,
+            parameters=[str(path) for path in launch.params_files],
+            output="screen",
+            emulate_tty=True,
+            respawn=launch.restart.max_restarts > 0,
+            respawn_max_retries=launch.restart.max_restarts,
+            respawn_delay=launch.restart.delay_s,
+        )
+        for launch in launches
+    ]
+
+
+def generate_launch_description():
+    return LaunchDescription(
+        [
+            DeclareLaunchArgument("profile", default_value="robot", description="profile from config/graph.yaml"),
+            DeclareLaunchArgument(
+                "config_dir",
+                default_value="",
+                description="folder with graph.yaml ('' = $CARRYON_CONFIG_DIR, ./config, or the installed share copy)",
+            ),
+            DeclareLaunchArgument("only", default_value="", description="comma-separated node names to start"),
+            OpaqueFunction(function=_nodes),
+        ]
+    )

@@ -1,0 +1,140 @@
+"""One helper for calling services and actions with timeouts from outside a node's
+executor (the operator CLI, the launcher's readiness probe, tests, benchmarks).
+
+Every wait is bounded: an unreachable graph is an error within the timeout, never a
+hang.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable
+from types import TracebackType
+from typing import Any
+
+import rclpy
+from rclpy.action import ActionClient
+from rclpy.client import Client
+from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+
+from carryon_common.core.errors import CarryOnError
+
+
+class GraphUnreachable(CarryOnError):
+    """A service or action server did not appear (or answer) within its timeout."""
+
+
+def _domain_hint() -> str:
+    return (
+        f"ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0 (unset)')}, "
+        f"ROS_AUTOMATIC_DISCOVERY_RANGE={os.environ.get('ROS_AUTOMATIC_DISCOVERY_RANGE', '(unset)')}"
+    )
+
+
+class RosSession:
+    """A short-lived rclpy context + node + executor used as a client of the graph.
+
+    Use as a context manager; it owns its own rclpy Context so it can be created next
+    to other ROS code in the same process. `domain_id` None = $ROS_DOMAIN_ID.
+    """
+
+    def __init__(self, node_name: str = "carryon_client", domain_id: int | None = None) -> None:
+        self._context = Context()
+        rclpy.init(context=self._context, args=[], domain_id=domain_id)
+        self.node = Node(f"{node_name}_{os.getpid()}", context=self._context, start_parameter_services=False)
+        self.executor = SingleThreadedExecutor(context=self._context)
+        self.executor.add_node(self.node)
+        self._clients: dict[tuple[Any, str], Client] = {}
+        self._action_clients: dict[tuple[Any, str], ActionClient] = {}
+
+    def __enter__(self) -> RosSession:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.executor.shutdown(timeout_sec=1.0)
+        self.node.destroy_node()
+        rclpy.try_shutdown(context=self._context)
+
+    # -- services ---------------------------------------------------------------
+    def client(self, srv_type: Any, name: str) -> Client:
+        key = (srv_type, name)
+        if key not in self._clients:
+            self._clients[key] = self.node.create_client(srv_type, name)
+        return self._clients[key]
+
+    def wait_for_services(self, services: Iterable[tuple[Any, str]], timeout_s: float) -> list[str]:
+        """Wait until every (type, name) service is available or the timeout passes.
+
+        Returns the names still unavailable (empty when all are up).
+        """
+        pending = {name: self.client(srv_type, name) for srv_type, name in services}
+        deadline = time.monotonic() + timeout_s
+        while pending:
+            pending = {n: c for n, c in pending.items() if not c.service_is_ready()}
+            if not pending or time.monotonic() >= deadline:
+                break
+            self.executor.spin_once(timeout_sec=0.05)
+        return sorted(pending)
+
+    def call(self, srv_type: Any, name: str, request: Any, timeout_s: float) -> Any:
+        """Call a service and return its response; GraphUnreachable after `timeout_s` in all."""
+        deadline = time.monotonic() + timeout_s
+        if self.wait_for_services([(srv_type, name)], timeout_s):
+            raise GraphUnreachable(f"service {name} is not available after {timeout_s:.1f} s ({_domain_hint()})")
+        future = self.client(srv_type, name).call_async(request)
+        self.executor.spin_until_future_complete(future, timeout_sec=max(0.0, deadline - time.monotonic()))
+        if not future.done():
+            future.cancel()
+            raise GraphUnreachable(f"service {name} did not answer within {timeout_s:.1f} s")
+        if future.exception() is not None:
+            raise GraphUnreachable(f"service {name} failed: {future.exception()}")
+        return future.result()
+
+    # -- actions ----------------------------------------------------------------
+    def send_goal_and_wait(
+        self,
+        action_type: Any,
+        name: str,
+        goal: Any,
+        *,
+        server_timeout_s: float,
+        result_timeout_s: float,
+        feedback: Callable[[Any], None] | None = None,
+    ) -> tuple[int, Any]:
+        """Send a goal, wait for its result; returns (GoalStatus code, result).
+
+        On a result timeout the goal is cancelled before GraphUnreachable is raised, so
+        nothing keeps running unattended.
+        """
+        key = (action_type, name)
+        if key not in self._action_clients:
+            self._action_clients[key] = ActionClient(self.node, action_type, name)
+        client = self._action_clients[key]
+        deadline = time.monotonic() + server_timeout_s
+        while not client.server_is_ready():
+            if time.monotonic() >= deadline:
+                raise GraphUnreachable(
+                    f"action server {name} is not available after {server_timeout_s:.1f} s ({_domain_hint()})"
+                )
+            self.executor.spin_once(timeout_sec=0.05)
+        send = client.send_goal_async(goal, feedback_callback=(lambda m: feedback(m.feedback)) if feedback else None)
+        self.executor.spin_until_future_complete(send, timeout_sec=server_timeout_s)
+        if not send.done():
+            raise GraphUnreachable(f"action server {name} did not accept the goal within {server_timeout_s:.1f} s")
+        handle = send.result()
+        if not handle.accepted:
+            raise GraphUnreachable(f"action server {name} rejected the goal")
+        result_future = handle.get_result_async()
+        self.executor.spin_until_future_complete(result_future, timeout_sec=result_timeout_s)
+        if not result_future.done():
+            cancel = handle.cancel_goal_async()
+            self.executor.spin_until_future_complete(cancel, timeout_sec=2.0)
+            raise GraphUnreachable(f"action {name} produced no result within {result_timeout_s:.1f} s (goal cancelled)")
+        wrapped = result_future.result()
+        return int(wrapped.status), wrapped.result

@@ -1,0 +1,1 @@
+"""Pure-Python helpers shared by every CarryOn package (never imports rclpy)."""

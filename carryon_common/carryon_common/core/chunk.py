@@ -1,0 +1,75 @@
+"""Action chunks as numpy data (core form of carryon_interfaces/msg/ActionChunk)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+
+class Convention(enum.IntEnum):
+    """How a chunk's steps are read; mirrors ActionChunk.CONVENTION_*."""
+
+    DELTA = 0
+    ABSOLUTE = 1
+
+
+class ChunkSource(enum.IntEnum):
+    """Who produced a chunk; mirrors ActionChunk.SOURCE_*."""
+
+    POLICY = 0
+    RECOVERY = 1
+    RETREAT = 2
+    OPERATOR = 3
+
+
+class InvalidChunk(ValueError):
+    """A chunk that no consumer may execute (empty, non-finite, wrong shapes, bad dt)."""
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """End-effector commands for `n` steps.
+
+    positions: (n, 3) metres; rotations: (n, 3) rotation vectors, radians; both in
+    `frame_id` and read per `convention`. gripper: (n,) in [0, 1], 0 = open.
+    dt: seconds per step. observation_stamp_s: acquisition time of the observation the
+    chunk was computed from, seconds on the node clock.
+    """
+
+    chunk_id: int
+    subtask_id: str
+    source: ChunkSource
+    convention: Convention
+    frame_id: str
+    dt: float
+    observation_id: int
+    observation_stamp_s: float
+    positions: npt.NDArray[np.float64]
+    rotations: npt.NDArray[np.float64]
+    gripper: npt.NDArray[np.float64]
+
+    def __len__(self) -> int:
+        return int(self.positions.shape[0])
+
+    def validate(self) -> None:
+        """Raise InvalidChunk with the reason when the chunk must not be executed."""
+        n = len(self)
+        if n == 0:
+            raise InvalidChunk("chunk has no steps")
+        if self.positions.shape != (n, 3) or self.rotations.shape != (n, 3) or self.gripper.shape != (n,):
+            raise InvalidChunk(
+                f"inconsistent shapes: positions {self.positions.shape}, rotations {self.rotations.shape}, "
+                f"gripper {self.gripper.shape}"
+            )
+        if not (np.isfinite(self.dt) and self.dt > 0.0):
+            raise InvalidChunk(f"dt must be a positive number of seconds, got {self.dt}")
+        for name, values in (("positions", self.positions), ("rotations", self.rotations), ("gripper", self.gripper)):
+            if not np.all(np.isfinite(values)):
+                raise InvalidChunk(f"{name} contain NaN or infinity")
+        if np.any((self.gripper < 0.0) | (self.gripper > 1.0)):
+            raise InvalidChunk("gripper commands must lie in [0, 1]")
+        if not self.frame_id:
+            raise InvalidChunk("frame_id is empty")

@@ -1,0 +1,222 @@
+"""Node configuration: one frozen pydantic model per node, loaded from ROS 2
+parameter files under `config/`.
+
+The same YAML is read three ways and must mean the same thing everywhere:
+* by a node, through ROS parameters (`--params-file`; one parameter per field),
+* by `carryon up` and the launch file, which validate it before starting anything,
+* by benchmarks and tests, which build the config object directly.
+
+Parameter files use the standard ROS 2 layout::
+
+    /**:                       # or the node name, e.g. sim_node or /carryon/sim_node
+      ros__parameters:
+        control_rate_hz: 20.0
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from carryon_common.core.errors import ConfigError
+from carryon_common.core.registry import unknown_name_message
+
+C = TypeVar("C", bound="NodeConfig")
+
+# Scalar types a field may have; lists/tuples of one of them are allowed too.
+_SCALARS: tuple[type, ...] = (bool, int, float, str)
+
+
+class NodeConfig(BaseModel):
+    """Base class of every node's configuration.
+
+    Subclasses declare fields with a default and a `description` that states what the
+    field does and its unit; each field becomes one ROS parameter of the same name.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+
+
+@dataclass(frozen=True)
+class ParamField:
+    """One configuration field seen as a ROS parameter."""
+
+    name: str
+    default: Any
+    description: str
+    type_name: str  # e.g. "float", "list[str]"
+
+
+def _type_name(annotation: Any, owner: str, name: str) -> str:
+    if annotation in _SCALARS:
+        return str(annotation.__name__)
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (list, tuple) and args and args[0] in _SCALARS:
+        if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+            raise TypeError(f"{owner}.{name}: fixed-length tuples are not ROS parameters; use tuple[X, ...]")
+        return f"list[{args[0].__name__}]"
+    if isinstance(annotation, types.UnionType) or origin is typing.Union:
+        raise TypeError(f"{owner}.{name}: optional/union fields are not ROS parameters; use a sentinel default")
+    raise TypeError(f"{owner}.{name}: type {annotation!r} is not a ROS parameter type (bool, int, float, str or lists of them)")
+
+
+def param_fields(config_cls: type[NodeConfig]) -> list[ParamField]:
+    """The ROS parameters a config class declares, in field order.
+
+    Raises TypeError for a field that cannot be a ROS parameter or lacks a description.
+    """
+    fields = []
+    for name, info in config_cls.model_fields.items():
+        if not info.description:
+            raise TypeError(f"{config_cls.__name__}.{name}: every config field needs a description with its unit")
+        default = info.get_default(call_default_factory=True)
+        if isinstance(default, tuple):
+            default = list(default)
+        fields.append(ParamField(name, default, info.description, _type_name(info.annotation, config_cls.__name__, name)))
+    return fields
+
+
+def format_validation_error(error: ValidationError, sources: Mapping[str, str], context: str) -> str:
+    """Turn a pydantic error into `file: key: reason` lines.
+
+    `sources` maps a key to where its value came from (a file path); keys not in it
+    are attributed to `context`.
+    """
+    lines = []
+    for item in error.errors():
+        key = ".".join(str(part) for part in item["loc"]) or "(root)"
+        top = str(item["loc"][0]) if item["loc"] else ""
+        where = sources.get(top, context)
+        reason = item["msg"]
+        if item["type"] == "extra_forbidden":
+            reason = "unknown parameter (not a field of this node's config)"
+        lines.append(f"{where}: {key}: {reason}")
+    return "\n".join(lines)
+
+
+def build_config(config_cls: type[C], values: Mapping[str, Any], sources: Mapping[str, str], context: str) -> C:
+    """Validate `values` into `config_cls`, raising ConfigError with file/key/reason."""
+    try:
+        return config_cls.model_validate(dict(values))
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, sources, context)) from None
+
+
+def _flatten(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in mapping.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(_flatten(value, f"{name}."))
+        else:
+            out[name] = value
+    return out
+
+
+def _selectors(node_name: str, namespace: str) -> tuple[str, ...]:
+    ns = namespace.strip("/")
+    full = f"/{ns}/{node_name}" if ns else f"/{node_name}"
+    return ("/**", node_name, full, f"/**/{node_name}", full.lstrip("/"))
+
+
+def read_yaml(path: Path) -> Any:
+    """Parse a YAML file; syntax errors become ConfigError with `file:line:column`."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+
+
+def read_params_file(path: Path, node_name: str, namespace: str) -> dict[str, Any]:
+    """The parameters a ROS 2 params file sets for one node (nested keys flattened with dots)."""
+    data = read_yaml(path)
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{path}: expected a mapping of node names to 'ros__parameters', got {type(data).__name__}")
+    params: dict[str, Any] = {}
+    selectors = _selectors(node_name, namespace)
+    for selector, body in data.items():
+        if not isinstance(body, Mapping) or "ros__parameters" not in body:
+            raise ConfigError(f"{path}: {selector}: expected a 'ros__parameters' mapping under the node name")
+        if str(selector) not in selectors:
+            continue
+        section = body["ros__parameters"]
+        if section is None:
+            continue
+        if not isinstance(section, Mapping):
+            raise ConfigError(f"{path}: {selector}.ros__parameters: expected a mapping, got {type(section).__name__}")
+        params.update(_flatten(section))
+    return params
+
+
+def load_node_config(
+    config_cls: type[C],
+    files: Sequence[Path],
+    node_name: str,
+    namespace: str,
+    overrides: Mapping[str, Any] | None = None,
+) -> C:
+    """Load a node's config from params files (later files win) plus `overrides`.
+
+    Errors name the file that set the offending key (or `--set` for overrides).
+    """
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for path in files:
+        for key, value in read_params_file(path, node_name, namespace).items():
+            values[key] = value
+            sources[key] = str(path)
+    for key, value in (overrides or {}).items():
+        values[key] = value
+        sources[key] = "--set"
+    context = str(files[-1]) if files else node_name
+    return build_config(config_cls, values, sources, context)
+
+
+def parse_override(text: str) -> tuple[str, str, Any]:
+    """Parse `node.key=value` (value parsed as YAML) into (node, key, value)."""
+    lhs, sep, rhs = text.partition("=")
+    node, dot, key = lhs.partition(".")
+    if not sep or not dot or not node or not key:
+        raise ConfigError(f"--set {text!r}: expected NODE.KEY=VALUE, e.g. sim_node.control_rate_hz=20.0")
+    try:
+        value = yaml.safe_load(rhs) if rhs else ""
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--set {text!r}: value is not valid YAML: {exc}") from None
+    return node.strip(), key.strip(), value
+
+
+def config_as_params(config: NodeConfig, node_selector: str = "/**") -> dict[str, Any]:
+    """A config as a ROS 2 params-file document (for resolved-config records)."""
+    values = {name: (list(v) if isinstance(v, tuple) else v) for name, v in config.model_dump().items()}
+    return {node_selector: {"ros__parameters": values}}
+
+
+def describe_fields(config_cls: type[NodeConfig]) -> Iterable[str]:
+    """Human-readable `name (type, default): description` lines, for docs and --help."""
+    for field in param_fields(config_cls):
+        yield f"{field.name} ({field.type_name}, default {field.default!r}): {field.description}"
+
+
+def check_name(kind: str, value: str, valid: Iterable[str]) -> str:
+    """Field-validator helper: `value` must be one of `valid` (error suggests the closest)."""
+    valid = tuple(valid)
+    if value not in valid:
+        raise ValueError(unknown_name_message(kind, value, valid))
+    return value

@@ -1,0 +1,73 @@
+"""Names of topics, services and actions, relative to the graph namespace.
+
+Every node is started in the namespace `/carryon` (configurable); names here are
+relative so the whole graph can be remapped. Node-private names start with `~/`.
+"""
+
+from __future__ import annotations
+
+DEFAULT_NAMESPACE = "carryon"
+
+# Nodes of the graph (the `name` of each entry in config/graph.yaml).
+MEMORY_NODE = "memory_node"
+PLANNER_NODE = "planner_node"
+POLICY_NODE = "policy_node"
+SHIELD_NODE = "shield_node"
+JUDGE_NODE = "judge_node"
+RECOVERY_NODE = "recovery_node"
+SIM_NODE = "sim_node"
+
+# Every node: readiness / health check (carryon_interfaces/srv/GetStatus).
+GET_STATUS = "~/get_status"
+
+# Planner: operator requests.
+ASK = "planner/ask"  # srv Ask
+ASSIST = "planner/assist"  # action Assist
+PLAN_STATE = "planner/plan_state"  # msg PlanState
+
+# Memory.
+MEMORY_GET_CONTEXT = "memory/get_context"  # srv GetContext
+MEMORY_UPDATE_USER = "memory/update_user"  # srv UpdateUser
+MEMORY_UPDATE_SCENE = "memory/update_scene"  # srv UpdateScene
+MEMORY_REMEMBER_IMAGE = "memory/remember_image"  # srv RememberImage
+MEMORY_HISTORY = "memory/history"  # srv MemoryHistory
+
+# Policy.
+RUN_POLICY = "policy/run"  # action RunPolicy
+POLICY_CHUNK = "policy/chunk"  # msg ActionChunk (unshielded)
+POLICY_TIMING = "policy/timing"  # msg InferenceTiming
+
+# Shield: the only path to the robot driver.
+SHIELD_SET_TASK = "shield/set_task"  # srv SetTask
+SHIELD_CHUNK = "shield/chunk"  # msg ActionChunk (released; the driver executes only these)
+SHIELD_EVENTS = "shield/events"  # msg ShieldEvent
+SHIELD_MARKERS = "shield/markers"  # visualization_msgs/MarkerArray
+ESTOP_SET = "estop/set"  # srv SetEstop
+ESTOP_STATE = "estop/state"  # msg EstopState, transient local
+
+# Judge.
+JUDGE = "judge/judge"  # srv Judge
+VERDICT = "judge/verdict"  # msg Verdict
+
+# Recovery.
+RECOVER = "recovery/recover"  # action Recover
+
+# Simulator (robot driver + cameras + ground truth).
+SIM_RESET = "sim/reset"  # srv SimReset
+SIM_PERTURB = "sim/perturb"  # srv SimPerturb
+SIM_STATE = "sim/state"  # srv SimState
+
+
+def status_service(namespace: str, node_name: str) -> str:
+    """Fully qualified name of a node's GetStatus service, e.g. `/carryon/memory_node/get_status`."""
+    return f"{qualify(namespace, node_name)}/{GET_STATUS.removeprefix('~/')}"
+
+
+def qualify(namespace: str, name: str) -> str:
+    """Join a namespace and a relative name into an absolute ROS name."""
+    namespace = namespace.strip("/")
+    name = name.strip("/")
+    return f"/{namespace}/{name}" if namespace else f"/{name}"
+
+# Recovery motions enter the shield here (the same filter as policy chunks).
+RECOVERY_CHUNK = "recovery/chunk"  # msg ActionChunk (unshielded)

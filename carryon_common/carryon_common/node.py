@@ -1,0 +1,205 @@
+"""Base class and entry-point helper for every CarryOn node.
+
+A CarryOn node declares one ROS parameter per field of its config class, answers
+`~/get_status` with its readiness and capabilities (saying plainly which are not
+implemented yet), and shuts down cleanly on Ctrl-C / SIGTERM.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+import rclpy
+from carryon_interfaces.srv import GetStatus
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+from carryon_common import __version__, convert
+from carryon_common.core import names
+from carryon_common.core.config import NodeConfig, build_config, param_fields
+from carryon_common.core.errors import CarryOnError, ConfigError
+from carryon_common.core.status import Capability, NodeHealth, NodeState
+
+C = TypeVar("C", bound=NodeConfig)
+
+# Exit codes of a node process (reported by `carryon up` when a node dies).
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_CONFIG = 2
+
+
+def latched_qos(depth: int = 1) -> QoSProfile:
+    """Reliable + transient local: late subscribers get the last message (estop, plan state)."""
+    return QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+def declare_config(node: Node, config_cls: type[C]) -> C:
+    """Declare one parameter per config field (defaults from the class), read them back
+    (params files and `--ros-args -p` override them) and validate into `config_cls`.
+
+    Parameters are dynamically typed so `20` in YAML satisfies a float field; the
+    pydantic model is the single place types and ranges are checked.
+    """
+    values: dict[str, Any] = {}
+    for field in param_fields(config_cls):
+        descriptor = ParameterDescriptor(
+            description=f"{field.description} [{field.type_name}]", dynamic_typing=True, read_only=True
+        )
+        default = field.default
+        if isinstance(default, list) and not default:
+            default = []  # an empty list declares as an empty byte array; the model converts it
+        node.declare_parameter(field.name, default, descriptor)
+        values[field.name] = node.get_parameter(field.name).value
+    # rclpy has no public accessor for the overrides given on the command line / in params files.
+    overrides = getattr(node, "_parameter_overrides", {})
+    extra = sorted(name for name in overrides if name not in values and name != "use_sim_time")
+    if extra:
+        raise ConfigError(f"{node.get_name()}: {', '.join(extra)}: unknown parameter(s) (not fields of {config_cls.__name__})")
+    return build_config(config_cls, values, {}, f"node {node.get_fully_qualified_name()} parameters")
+
+
+class CarryOnNode(Node):
+    """A node with a validated config, a readiness check and an honest capability list."""
+
+    def __init__(
+        self,
+        node_name: str,
+        config_cls: type[C],
+        *,
+        capabilities: Iterable[Capability],
+        **node_kwargs: Any,
+    ) -> None:
+        super().__init__(node_name, **node_kwargs)
+        self._started = time.monotonic()
+        self.config: Any = declare_config(self, config_cls)
+        self._capabilities = tuple(capabilities)
+        self._backends: tuple[str, ...] = ()
+        self._state = NodeState.STARTING
+        self._message = "starting"
+        self.service_group = ReentrantCallbackGroup()
+        self.create_service(
+            GetStatus, names.GET_STATUS, self._on_get_status, callback_group=MutuallyExclusiveCallbackGroup()
+        )
+
+    # -- health -----------------------------------------------------------------
+    def set_backends(self, backends: Mapping[str, str]) -> None:
+        """Record which backend fills each role (reported as `role=name` in the status)."""
+        self._backends = tuple(f"{role}={name}" for role, name in backends.items())
+
+    def set_state(self, state: NodeState, message: str) -> None:
+        if (state, message) != (self._state, self._message):
+            log = self.get_logger().error if state == NodeState.ERROR else self.get_logger().info
+            log(f"{state.name.lower()}: {message}")
+        self._state, self._message = state, message
+
+    def set_ready(self) -> None:
+        """Mark the node ready; the message says how much of it is scaffolding."""
+        missing = [c.name for c in self._capabilities if not c.implemented]
+        message = "ready"
+        if missing:
+            message += f"; not implemented yet: {', '.join(missing)}"
+        self.set_state(NodeState.READY, message)
+
+    def health(self) -> NodeHealth:
+        return NodeHealth(
+            node_name=self.get_fully_qualified_name(),
+            pid=os.getpid(),
+            state=self._state,
+            message=self._message,
+            uptime_s=time.monotonic() - self._started,
+            version=__version__,
+            backends=self._backends,
+            capabilities=self._capabilities,
+        )
+
+    def _on_get_status(self, _request: GetStatus.Request, response: GetStatus.Response) -> GetStatus.Response:
+        response.status = convert.health_to_msg(self.health(), self.get_clock().now().to_msg())
+        return response
+
+    # -- scaffolding ---------------------------------------------------------------
+    def capability(self, name: str) -> Capability:
+        for cap in self._capabilities:
+            if cap.name == name:
+                return cap
+        raise KeyError(f"{self.get_name()} declares no capability {name!r}")
+
+    def not_implemented_message(self, capability: str) -> str:
+        cap = self.capability(capability)
+        return f"{self.get_name()}: {capability} is {cap.detail}"
+
+    def serve_not_implemented(self, srv_type: Any, name: str, capability: str) -> None:
+        """A service that answers every request with STATUS_NOT_IMPLEMENTED and says which issue brings it."""
+        message = self.not_implemented_message(capability)
+
+        def handle(_request: Any, response: Any) -> Any:
+            response.status = srv_type.Response.STATUS_NOT_IMPLEMENTED
+            response.message = message
+            return response
+
+        self.create_service(srv_type, name, handle, callback_group=self.service_group)
+
+    def action_not_implemented(
+        self, action_type: Any, name: str, capability: str, fill_result: Callable[[Any, str], None]
+    ) -> ActionServer:
+        """An action server that accepts goals and aborts them with a not-implemented result."""
+        message = self.not_implemented_message(capability)
+
+        def execute(goal_handle: Any) -> Any:
+            result = action_type.Result()
+            fill_result(result, message)
+            goal_handle.abort()
+            return result
+
+        return ActionServer(
+            self,
+            action_type,
+            name,
+            execute_callback=execute,
+            goal_callback=lambda _goal: GoalResponse.ACCEPT,
+            cancel_callback=lambda _handle: CancelResponse.ACCEPT,
+            callback_group=self.service_group,
+        )
+
+
+def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
+    """Entry point shared by every node: init, spin, clean shutdown, meaningful exit code.
+
+    Exit codes: 0 after Ctrl-C / SIGTERM, 2 for an invalid configuration, 1 when
+    construction or spinning failed (the traceback is printed once).
+    """
+    rclpy.init(args=args if args is not None else sys.argv)
+    node: Node | None = None
+    executor = MultiThreadedExecutor(num_threads=4)
+    code = EXIT_OK
+    try:
+        node = factory()
+        executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        code = EXIT_OK
+    except ConfigError as exc:
+        print(f"configuration error:\n{exc}", file=sys.stderr, flush=True)
+        code = EXIT_CONFIG
+    except CarryOnError as exc:
+        print(f"start-up failed: {exc}", file=sys.stderr, flush=True)
+        code = EXIT_ERROR
+    except Exception:  # noqa: BLE001 - report once with the traceback, then exit non-zero
+        if rclpy.ok():
+            traceback.print_exc()
+            code = EXIT_ERROR
+        # else: Ctrl-C / SIGTERM arrived during start-up and shut the context down: a clean stop
+    finally:
+        executor.shutdown(timeout_sec=2.0)
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return code

@@ -1,0 +1,1 @@
+"""Visual judge of subtask success and failure."""

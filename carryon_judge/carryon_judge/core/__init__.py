@@ -1,0 +1,1 @@
+"""Judge core: verdict rules and backends (never imports rclpy)."""

@@ -1,0 +1,1 @@
+"""Persistent Markdown user and scene memory and the memory service node."""

@@ -1,0 +1,1 @@
+"""Markdown memory store (pure Python; never imports rclpy)."""

@@ -1,0 +1,1 @@
+"""Personalized planner: context, LLM backends, plan schema, validator and repair, executive."""

@@ -1,0 +1,36 @@
+"""The one place where planner core types meet ROS messages."""
+
+from __future__ import annotations
+
+from carryon_interfaces.msg import Subtask
+
+from carryon_planner.core.types import SubtaskKind, SubtaskSpec
+
+
+def subtask_to_msg(spec: SubtaskSpec) -> Subtask:
+    return Subtask(
+        id=spec.id,
+        kind=spec.kind.value,
+        objective=spec.objective,
+        instruction=spec.instruction,
+        target=spec.target,
+        source=spec.source,
+        destination=spec.destination,
+        depends_on=list(spec.depends_on),
+        condition=spec.condition,
+    )
+
+
+def subtask_from_msg(msg: Subtask) -> SubtaskSpec:
+    """Raises ValueError for an unknown kind."""
+    return SubtaskSpec(
+        id=msg.id,
+        kind=SubtaskKind(msg.kind),
+        objective=msg.objective,
+        instruction=msg.instruction,
+        target=msg.target,
+        source=msg.source,
+        destination=msg.destination,
+        depends_on=tuple(msg.depends_on),
+        condition=msg.condition,
+    )

@@ -1,0 +1,1 @@
+"""Planning loop core: context, plan schema, validator, executive (never imports rclpy)."""

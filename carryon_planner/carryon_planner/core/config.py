@@ -1,0 +1,30 @@
+"""Configuration of planner_node."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator
+
+from carryon_common.core.config import NodeConfig, check_name
+
+LLM_BACKENDS = ("local", "openai")
+
+
+class PlannerConfig(NodeConfig):
+    llm_backend: str = Field(
+        "local",
+        description="LLM backend by name: 'local' (offline instruction model, no key) or 'openai' "
+        "(any OpenAI-compatible endpoint).",
+    )
+    llm_base_url: str = Field("", description="Base URL of the OpenAI-compatible endpoint ('' = backend default).")
+    llm_model: str = Field("", description="Model name sent to the endpoint ('' = backend default).")
+    llm_api_key_env: str = Field(
+        "OPENAI_API_KEY", description="Name of the environment variable holding the API key (never the key itself)."
+    )
+    llm_timeout_s: float = Field(60.0, gt=0.0, description="Timeout of one LLM request, seconds.")
+    max_repairs: int = Field(2, ge=0, description="Validation-repair rounds before a safe refusal.")
+    service_timeout_s: float = Field(5.0, gt=0.0, description="Timeout of calls to other nodes' services, seconds.")
+
+    @field_validator("llm_backend")
+    @classmethod
+    def _known_backend(cls, value: str) -> str:
+        return check_name("LLM backend", value, LLM_BACKENDS)

@@ -1,0 +1,1 @@
+"""Frozen-VLA policy server node and policy backends."""

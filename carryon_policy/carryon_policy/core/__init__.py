@@ -1,0 +1,1 @@
+"""Policy interface and backends (never imports rclpy)."""

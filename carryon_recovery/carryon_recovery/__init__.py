@@ -1,0 +1,1 @@
+"""Recovery skills, versioned skill library and reflection."""

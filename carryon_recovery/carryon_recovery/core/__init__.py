@@ -1,0 +1,1 @@
+"""Recovery core: base skill, versioned library, reflection (never imports rclpy)."""

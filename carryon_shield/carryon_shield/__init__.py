@@ -1,0 +1,1 @@
+"""Geometric action shield: grounding, response model, filter and retreat."""

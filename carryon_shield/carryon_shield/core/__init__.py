@@ -1,0 +1,1 @@
+"""Shield core: grounding, response model, filter, retreat (never imports rclpy)."""

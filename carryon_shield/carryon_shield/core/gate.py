@@ -1,0 +1,97 @@
+"""The shield's gate: which chunks may even be considered, and the decision record.
+
+The gate fails closed. A chunk reaches the robot only when it is valid, fresh, the
+emergency stop is released, and a collision filter approved it; with no filter
+configured (the filter arrives with issue #6) nothing is released at all.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from carryon_common.core.chunk import Chunk, InvalidChunk
+
+
+class Decision(enum.IntEnum):
+    """Mirrors ShieldEvent.DECISION_*."""
+
+    RELEASED_ALL = 0
+    RELEASED_PREFIX = 1
+    RETREAT = 2
+    REJECTED_STALE = 3
+    REJECTED_NO_PERCEPTION = 4
+    REJECTED_ESTOP = 5
+    REJECTED_INVALID = 6
+
+
+@dataclass(frozen=True)
+class ShieldDecision:
+    """What the shield did with one chunk. Distances in metres, points in `frame_id`."""
+
+    chunk_id: int
+    subtask_id: str
+    decision: Decision
+    released_steps: int
+    total_steps: int
+    threshold_m: float
+    reason: str
+    min_distance_m: float = math.inf
+    first_blocked_step: int = -1
+    blocking_obstacle: str = ""
+    blocking_point: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    frame_id: str = ""
+    holding: bool = False
+    obstacle_points: int = 0
+    compute_time_s: float = 0.0
+    released: Chunk | None = None  # what goes to the driver (None: nothing)
+
+
+# A collision filter: given a fresh, valid chunk, returns the decision (issue #6).
+ChunkFilter = Callable[[Chunk], ShieldDecision]
+
+
+@dataclass
+class ShieldGate:
+    """Pre-checks every chunk and hands the survivors to the collision filter.
+
+    `max_observation_age_s`: chunks whose observation is older are rejected;
+    `threshold_m`: recorded in every decision. Times are seconds on the node clock.
+    """
+
+    max_observation_age_s: float
+    threshold_m: float
+    chunk_filter: ChunkFilter | None = None
+    estop_active: bool = False
+
+    def reject(self, chunk_id: int, subtask_id: str, total: int, decision: Decision, reason: str) -> ShieldDecision:
+        return ShieldDecision(chunk_id, subtask_id, decision, 0, total, self.threshold_m, reason)
+
+    def decide(self, chunk: Chunk, now_s: float) -> ShieldDecision:
+        total = len(chunk)
+        if self.estop_active:
+            return self.reject(chunk.chunk_id, chunk.subtask_id, total, Decision.REJECTED_ESTOP, "emergency stop engaged")
+        try:
+            chunk.validate()
+        except InvalidChunk as exc:
+            return self.reject(chunk.chunk_id, chunk.subtask_id, total, Decision.REJECTED_INVALID, str(exc))
+        age = now_s - chunk.observation_stamp_s
+        if age > self.max_observation_age_s or age < -self.max_observation_age_s:
+            return self.reject(
+                chunk.chunk_id,
+                chunk.subtask_id,
+                total,
+                Decision.REJECTED_STALE,
+                f"observation {chunk.observation_id} is {age:.3f} s old (limit {self.max_observation_age_s:.3f} s)",
+            )
+        if self.chunk_filter is None:
+            return self.reject(
+                chunk.chunk_id,
+                chunk.subtask_id,
+                total,
+                Decision.REJECTED_NO_PERCEPTION,
+                "no collision filter configured (arrives with issue #6): failing closed, nothing released",
+            )
+        return self.chunk_filter(chunk)

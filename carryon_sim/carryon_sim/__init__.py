@@ -1,0 +1,1 @@
+"""MuJoCo tabletop world and simulated robot + camera driver."""

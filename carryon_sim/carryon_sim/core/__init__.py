@@ -1,0 +1,1 @@
+"""Simulated world core: MuJoCo scenes, sensors, driver logic (never imports rclpy)."""

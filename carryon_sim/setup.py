@@ -1,0 +1,24 @@
+from setuptools import find_packages, setup
+
+package_name = "carryon_sim"
+
+setup(
+    name=package_name,
+    version="0.1.0",
+    packages=find_packages(exclude=["test"]),
+    data_files=[
+        ("share/ament_index/resource_index/packages", [f"resource/{package_name}"]),
+        (f"share/{package_name}", ["package.xml"]),
+    ],
+    install_requires=["setuptools"],
+    zip_safe=True,
+    maintainer="CarryOn maintainers",
+    maintainer_email="maintainers@carryon-robotics.org",
+    description="MuJoCo tabletop world and simulated robot + camera driver.",
+    license="Apache-2.0",
+    entry_points={
+        "console_scripts": [
+            "sim_node = carryon_sim.node:main"
+        ],
+    },
+)
