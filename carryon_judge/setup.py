@@ -17,8 +17,6 @@ setup(
     description="Visual judge of subtask success and failure.",
     license="Apache-2.0",
     entry_points={
-        "console_scripts": [
-            "judge_node = carryon_judge.node:main"
-        ],
+        "console_scripts": ["judge_node = carryon_judge.node:main"],
     },
 )

@@ -17,8 +17,6 @@ setup(
     description="Persistent Markdown user and scene memory and the memory service node.",
     license="Apache-2.0",
     entry_points={
-        "console_scripts": [
-            "memory_node = carryon_memory.node:main"
-        ],
+        "console_scripts": ["memory_node = carryon_memory.node:main"],
     },
 )

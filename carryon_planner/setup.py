@@ -17,8 +17,6 @@ setup(
     description="Personalized planner: context, LLM backends, plan schema, validator and repair, executive.",
     license="Apache-2.0",
     entry_points={
-        "console_scripts": [
-            "planner_node = carryon_planner.node:main"
-        ],
+        "console_scripts": ["planner_node = carryon_planner.node:main"],
     },
 )

@@ -17,8 +17,6 @@ setup(
     description="Frozen-VLA policy server node and policy backends.",
     license="Apache-2.0",
     entry_points={
-        "console_scripts": [
-            "policy_node = carryon_policy.node:main"
-        ],
+        "console_scripts": ["policy_node = carryon_policy.node:main"],
     },
 )

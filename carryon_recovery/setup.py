@@ -17,8 +17,6 @@ setup(
     description="Recovery skills, versioned skill library and reflection.",
     license="Apache-2.0",
     entry_points={
-        "console_scripts": [
-            "recovery_node = carryon_recovery.node:main"
-        ],
+        "console_scripts": ["recovery_node = carryon_recovery.node:main"],
     },
 )

@@ -17,8 +17,6 @@ setup(
     description="Geometric action shield: grounding, response model, filter and retreat.",
     license="Apache-2.0",
     entry_points={
-        "console_scripts": [
-            "shield_node = carryon_shield.node:main"
-        ],
+        "console_scripts": ["shield_node = carryon_shield.node:main"],
     },
 )

@@ -17,8 +17,6 @@ setup(
     description="MuJoCo tabletop world and simulated robot + camera driver.",
     license="Apache-2.0",
     entry_points={
-        "console_scripts": [
-            "sim_node = carryon_sim.node:main"
-        ],
+        "console_scripts": ["sim_node = carryon_sim.node:main"],
     },
 )

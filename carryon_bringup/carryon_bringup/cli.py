@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from carryon_common.core.errors import CarryOnError
+from carryon_common.core.status import NodeHealth
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -27,7 +28,15 @@ EXIT_UNREACHABLE = 3
 EXIT_NOT_IMPLEMENTED = 4
 
 # Status codes shared by every CarryOn service response (carryon_interfaces/srv/*).
-_STATUS_NAMES = {0: "ok", 1: "invalid argument", 2: "not found", 3: "unavailable", 4: "not implemented", 5: "read-only", 6: "internal error"}
+_STATUS_NAMES = {
+    0: "ok",
+    1: "invalid argument",
+    2: "not found",
+    3: "unavailable",
+    4: "not implemented",
+    5: "read-only",
+    6: "internal error",
+}
 _STATUS_NOT_IMPLEMENTED = 4
 
 console = Console(highlight=False)
@@ -35,22 +44,36 @@ err = Console(stderr=True, highlight=False)
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="carryon", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config-dir", help="config folder holding graph.yaml (default: $CARRYON_CONFIG_DIR, ./config)")
-    parser.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the graph to answer (default 5)")
+    parser = argparse.ArgumentParser(
+        prog="carryon", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--config-dir", help="config folder holding graph.yaml (default: $CARRYON_CONFIG_DIR, ./config)"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=5.0, help="seconds to wait for the graph to answer (default 5)"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     up = sub.add_parser("up", help="start the graph, one process per node (Ctrl-C stops it)")
-    up.add_argument("--profile", default=os.environ.get("CARRYON_PROFILE", "sim"), help="profile from graph.yaml (default sim)")
+    up.add_argument(
+        "--profile", default=os.environ.get("CARRYON_PROFILE", "sim"), help="profile from graph.yaml (default sim)"
+    )
     up.add_argument("--only", action="append", default=[], metavar="NODE", help="start only this node (repeatable)")
-    up.add_argument("--set", action="append", default=[], metavar="NODE.KEY=VALUE", help="override a parameter (repeatable)")
+    up.add_argument(
+        "--set", action="append", default=[], metavar="NODE.KEY=VALUE", help="override a parameter (repeatable)"
+    )
     up.add_argument("--run-dir", help="folder for logs and records (default runs/<time>-up-<profile>)")
     up.add_argument("--log-level", choices=["debug", "info", "warn", "error"], help="ROS log level of every node")
     up.add_argument("--ready-timeout", type=float, default=30.0, help="warn when nodes are not ready after this many s")
-    up.add_argument("--stop-timeout", type=float, default=4.0, help="SIGKILL nodes still alive this many s after Ctrl-C")
+    up.add_argument(
+        "--stop-timeout", type=float, default=4.0, help="SIGKILL nodes still alive this many s after Ctrl-C"
+    )
 
     status = sub.add_parser("status", help="which nodes are up and ready, with their capabilities")
-    status.add_argument("--profile", default=os.environ.get("CARRYON_PROFILE", "sim"), help="profile whose nodes to query")
+    status.add_argument(
+        "--profile", default=os.environ.get("CARRYON_PROFILE", "sim"), help="profile whose nodes to query"
+    )
     status.add_argument("--json", action="store_true", help="print machine-readable JSON")
     status.add_argument("-v", "--verbose", action="store_true", help="list every capability")
 
@@ -92,6 +115,47 @@ def _service_outcome(status: int, message: str) -> int:
     return EXIT_NOT_IMPLEMENTED if status == _STATUS_NOT_IMPLEMENTED else EXIT_FAILED
 
 
+def _health_json(h: NodeHealth | None) -> dict[str, object] | None:
+    if h is None:
+        return None
+    return {
+        "ready": h.ready,
+        "state": h.state.name.lower(),
+        "message": h.message,
+        "pid": h.pid,
+        "uptime_s": round(h.uptime_s, 2),
+        "backends": list(h.backends),
+        "capabilities": [{"name": c.name, "implemented": c.implemented, "detail": c.detail} for c in h.capabilities],
+    }
+
+
+def _print_status_table(title: str, health: dict[str, NodeHealth | None], verbose: bool) -> None:
+    table = Table(title=title)
+    for column in ("node", "state", "pid", "up", "backends", "implemented"):
+        table.add_column(column)
+    for name, h in health.items():
+        if h is None:
+            table.add_row(name, "[red]down[/]", "", "", "", "")
+            continue
+        color = "green" if h.ready else "yellow"
+        done = sum(c.implemented for c in h.capabilities)
+        row = (h.state.name.lower(), str(h.pid), f"{h.uptime_s:.0f}s", " ".join(h.backends))
+        table.add_row(name, f"[{color}]{row[0]}[/]", *row[1:], f"{done}/{len(h.capabilities)}")
+    console.print(table)
+    missing = {name: h.missing for name, h in health.items() if h is not None and h.missing}
+    if not missing:
+        return
+    if not verbose:
+        count = sum(len(m) for m in missing.values())
+        console.print(
+            f"[yellow]scaffolding:[/] {count} capabilities are not implemented yet (`carryon status -v` lists them)"
+        )
+        return
+    for name, caps in missing.items():
+        for cap in caps:
+            console.print(f"  [yellow]{name}[/] {cap.name}: {cap.detail}")
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from carryon_bringup.node import GraphClient
     from carryon_bringup.up import load_spec
@@ -101,37 +165,13 @@ def cmd_status(args: argparse.Namespace) -> int:
     with GraphClient(spec.namespace, args.timeout) as client:
         health = client.statuses(node_names)
     if args.json:
-        out = {
-            name: None
-            if h is None
-            else {
-                "ready": h.ready, "state": h.state.name.lower(), "message": h.message, "pid": h.pid,
-                "uptime_s": round(h.uptime_s, 2), "backends": list(h.backends),
-                "capabilities": [{"name": c.name, "implemented": c.implemented, "detail": c.detail} for c in h.capabilities],
-            }
-            for name, h in health.items()
-        }  # fmt: skip
-        print(json.dumps(out, indent=2))
+        print(json.dumps({name: _health_json(h) for name, h in health.items()}, indent=2))
     else:
-        table = Table(title=f"CarryOn graph /{spec.namespace} (profile {args.profile})")
-        for column in ("node", "state", "pid", "up", "backends", "capabilities"):
-            table.add_column(column)
-        for name, h in health.items():
-            if h is None:
-                table.add_row(name, "[red]down[/]", "", "", "", "no answer")
-                continue
-            done = sum(c.implemented for c in h.capabilities)
-            caps = f"{done}/{len(h.capabilities)} implemented"
-            if h.missing:
-                listed = (c.name for c in h.missing) if not args.verbose else (f"{c.name}: {c.detail}" for c in h.missing)
-                caps += "; not yet: " + ", ".join(listed)
-            color = "green" if h.ready else "yellow"
-            table.add_row(name, f"[{color}]{h.state.name.lower()}[/]", str(h.pid), f"{h.uptime_s:.0f}s", " ".join(h.backends), caps)
-        console.print(table)
-    up = [n for n, h in health.items() if h is not None]
-    if not up:
+        _print_status_table(f"CarryOn graph /{spec.namespace} (profile {args.profile})", health, args.verbose)
+    if all(h is None for h in health.values()):
+        domain = os.environ.get("ROS_DOMAIN_ID", "0")
         err.print(
-            f"no CarryOn node answered within {args.timeout:.0f} s (ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}); "
+            f"no CarryOn node answered within {args.timeout:.0f} s (ROS_DOMAIN_ID={domain}); "
             "is the graph running? Start it with `carryon up`."
         )
         return EXIT_UNREACHABLE

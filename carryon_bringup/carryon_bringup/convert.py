@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from carryon_interfaces.msg import PlanState
-
 from carryon_common.convert import msg_to_health  # re-exported: status conversion lives in common
+from carryon_interfaces.msg import PlanState
 
 __all__ = ["msg_to_health", "plan_state_name"]
 

@@ -6,6 +6,7 @@ never see each other.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -122,7 +123,5 @@ class GraphRun:
 
     def __exit__(self, *_exc: object) -> None:
         if self.process is not None and self.process.poll() is None:
-            try:
+            with contextlib.suppress(RuntimeError):
                 self.stop(signal.SIGTERM)
-            except RuntimeError:
-                pass

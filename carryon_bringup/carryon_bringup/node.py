@@ -8,12 +8,11 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from carryon_interfaces.srv import Ask, GetContext, GetStatus, SetEstop
-
 from carryon_bringup import convert
 from carryon_common.calls import RosSession
 from carryon_common.core import names
 from carryon_common.core.status import NodeHealth
+from carryon_interfaces.srv import Ask, GetContext, GetStatus, SetEstop
 
 # Seconds between repeated status requests to a node that is not ready yet.
 _REPOLL_S = 0.5
@@ -90,7 +89,9 @@ class GraphClient:
                 out[node] = None
                 continue
             try:
-                response = self.session.call(GetStatus, service, GetStatus.Request(), timeout_s=min(2.0, self.timeout_s))
+                response = self.session.call(
+                    GetStatus, service, GetStatus.Request(), timeout_s=min(2.0, self.timeout_s)
+                )
                 out[node] = convert.msg_to_health(response.status)
             except Exception:  # noqa: BLE001 - an unanswered status is reported as down
                 out[node] = None

@@ -9,6 +9,7 @@ the DDS shared-memory files they leave behind.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import json
@@ -43,10 +44,8 @@ def default_config_fallbacks() -> list[Path]:
     try:
         from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
 
-        try:
+        with contextlib.suppress(PackageNotFoundError):
             fallbacks.append(Path(get_package_share_directory("carryon_bringup")) / "config")
-        except PackageNotFoundError:
-            pass
     except ImportError:
         pass
     return fallbacks
@@ -76,7 +75,14 @@ def executable_path(launch: NodeLaunch) -> Path:
 def command_for(launch: NodeLaunch, log_level: str | None = None) -> list[str]:
     """The command line of one node: the same executable, name, namespace and parameter
     files that `ros2 launch` uses for the same NodeLaunch."""
-    cmd = [str(executable_path(launch)), "--ros-args", "-r", f"__node:={launch.name}", "-r", f"__ns:=/{launch.namespace}"]
+    cmd = [
+        str(executable_path(launch)),
+        "--ros-args",
+        "-r",
+        f"__node:={launch.name}",
+        "-r",
+        f"__ns:=/{launch.namespace}",
+    ]
     for path in launch.params_files:
         cmd += ["--params-file", str(path)]
     if log_level:
@@ -166,12 +172,17 @@ def run_up(
         ROS_LOG_DIR=str((folder / "ros_logs").resolve()),
     )
     supervisor = Supervisor(
-        launches, lambda launch: commands[launch.name], env=env, log_dir=folder / "logs", cwd=Path.cwd(), printer=printer.line
+        launches,
+        lambda launch: commands[launch.name],
+        env=env,
+        log_dir=folder / "logs",
+        cwd=Path.cwd(),
+        printer=printer.line,
     )
 
     stop = threading.Event()
 
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
+    def on_signal(_signum: int, _frame: FrameType | None) -> None:
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
@@ -209,7 +220,6 @@ def run_up(
             probe.step(timeout_s=0.1)
             if len(probe.ready()) == len(launches):
                 printer.say(f"all {len(launches)} node(s) ready after {time.monotonic() - started:.1f} s")
-                _report_missing(printer, probe)
                 probe.close()
                 probe = None
             elif time.monotonic() - waiting_since > ready_timeout_s:
@@ -239,12 +249,13 @@ def _with_override_files(
     out = []
     for launch in launches:
         values = overrides.get(launch.name)
-        if values:
-            path = (folder / "overrides" / f"{launch.name}.yaml").resolve()
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(yaml.safe_dump({"/**": {"ros__parameters": dict(values)}}))
-            launch = dataclasses.replace(launch, params_files=(*launch.params_files, path))
-        out.append(launch)
+        if not values:
+            out.append(launch)
+            continue
+        path = (folder / "overrides" / f"{launch.name}.yaml").resolve()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump({"/**": {"ros__parameters": dict(values)}}))
+        out.append(dataclasses.replace(launch, params_files=(*launch.params_files, path)))
     return out
 
 
@@ -254,9 +265,3 @@ def _write_processes(folder: Path, supervisor: Supervisor, commands: Mapping[str
         "nodes": {name: {"pid": pid, "command": commands[name]} for name, pid in supervisor.pids().items()},
     }
     (folder / "processes.json").write_text(json.dumps(record, indent=2))
-
-
-def _report_missing(printer: _Printer, probe: Any) -> None:
-    for name, health in sorted(probe.health.items()):
-        if health.missing:
-            printer.say(f"{name}: not implemented yet: {', '.join(c.name for c in health.missing)}")

@@ -8,11 +8,12 @@ The node list and parameter files come from config/graph.yaml through the same
 node starts.
 """
 
-from carryon_bringup.up import load_spec
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
+
+from carryon_bringup.up import load_spec
 
 
 def _nodes(context, *_args, **_kwargs):

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 from builtin_interfaces.msg import Time as TimeMsg
-from carryon_interfaces.msg import ActionChunk, ActionStep, NodeStatus
-from carryon_interfaces.msg import Capability as CapabilityMsg
 from geometry_msgs.msg import Vector3
 
 from carryon_common.core.chunk import Chunk, ChunkSource, Convention, InvalidChunk
 from carryon_common.core.status import Capability, NodeHealth, NodeState
+from carryon_interfaces.msg import ActionChunk, ActionStep, NodeStatus
+from carryon_interfaces.msg import Capability as CapabilityMsg
 
 
 def health_to_msg(health: NodeHealth, stamp: TimeMsg) -> NodeStatus:
@@ -23,7 +23,9 @@ def health_to_msg(health: NodeHealth, stamp: TimeMsg) -> NodeStatus:
     msg.uptime_s = float(health.uptime_s)
     msg.version = health.version
     msg.backends = list(health.backends)
-    msg.capabilities = [CapabilityMsg(name=c.name, implemented=c.implemented, detail=c.detail) for c in health.capabilities]
+    msg.capabilities = [
+        CapabilityMsg(name=c.name, implemented=c.implemented, detail=c.detail) for c in health.capabilities
+    ]
     return msg
 
 
@@ -61,8 +63,12 @@ def chunk_from_msg(msg: ActionChunk) -> Chunk:
         dt=float(msg.dt),
         observation_id=int(msg.observation_id),
         observation_stamp_s=msg.observation_stamp.sec + msg.observation_stamp.nanosec * 1e-9,
-        positions=np.array([[s.position.x, s.position.y, s.position.z] for s in steps], dtype=np.float64).reshape(-1, 3),
-        rotations=np.array([[s.rotation.x, s.rotation.y, s.rotation.z] for s in steps], dtype=np.float64).reshape(-1, 3),
+        positions=np.array([[s.position.x, s.position.y, s.position.z] for s in steps], dtype=np.float64).reshape(
+            -1, 3
+        ),
+        rotations=np.array([[s.rotation.x, s.rotation.y, s.rotation.z] for s in steps], dtype=np.float64).reshape(
+            -1, 3
+        ),
         gripper=np.array([s.gripper for s in steps], dtype=np.float64),
     )
 
@@ -79,7 +85,7 @@ def chunk_to_msg(chunk: Chunk, stamp: TimeMsg) -> ActionChunk:
     msg.dt = chunk.dt
     msg.observation_id = chunk.observation_id
     sec = int(chunk.observation_stamp_s)
-    msg.observation_stamp = TimeMsg(sec=sec, nanosec=int(round((chunk.observation_stamp_s - sec) * 1e9)) % 1_000_000_000)
+    msg.observation_stamp = TimeMsg(sec=sec, nanosec=round((chunk.observation_stamp_s - sec) * 1e9) % 1_000_000_000)
     msg.steps = [
         ActionStep(
             position=Vector3(x=float(p[0]), y=float(p[1]), z=float(p[2])),

@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import rclpy
-from carryon_interfaces.srv import GetStatus
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
@@ -28,6 +27,7 @@ from carryon_common.core import names
 from carryon_common.core.config import NodeConfig, build_config, param_fields
 from carryon_common.core.errors import CarryOnError, ConfigError
 from carryon_common.core.status import Capability, NodeHealth, NodeState
+from carryon_interfaces.srv import GetStatus
 
 C = TypeVar("C", bound=NodeConfig)
 
@@ -63,7 +63,9 @@ def declare_config(node: Node, config_cls: type[C]) -> C:
     overrides = getattr(node, "_parameter_overrides", {})
     extra = sorted(name for name in overrides if name not in values and name != "use_sim_time")
     if extra:
-        raise ConfigError(f"{node.get_name()}: {', '.join(extra)}: unknown parameter(s) (not fields of {config_cls.__name__})")
+        raise ConfigError(
+            f"{node.get_name()}: {', '.join(extra)}: unknown parameter(s) (not fields of {config_cls.__name__})"
+        )
     return build_config(config_cls, values, {}, f"node {node.get_fully_qualified_name()} parameters")
 
 

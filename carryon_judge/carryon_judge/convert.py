@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from builtin_interfaces.msg import Time as TimeMsg
-from carryon_interfaces.msg import Verdict
 
+from carryon_interfaces.msg import Verdict
 from carryon_judge.core.types import JudgeVerdict, VerdictStatus
 
 

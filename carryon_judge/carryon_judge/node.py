@@ -6,12 +6,13 @@ STATUS_NOT_IMPLEMENTED; no verdicts are published.
 
 from __future__ import annotations
 
-from carryon_interfaces.msg import Verdict
-from carryon_interfaces.srv import Judge
+from typing import Any
 
 from carryon_common.core import names
 from carryon_common.core.status import planned
 from carryon_common.node import CarryOnNode, run_node
+from carryon_interfaces.msg import Verdict
+from carryon_interfaces.srv import Judge
 from carryon_judge.core.config import JudgeConfig
 
 CAPABILITIES = (
@@ -22,8 +23,8 @@ CAPABILITIES = (
 
 
 class JudgeNode(CarryOnNode):
-    def __init__(self) -> None:
-        super().__init__(names.JUDGE_NODE, JudgeConfig, capabilities=CAPABILITIES)
+    def __init__(self, **node_kwargs: Any) -> None:
+        super().__init__(names.JUDGE_NODE, JudgeConfig, capabilities=CAPABILITIES, **node_kwargs)
         self.set_backends({"judge": self.config.backend})
         self.verdict_pub = self.create_publisher(Verdict, names.VERDICT, 10)
         self.serve_not_implemented(Judge, names.JUDGE, "judge.judge")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from builtin_interfaces.msg import Time as TimeMsg
-from carryon_interfaces.msg import MemoryFact, SceneLocation
 
+from carryon_interfaces.msg import MemoryFact, SceneLocation
 from carryon_memory.core.types import Fact, Location
 
 

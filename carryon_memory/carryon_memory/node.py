@@ -8,13 +8,13 @@ first request.
 from __future__ import annotations
 
 from pathlib import Path
-
-from carryon_interfaces.srv import GetContext, MemoryHistory, RememberImage, UpdateScene, UpdateUser
+from typing import Any
 
 from carryon_common.core import names
 from carryon_common.core.errors import CarryOnError
 from carryon_common.core.status import planned
 from carryon_common.node import CarryOnNode, run_node
+from carryon_interfaces.srv import GetContext, MemoryHistory, RememberImage, UpdateScene, UpdateUser
 from carryon_memory.core.config import MemoryConfig
 
 CAPABILITIES = (
@@ -49,8 +49,8 @@ def ensure_memory_dir(path: Path) -> Path:
 
 
 class MemoryNode(CarryOnNode):
-    def __init__(self) -> None:
-        super().__init__(names.MEMORY_NODE, MemoryConfig, capabilities=CAPABILITIES)
+    def __init__(self, **node_kwargs: Any) -> None:
+        super().__init__(names.MEMORY_NODE, MemoryConfig, capabilities=CAPABILITIES, **node_kwargs)
         self.memory_dir = ensure_memory_dir(Path(self.config.memory_dir))
         self.serve_not_implemented(GetContext, names.MEMORY_GET_CONTEXT, "memory.get_context")
         self.serve_not_implemented(UpdateUser, names.MEMORY_UPDATE_USER, "memory.update_user")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from carryon_interfaces.msg import Subtask
-
 from carryon_planner.core.types import SubtaskKind, SubtaskSpec
 
 

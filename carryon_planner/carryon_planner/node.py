@@ -6,13 +6,14 @@ answered now with STATUS_NOT_IMPLEMENTED and a message saying so.
 
 from __future__ import annotations
 
-from carryon_interfaces.action import Assist
-from carryon_interfaces.msg import PlanState
-from carryon_interfaces.srv import Ask
+from typing import Any
 
 from carryon_common.core import names
 from carryon_common.core.status import planned
 from carryon_common.node import CarryOnNode, latched_qos, run_node
+from carryon_interfaces.action import Assist
+from carryon_interfaces.msg import PlanState
+from carryon_interfaces.srv import Ask
 from carryon_planner.core.config import PlannerConfig
 
 CAPABILITIES = (
@@ -29,8 +30,8 @@ def _assist_not_implemented(result: Assist.Result, message: str) -> None:
 
 
 class PlannerNode(CarryOnNode):
-    def __init__(self) -> None:
-        super().__init__(names.PLANNER_NODE, PlannerConfig, capabilities=CAPABILITIES)
+    def __init__(self, **node_kwargs: Any) -> None:
+        super().__init__(names.PLANNER_NODE, PlannerConfig, capabilities=CAPABILITIES, **node_kwargs)
         self.set_backends({"llm": self.config.llm_backend})
         self.plan_state_pub = self.create_publisher(PlanState, names.PLAN_STATE, latched_qos())
         self.serve_not_implemented(Ask, names.ASK, "planner.ask")

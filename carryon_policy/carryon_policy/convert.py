@@ -6,8 +6,8 @@ the driver)."""
 from __future__ import annotations
 
 from builtin_interfaces.msg import Time as TimeMsg
-from carryon_interfaces.msg import InferenceTiming
 
+from carryon_interfaces.msg import InferenceTiming
 from carryon_policy.core.timing import InferenceRecord
 
 

@@ -7,12 +7,13 @@ chunk topic, so nothing can move the arm.
 
 from __future__ import annotations
 
-from carryon_interfaces.action import RunPolicy
-from carryon_interfaces.msg import ActionChunk, InferenceTiming
+from typing import Any
 
 from carryon_common.core import names
 from carryon_common.core.status import planned
 from carryon_common.node import CarryOnNode, run_node
+from carryon_interfaces.action import RunPolicy
+from carryon_interfaces.msg import ActionChunk, InferenceTiming
 from carryon_policy.core.config import PolicyConfig
 
 CAPABILITIES = (
@@ -27,8 +28,8 @@ def _run_not_implemented(result: RunPolicy.Result, message: str) -> None:
 
 
 class PolicyNode(CarryOnNode):
-    def __init__(self) -> None:
-        super().__init__(names.POLICY_NODE, PolicyConfig, capabilities=CAPABILITIES)
+    def __init__(self, **node_kwargs: Any) -> None:
+        super().__init__(names.POLICY_NODE, PolicyConfig, capabilities=CAPABILITIES, **node_kwargs)
         self.set_backends({"policy": self.config.backend})
         self.chunk_pub = self.create_publisher(ActionChunk, names.POLICY_CHUNK, 10)
         self.timing_pub = self.create_publisher(InferenceTiming, names.POLICY_TIMING, 10)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from carryon_interfaces.action import Recover
-
 from carryon_recovery.core.types import RecoveryResult
 
 

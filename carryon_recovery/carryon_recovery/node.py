@@ -7,12 +7,13 @@ published on the recovery chunk topic.
 
 from __future__ import annotations
 
-from carryon_interfaces.action import Recover
-from carryon_interfaces.msg import ActionChunk
+from typing import Any
 
 from carryon_common.core import names
 from carryon_common.core.status import planned
 from carryon_common.node import CarryOnNode, run_node
+from carryon_interfaces.action import Recover
+from carryon_interfaces.msg import ActionChunk
 from carryon_recovery import convert
 from carryon_recovery.core.config import RecoveryConfig
 from carryon_recovery.core.types import Outcome, RecoveryResult
@@ -26,8 +27,8 @@ CAPABILITIES = (
 
 
 class RecoveryNode(CarryOnNode):
-    def __init__(self) -> None:
-        super().__init__(names.RECOVERY_NODE, RecoveryConfig, capabilities=CAPABILITIES)
+    def __init__(self, **node_kwargs: Any) -> None:
+        super().__init__(names.RECOVERY_NODE, RecoveryConfig, capabilities=CAPABILITIES, **node_kwargs)
         self.set_backends({"motion": self.config.motion_backend})
         self.chunk_pub = self.create_publisher(ActionChunk, names.RECOVERY_CHUNK, 10)
         default_skill = self.config.default_skill

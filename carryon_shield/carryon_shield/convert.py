@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from builtin_interfaces.msg import Time as TimeMsg
-from carryon_interfaces.msg import ShieldEvent
 from geometry_msgs.msg import Point
 
+from carryon_interfaces.msg import ShieldEvent
 from carryon_shield.core.gate import ShieldDecision
 
 

@@ -8,9 +8,8 @@ collision filter is missing (issue #6) nothing is released.
 from __future__ import annotations
 
 import time
+from typing import Any
 
-from carryon_interfaces.msg import ActionChunk, EstopState, ShieldEvent
-from carryon_interfaces.srv import SetEstop, SetTask
 from visualization_msgs.msg import MarkerArray
 
 from carryon_common import convert as common_convert
@@ -18,13 +17,18 @@ from carryon_common.core import names
 from carryon_common.core.chunk import InvalidChunk
 from carryon_common.core.status import implemented, planned
 from carryon_common.node import CarryOnNode, latched_qos, run_node
+from carryon_interfaces.msg import ActionChunk, EstopState, ShieldEvent
+from carryon_interfaces.srv import SetEstop, SetTask
 from carryon_shield import convert
 from carryon_shield.core.config import ShieldConfig
 from carryon_shield.core.gate import Decision, ShieldGate
 
 CAPABILITIES = (
     implemented("shield.estop", "latched emergency stop: estop/set service, estop/state topic"),
-    implemented("shield.fail_closed", "every chunk answered with a ShieldEvent; invalid, stale or unfiltered chunks never released"),
+    implemented(
+        "shield.fail_closed",
+        "every chunk answered with a ShieldEvent; invalid, stale or unfiltered chunks never released",
+    ),
     planned("shield.filter", 6, "predict gripper/carried-object motion and release the safe prefix or a retreat"),
     planned("shield.grounding", 6, "obstacle sets from RGB-D and masks (sim_masks, text_prompted)"),
     planned("shield.set_task", 6, "exempt target, source support and destination from obstacles"),
@@ -33,8 +37,8 @@ CAPABILITIES = (
 
 
 class ShieldNode(CarryOnNode):
-    def __init__(self) -> None:
-        super().__init__(names.SHIELD_NODE, ShieldConfig, capabilities=CAPABILITIES)
+    def __init__(self, **node_kwargs: Any) -> None:
+        super().__init__(names.SHIELD_NODE, ShieldConfig, capabilities=CAPABILITIES, **node_kwargs)
         self.set_backends({"grounder": self.config.grounder})
         self.gate = ShieldGate(
             max_observation_age_s=self.config.max_observation_age_s, threshold_m=self.config.distance_threshold_m
@@ -70,7 +74,9 @@ class ShieldNode(CarryOnNode):
         try:
             decision = self.gate.decide(common_convert.chunk_from_msg(msg), now_s)
         except InvalidChunk as exc:
-            decision = self.gate.reject(msg.chunk_id, msg.subtask_id, len(msg.steps), Decision.REJECTED_INVALID, str(exc))
+            decision = self.gate.reject(
+                msg.chunk_id, msg.subtask_id, len(msg.steps), Decision.REJECTED_INVALID, str(exc)
+            )
         if decision.released is not None:
             self.safe_pub.publish(common_convert.chunk_to_msg(decision.released, self.get_clock().now().to_msg()))
         event = convert.decision_to_event(decision, self.get_clock().now().to_msg())

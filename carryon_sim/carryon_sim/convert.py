@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from carryon_interfaces.msg import ObjectState
 from geometry_msgs.msg import Point, Pose, Quaternion
 
+from carryon_interfaces.msg import ObjectState
 from carryon_sim.core.types import ObjectTruth
 
 

@@ -7,12 +7,13 @@ answers its services with STATUS_NOT_IMPLEMENTED.
 
 from __future__ import annotations
 
-from carryon_interfaces.msg import ActionChunk, EstopState
-from carryon_interfaces.srv import SimPerturb, SimReset, SimState
+from typing import Any
 
 from carryon_common.core import names
 from carryon_common.core.status import planned
 from carryon_common.node import CarryOnNode, latched_qos, run_node
+from carryon_interfaces.msg import ActionChunk, EstopState
+from carryon_interfaces.srv import SimPerturb, SimReset, SimState
 from carryon_sim.core.config import SimConfig
 
 CAPABILITIES = (
@@ -24,8 +25,8 @@ CAPABILITIES = (
 
 
 class SimNode(CarryOnNode):
-    def __init__(self) -> None:
-        super().__init__(names.SIM_NODE, SimConfig, capabilities=CAPABILITIES)
+    def __init__(self, **node_kwargs: Any) -> None:
+        super().__init__(names.SIM_NODE, SimConfig, capabilities=CAPABILITIES, **node_kwargs)
         self.set_backends({"world": "mujoco"})
         self.estop_active = False
         self.create_subscription(ActionChunk, names.SHIELD_CHUNK, self._on_chunk, 10)

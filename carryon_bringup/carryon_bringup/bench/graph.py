@@ -12,12 +12,12 @@ import signal
 import time
 
 import psutil
-from carryon_interfaces.srv import GetStatus
 
 from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, percentile
 from carryon_bringup.graph_run import GraphRun
 from carryon_bringup.up import load_spec
 from carryon_common.core import names
+from carryon_interfaces.srv import GetStatus
 
 
 def run(options: BenchOptions) -> BenchResult:

@@ -62,9 +62,7 @@ class GraphFile(BaseModel):
         for profile_name, profile in self.profiles.items():
             for name in (*profile.nodes, *profile.params):
                 if name not in self.nodes:
-                    raise ValueError(
-                        f"profile {profile_name!r}: {unknown_name_message('node', name, self.nodes)}"
-                    )
+                    raise ValueError(f"profile {profile_name!r}: {unknown_name_message('node', name, self.nodes)}")
         return self
 
 
@@ -82,7 +80,9 @@ class NodeLaunch:
 
     def load_config(self, overrides: Mapping[str, Any] | None = None) -> NodeConfig:
         """Validate this node's parameter files (plus overrides) with its config class."""
-        return load_node_config(resolve_config_class(self.config_class), self.params_files, self.name, self.namespace, overrides)
+        return load_node_config(
+            resolve_config_class(self.config_class), self.params_files, self.name, self.namespace, overrides
+        )
 
 
 def resolve_config_class(path: str) -> type[NodeConfig]:

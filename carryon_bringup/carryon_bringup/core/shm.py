@@ -9,7 +9,6 @@ machine keeps its files).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -37,15 +36,15 @@ def files_in_use(proc: Path = Path("/proc")) -> set[Path]:
                 if idx >= 0:
                     used.add(Path(line[idx:].split(" (deleted)")[0].strip()))
             for fd in (pid_dir / "fd").iterdir():
-                target = os.readlink(fd)
-                if target.startswith("/dev/shm/"):
-                    used.add(Path(target))
+                target = fd.readlink()
+                if str(target).startswith("/dev/shm/"):
+                    used.add(target)
         except OSError:
             continue  # process exited or is not ours to read
     return used
 
 
-def remove_stale(candidates: Iterable[Path], shm_dir: Path = SHM_DIR) -> list[Path]:
+def remove_stale(candidates: Iterable[Path]) -> list[Path]:
     """Remove the candidates that still exist and no live process uses; return what was removed."""
     present = [p for p in candidates if p.exists()]
     if not present:

@@ -6,6 +6,7 @@ Pure process management (no rclpy): the readiness probe is injected by the calle
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import signal
 import subprocess
@@ -96,7 +97,8 @@ class Supervisor:
         self._cwd = cwd
         self._printer = printer
         self.processes = {
-            launch.name: ManagedProcess(launch, command_for(launch), log_dir / f"{launch.name}.log") for launch in launches
+            launch.name: ManagedProcess(launch, command_for(launch), log_dir / f"{launch.name}.log")
+            for launch in launches
         }
 
     def start_all(self) -> None:
@@ -140,7 +142,9 @@ class Supervisor:
             if proc.reader:
                 proc.reader.join(timeout=1.0)  # collect the last lines before reporting
             restarting = proc.restarts < proc.launch.restart.max_restarts
-            deaths.append(Death(proc.launch.name, code, time.monotonic() - proc.started_at, tuple(proc.tail), restarting))
+            deaths.append(
+                Death(proc.launch.name, code, time.monotonic() - proc.started_at, tuple(proc.tail), restarting)
+            )
             if restarting:
                 proc.restarts += 1
                 time.sleep(proc.launch.restart.delay_s)
@@ -168,10 +172,8 @@ class Supervisor:
                 killed.append(name)
         for proc in alive.values():
             if proc.popen is not None:
-                try:
+                with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.popen.wait(timeout=2.0)
-                except subprocess.TimeoutExpired:
-                    pass
                 # Children the node spawned share its process group; make sure none survive.
                 _signal_group(proc, signal.SIGKILL)
             if proc.reader:
@@ -183,7 +185,5 @@ class Supervisor:
 def _signal_group(proc: ManagedProcess, sig: signal.Signals) -> None:
     if proc.popen is None:
         return
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.popen.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass

@@ -65,7 +65,9 @@ def _type_name(annotation: Any, owner: str, name: str) -> str:
         return f"list[{args[0].__name__}]"
     if isinstance(annotation, types.UnionType) or origin is typing.Union:
         raise TypeError(f"{owner}.{name}: optional/union fields are not ROS parameters; use a sentinel default")
-    raise TypeError(f"{owner}.{name}: type {annotation!r} is not a ROS parameter type (bool, int, float, str or lists of them)")
+    raise TypeError(
+        f"{owner}.{name}: type {annotation!r} is not a ROS parameter type (bool, int, float, str or lists of them)"
+    )
 
 
 def param_fields(config_cls: type[NodeConfig]) -> list[ParamField]:
@@ -80,7 +82,9 @@ def param_fields(config_cls: type[NodeConfig]) -> list[ParamField]:
         default = info.get_default(call_default_factory=True)
         if isinstance(default, tuple):
             default = list(default)
-        fields.append(ParamField(name, default, info.description, _type_name(info.annotation, config_cls.__name__, name)))
+        fields.append(
+            ParamField(name, default, info.description, _type_name(info.annotation, config_cls.__name__, name))
+        )
     return fields
 
 

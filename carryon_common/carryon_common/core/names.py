@@ -69,5 +69,6 @@ def qualify(namespace: str, name: str) -> str:
     name = name.strip("/")
     return f"/{namespace}/{name}" if namespace else f"/{name}"
 
+
 # Recovery motions enter the shield here (the same filter as policy chunks).
 RECOVERY_CHUNK = "recovery/chunk"  # msg ActionChunk (unshielded)

@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass
 
 
-class SubtaskKind(str, enum.Enum):
+class SubtaskKind(enum.StrEnum):
     """Mirrors Subtask.KIND_*."""
 
     VLA = "vla"

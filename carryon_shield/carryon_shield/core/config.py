@@ -16,12 +16,16 @@ class ShieldConfig(NodeConfig):
         "'text_prompted' (open-vocabulary segmentation model from a local path).",
     )
     distance_threshold_m: float = Field(
-        0.03, gt=0.0, description="Minimum allowed predicted distance between gripper/carried object and obstacles, metres."
+        0.03,
+        gt=0.0,
+        description="Minimum allowed predicted distance between gripper/carried object and obstacles, metres.",
     )
     max_observation_age_s: float = Field(
         0.5, gt=0.0, description="Chunks computed from older observations are rejected, seconds."
     )
-    retreat_distance_m: float = Field(0.03, gt=0.0, description="Length of the retreat when the first step is blocked, metres.")
+    retreat_distance_m: float = Field(
+        0.03, gt=0.0, description="Length of the retreat when the first step is blocked, metres."
+    )
     voxel_size_m: float = Field(0.01, gt=0.0, description="Voxel size for obstacle point downsampling, metres.")
 
     @field_validator("grounder")

@@ -72,7 +72,9 @@ class ShieldGate:
     def decide(self, chunk: Chunk, now_s: float) -> ShieldDecision:
         total = len(chunk)
         if self.estop_active:
-            return self.reject(chunk.chunk_id, chunk.subtask_id, total, Decision.REJECTED_ESTOP, "emergency stop engaged")
+            return self.reject(
+                chunk.chunk_id, chunk.subtask_id, total, Decision.REJECTED_ESTOP, "emergency stop engaged"
+            )
         try:
             chunk.validate()
         except InvalidChunk as exc:

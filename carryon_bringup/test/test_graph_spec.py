@@ -1,0 +1,102 @@
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from carryon_bringup.core.graph import GraphSpec, find_config_dir
+from carryon_bringup.up import split_overrides, validate
+from carryon_common.core.errors import ConfigError, UnknownNameError
+
+
+@pytest.fixture
+def config_copy(tmp_path: Path, config_dir: Path) -> Path:
+    target = tmp_path / "config"
+    shutil.copytree(config_dir, target)
+    return target
+
+
+def test_profiles_select_nodes_in_start_order(config_dir: Path) -> None:
+    spec = GraphSpec.load(config_dir)
+    sim = [launch.name for launch in spec.launches("sim")]
+    robot = [launch.name for launch in spec.launches("robot")]
+    assert sim[-1] == "sim_node" and len(sim) == 7
+    assert "sim_node" not in robot
+    policy = next(launch for launch in spec.launches("robot") if launch.name == "policy_node")
+    assert [p.name for p in policy.params_files] == ["policy_node.yaml", "policy_node.yaml"]
+    assert policy.params_files[-1].parent.name == "robot"  # profile overlay applied last
+    assert policy.load_config().backend == "openpi_remote"
+
+
+def test_every_profile_validates_with_the_shipped_files(config_dir: Path) -> None:
+    spec = GraphSpec.load(config_dir)
+    for profile in spec.profiles:
+        validate(spec.launches(profile), {})
+
+
+def test_unknown_profile_and_node_list_the_valid_ones(config_dir: Path) -> None:
+    spec = GraphSpec.load(config_dir)
+    with pytest.raises(UnknownNameError, match=r"unknown profile 'simm'; valid: robot, sim \(did you mean 'sim'\?\)"):
+        spec.launches("simm")
+    with pytest.raises(UnknownNameError, match="unknown node in profile 'robot' 'sim_node'; valid: "):
+        spec.launches("robot", ["sim_node"])
+    assert [launch.name for launch in spec.launches("sim", ["sim_node", "memory_node"])] == ["memory_node", "sim_node"]
+
+
+def test_malformed_graph_yaml_names_file_key_and_reason(config_copy: Path) -> None:
+    graph = config_copy / "graph.yaml"
+    data = yaml.safe_load(graph.read_text())
+    data["profiles"]["sim"]["nodes"].append("teleport_node")
+    graph.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match=rf"{graph}: .*unknown node 'teleport_node'"):
+        GraphSpec.load(config_copy)
+
+    del data["namespace"]
+    data["profiles"]["sim"]["nodes"].remove("teleport_node")
+    graph.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match=rf"{graph}: namespace: Field required"):
+        GraphSpec.load(config_copy)
+
+    graph.write_text("namespace: carryon\nnodes: {memory_node: [unclosed\n")
+    with pytest.raises(ConfigError, match=rf"{graph}:\d+:\d+: invalid YAML"):
+        GraphSpec.load(config_copy)
+
+
+def test_missing_parameter_file_is_reported(config_copy: Path) -> None:
+    (config_copy / "nodes" / "judge_node.yaml").unlink()
+    with pytest.raises(
+        ConfigError, match=r"nodes\.judge_node\.params: parameter file 'nodes/judge_node\.yaml' does not exist"
+    ):
+        GraphSpec.load(config_copy)
+
+
+def test_bad_node_parameters_fail_validation_with_file_and_key(config_copy: Path) -> None:
+    path = config_copy / "nodes" / "sim_node.yaml"
+    path.write_text(path.read_text().replace("control_rate_hz: 20.0", "control_rate_hz: -20.0"))
+    spec = GraphSpec.load(config_copy)
+    with pytest.raises(ConfigError, match=rf"{path}: control_rate_hz: Input should be greater than 0"):
+        validate(spec.launches("sim"), {})
+
+
+def test_overrides_are_validated_and_attributed(config_dir: Path) -> None:
+    spec = GraphSpec.load(config_dir)
+    launches = spec.launches("sim")
+    overrides = split_overrides(["policy_node.backend=sim_scripted_safe", "sim_node.seed=3"], launches)
+    resolved = validate(launches, overrides)
+    assert resolved["policy_node"].backend == "sim_scripted_safe"
+    assert resolved["sim_node"].seed == 3
+    with pytest.raises(ConfigError, match=r"--set: backend: Value error, unknown policy backend 'openpi'"):
+        validate(launches, split_overrides(["policy_node.backend=openpi"], launches))
+    with pytest.raises(ConfigError, match="node 'warp_node' is not started"):
+        split_overrides(["warp_node.x=1"], launches)
+
+
+def test_config_dir_resolution(tmp_path: Path, config_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CARRYON_CONFIG_DIR", raising=False)
+    assert find_config_dir(None, [tmp_path, config_dir]) == config_dir
+    monkeypatch.setenv("CARRYON_CONFIG_DIR", str(tmp_path))
+    with pytest.raises(ConfigError, match=r"no graph\.yaml found"):
+        find_config_dir(None, [config_dir])
+    assert find_config_dir(config_dir) == config_dir

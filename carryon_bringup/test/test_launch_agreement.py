@@ -1,0 +1,111 @@
+"""`ros2 launch carryon_bringup carryon.launch.py` and `carryon up` start the same graph.
+
+`launch` / `launch_ros` are not on PyPI, so the launch file is executed against small
+stand-ins that record what it asks for; the records are compared with the command
+lines `carryon up` runs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from carryon_bringup.core.graph import GraphSpec
+from carryon_bringup.up import command_for
+
+LAUNCH_FILE = Path(__file__).resolve().parents[1] / "launch" / "carryon.launch.py"
+
+
+class _Recorder:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.args, self.kwargs = args, kwargs
+
+
+class _LaunchConfiguration:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def perform(self, context: dict[str, str]) -> str:
+        return context[self.name]
+
+
+def _fake_launch_modules() -> dict[str, types.ModuleType]:
+    launch = types.ModuleType("launch")
+    launch.LaunchDescription = list  # type: ignore[attr-defined]
+    actions = types.ModuleType("launch.actions")
+    actions.DeclareLaunchArgument = _Recorder  # type: ignore[attr-defined]
+    actions.OpaqueFunction = _Recorder  # type: ignore[attr-defined]
+    substitutions = types.ModuleType("launch.substitutions")
+    substitutions.LaunchConfiguration = _LaunchConfiguration  # type: ignore[attr-defined]
+    launch_ros = types.ModuleType("launch_ros")
+    launch_ros_actions = types.ModuleType("launch_ros.actions")
+    launch_ros_actions.Node = _Recorder  # type: ignore[attr-defined]
+    return {
+        "launch": launch,
+        "launch.actions": actions,
+        "launch.substitutions": substitutions,
+        "launch_ros": launch_ros,
+        "launch_ros.actions": launch_ros_actions,
+    }
+
+
+def _launched_nodes(monkeypatch: pytest.MonkeyPatch, arguments: dict[str, str]) -> list[dict[str, Any]]:
+    for name, module in _fake_launch_modules().items():
+        monkeypatch.setitem(sys.modules, name, module)
+    spec = importlib.util.spec_from_file_location("carryon_launch_under_test", LAUNCH_FILE)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    entities = module.generate_launch_description()
+    declared = {e.args[0]: e.kwargs["default_value"] for e in entities if "default_value" in e.kwargs}
+    opaque = next(e for e in entities if "function" in e.kwargs)
+    return [node.kwargs for node in opaque.kwargs["function"]({**declared, **arguments})]
+
+
+def _as_command(node: dict[str, Any]) -> tuple[str, str, str, str, list[str]]:
+    """What launch_ros runs for a Node: lib/<package>/<executable> --ros-args -r __node -r __ns --params-file ..."""
+    return node["package"], node["executable"], node["name"], f"/{node['namespace']}", node["parameters"]
+
+
+def _parse_up_command(cmd: list[str]) -> tuple[str, str, str, str, list[str]]:
+    exe = Path(cmd[0])
+    args = cmd[cmd.index("--ros-args") + 1 :]
+    remaps = dict(args[i + 1].split(":=") for i, a in enumerate(args) if a == "-r")
+    params = [args[i + 1] for i, a in enumerate(args) if a == "--params-file"]
+    return exe.parent.name, exe.name, remaps["__node"], remaps["__ns"], params
+
+
+@pytest.mark.parametrize("profile", ["sim", "robot"])
+def test_launch_file_and_carryon_up_start_the_same_processes(
+    monkeypatch: pytest.MonkeyPatch, config_dir: Path, profile: str
+) -> None:
+    launched = _launched_nodes(monkeypatch, {"profile": profile, "config_dir": str(config_dir)})
+    spec = GraphSpec.load(config_dir)
+    up = [_parse_up_command(command_for(launch)) for launch in spec.launches(profile)]
+    assert [_as_command(node) for node in launched] == up
+    assert len(up) == len(spec.launches(profile))
+    for node, launch in zip(launched, spec.launches(profile), strict=True):
+        assert node["respawn"] == (launch.restart.max_restarts > 0)
+
+
+def test_launch_file_honours_only_and_validates_parameters(
+    monkeypatch: pytest.MonkeyPatch, config_dir: Path, tmp_path: Path
+) -> None:
+    launched = _launched_nodes(monkeypatch, {"profile": "sim", "config_dir": str(config_dir), "only": "shield_node"})
+    assert [node["name"] for node in launched] == ["shield_node"]
+
+    import shutil
+
+    from carryon_common.core.errors import ConfigError
+
+    broken = tmp_path / "config"
+    shutil.copytree(config_dir, broken)
+    params = broken / "nodes" / "shield_node.yaml"
+    params.write_text(params.read_text().replace("grounder: sim_masks", "grounder: sim_mask"))
+    with pytest.raises(ConfigError, match="did you mean 'sim_masks'"):
+        _launched_nodes(monkeypatch, {"profile": "sim", "config_dir": str(broken)})

@@ -1,0 +1,102 @@
+"""The workspace layout the house style and ARCHITECTURE.md promise, checked on every run."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+from catkin_pkg.package import parse_package
+
+REPO = Path(__file__).resolve().parents[1]
+PYTHON_PACKAGES = sorted(p.parent.name for p in REPO.glob("carryon_*/setup.py"))
+# Modules a core/ module must never import: rclpy and generated ROS message packages.
+ROS_MODULES = ("rclpy", "rosidl", "builtin_interfaces", "std_msgs", "geometry_msgs", "sensor_msgs",
+               "visualization_msgs", "carryon_interfaces", "launch", "launch_ros", "ament_index_python")  # fmt: skip
+
+
+def test_expected_packages_exist() -> None:
+    expected = {"carryon_memory", "carryon_planner", "carryon_policy", "carryon_shield", "carryon_judge",
+                "carryon_recovery", "carryon_sim", "carryon_bringup", "carryon_common"}  # fmt: skip
+    assert expected <= set(PYTHON_PACKAGES)
+    assert (REPO / "carryon_interfaces" / "CMakeLists.txt").is_file()
+
+
+@pytest.mark.parametrize("package", PYTHON_PACKAGES)
+def test_python_package_shape(package: str) -> None:
+    root = REPO / package
+    for rel in ("package.xml", "setup.py", "setup.cfg", f"resource/{package}", f"{package}/__init__.py",
+                f"{package}/core/__init__.py", f"{package}/node.py", f"{package}/convert.py", "test"):  # fmt: skip
+        assert (root / rel).exists(), f"{package}: missing {rel}"
+
+
+@pytest.mark.parametrize("package", [*PYTHON_PACKAGES, "carryon_interfaces"])
+def test_package_xml_is_valid_and_declares_its_build_type(package: str) -> None:
+    manifest = parse_package(str(REPO / package / "package.xml"))  # strict catkin_pkg validation
+    manifest.validate()
+    assert manifest.name == package
+    expected = "ament_cmake" if package == "carryon_interfaces" else "ament_python"
+    assert manifest.get_build_type() == expected
+
+
+@pytest.mark.parametrize("package", [*PYTHON_PACKAGES, "carryon_interfaces"])
+def test_colcon_built_it_as_a_ros_package(package: str) -> None:
+    """colcon silently builds an ament_python package with an invalid manifest as plain
+    Python; then it is missing from the ament index and `ros2 run` cannot find it."""
+    marker = REPO / "install" / package / "share" / "ament_index" / "resource_index" / "packages" / package
+    assert marker.exists(), f"{package} is not registered in the ament index; was it built as ament_python?"
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+CORE_MODULES = sorted(REPO.glob("carryon_*/carryon_*/core/**/*.py"))
+
+
+@pytest.mark.parametrize("path", CORE_MODULES, ids=lambda p: str(p.relative_to(REPO)))
+def test_core_modules_never_import_ros(path: Path) -> None:
+    bad = sorted(m for m in _imports(path) if m.split(".")[0] in ROS_MODULES)
+    assert not bad, f"{path.relative_to(REPO)} imports {bad}; core/ must stay pure Python (house style 1)"
+
+
+def test_the_purity_check_catches_rclpy(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text("import numpy\nfrom rclpy.node import Node\n")
+    assert "rclpy.node" in _imports(sample)
+
+
+def test_core_modules_import_without_ros() -> None:
+    """Importing every core module must not pull rclpy in transitively either."""
+    import subprocess
+    import sys
+
+    modules = sorted(
+        ".".join(p.relative_to(p.parents[2]).with_suffix("").parts).removesuffix(".__init__") for p in CORE_MODULES
+    )
+    code = (
+        "import sys, importlib\n"
+        f"for m in {modules!r}: importlib.import_module(m)\n"
+        "sys.exit(sorted(m for m in sys.modules if m.split('.')[0] == 'rclpy') and 'rclpy was imported' or 0)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+
+
+def test_every_node_config_class_is_the_one_in_graph_yaml() -> None:
+    from carryon_bringup.up import load_spec
+
+    spec = load_spec(str(REPO / "config"))
+    for launch in spec.launches("sim"):
+        node_module = importlib.import_module(f"{launch.package}.node")
+        config_module, _, class_name = launch.config_class.partition(":")
+        config_class = getattr(importlib.import_module(config_module), class_name)
+        assert getattr(node_module, class_name) is config_class, f"{launch.name} does not use {launch.config_class}"
