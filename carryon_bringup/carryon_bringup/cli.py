@@ -39,23 +39,29 @@ _STATUS_NAMES = {
 }
 _STATUS_NOT_IMPLEMENTED = 4
 
-console = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+console = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _parser() -> argparse.ArgumentParser:
+    # Common options work before or after the command (`carryon --timeout 2 status` or
+    # `carryon status --timeout 2`); SUPPRESS keeps a subcommand from resetting them.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--config-dir",
+        default=argparse.SUPPRESS,
+        help="config folder holding graph.yaml (default: $CARRYON_CONFIG_DIR, ./config)",
+    )
+    common.add_argument(
+        "--timeout", type=float, default=argparse.SUPPRESS, help="seconds to wait for the graph to answer (default 5)"
+    )
     parser = argparse.ArgumentParser(
-        prog="carryon", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="carryon", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, parents=[common]
     )
-    parser.add_argument(
-        "--config-dir", help="config folder holding graph.yaml (default: $CARRYON_CONFIG_DIR, ./config)"
-    )
-    parser.add_argument(
-        "--timeout", type=float, default=5.0, help="seconds to wait for the graph to answer (default 5)"
-    )
+    parser.set_defaults(config_dir=None, timeout=5.0)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    up = sub.add_parser("up", help="start the graph, one process per node (Ctrl-C stops it)")
+    up = sub.add_parser("up", parents=[common], help="start the graph, one process per node (Ctrl-C stops it)")
     up.add_argument(
         "--profile", default=os.environ.get("CARRYON_PROFILE", "sim"), help="profile from graph.yaml (default sim)"
     )
@@ -70,29 +76,31 @@ def _parser() -> argparse.ArgumentParser:
         "--stop-timeout", type=float, default=4.0, help="SIGKILL nodes still alive this many s after Ctrl-C"
     )
 
-    status = sub.add_parser("status", help="which nodes are up and ready, with their capabilities")
+    status = sub.add_parser("status", parents=[common], help="which nodes are up and ready, with their capabilities")
     status.add_argument(
         "--profile", default=os.environ.get("CARRYON_PROFILE", "sim"), help="profile whose nodes to query"
     )
     status.add_argument("--json", action="store_true", help="print machine-readable JSON")
     status.add_argument("-v", "--verbose", action="store_true", help="list every capability")
 
-    ask = sub.add_parser("ask", help="send a request to the planner on behalf of a user")
+    ask = sub.add_parser("ask", parents=[common], help="send a request to the planner on behalf of a user")
     ask.add_argument("--user", required=True, help="user id (memory/users/<id>.md)")
     ask.add_argument("--plan-only", action="store_true", help="plan and validate, do not execute")
     ask.add_argument("--request-timeout", type=float, default=120.0, help="seconds to wait for the plan (default 120)")
     ask.add_argument("text", help='the request, e.g. "Serve me food"')
 
-    memory = sub.add_parser("memory", help="user and scene memory")
+    memory = sub.add_parser("memory", parents=[common], help="user and scene memory")
     memory_sub = memory.add_subparsers(dest="memory_command", required=True, metavar="ACTION")
-    show = memory_sub.add_parser("show", help="print the planner context of a user (or scene memory only)")
+    show = memory_sub.add_parser(
+        "show", parents=[common], help="print the planner context of a user (or scene memory only)"
+    )
     show.add_argument("--user", default="", help="user id ('' = scene memory only)")
 
-    estop = sub.add_parser("estop", help="engage (or --release) the emergency stop")
+    estop = sub.add_parser("estop", parents=[common], help="engage (or --release) the emergency stop")
     estop.add_argument("--release", action="store_true", help="release instead of engage")
     estop.add_argument("--reason", default="operator CLI", help="recorded with the state change")
 
-    bench = sub.add_parser("bench", help="run a benchmark (see --list)")
+    bench = sub.add_parser("bench", parents=[common], help="run a benchmark (see --list)")
     bench.add_argument("name", nargs="?", help="benchmark name")
     bench.add_argument("--list", action="store_true", help="list benchmarks")
     bench.add_argument("--quick", action="store_true", help="a short run (CI-sized)")

@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -20,8 +21,8 @@ from typing import IO
 
 from carryon_bringup.core import shm
 from carryon_bringup.core.graph import GraphSpec
-from carryon_bringup.node import GraphClient
-from carryon_common.core.status import NodeHealth
+
+_READY = re.compile(r"all (\d+) node\(s\) ready after ([\d.]+) s")
 
 
 def fresh_domain_id() -> int:
@@ -73,24 +74,23 @@ class GraphRun:
     def output(self) -> str:
         return self.output_path.read_text(errors="replace") if self.output_path.exists() else ""
 
-    def client(self, timeout_s: float = 5.0) -> GraphClient:
-        return GraphClient(self.spec.namespace, timeout_s, domain_id=self.domain_id)
-
     def wait_ready(self, timeout_s: float) -> float:
-        """Seconds until every node answered ready; RuntimeError when the launcher exits or time runs out."""
+        """Seconds from launch until every node answered ready, as measured by the launcher's
+        own readiness probe. RuntimeError when the launcher exits or time runs out.
+
+        Readiness is read from the launcher's output rather than probed from this process,
+        so a test process never becomes a DDS participant itself.
+        """
         assert self.process is not None
-        started = time.monotonic()
-        last: dict[str, NodeHealth | None] = {}
-        with self.client(timeout_s=1.0) as client:
-            while time.monotonic() - started < timeout_s:
-                if self.process.poll() is not None:
-                    raise RuntimeError(f"carryon up exited with {self.process.returncode}:\n{self.output()}")
-                last = client.statuses(self.node_names)
-                if all(h is not None and h.ready for h in last.values()):
-                    return time.monotonic() - started
-                time.sleep(0.2)
-        not_ready = sorted(n for n, h in last.items() if h is None or not h.ready)
-        raise RuntimeError(f"not ready after {timeout_s:.0f} s: {', '.join(not_ready)}\n{self.output()}")
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            found = _READY.search(self.output())
+            if found:
+                return float(found.group(2))
+            if self.process.poll() is not None:
+                raise RuntimeError(f"carryon up exited with {self.process.returncode}:\n{self.output()}")
+            time.sleep(0.1)
+        raise RuntimeError(f"not ready after {timeout_s:.0f} s:\n{self.output()}")
 
     def node_pids(self) -> dict[str, int]:
         path = self.run_dir / "processes.json"

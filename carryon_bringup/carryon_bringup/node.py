@@ -16,6 +16,8 @@ from carryon_interfaces.srv import Ask, GetContext, GetStatus, SetEstop
 
 # Seconds between repeated status requests to a node that is not ready yet.
 _REPOLL_S = 0.5
+# Idempotent requests are sent again when no reply came within this many seconds.
+_RESEND_S = 1.0
 
 
 class ReadinessProbe:
@@ -99,12 +101,15 @@ class GraphClient:
 
     def ask(self, user_id: str, text: str, plan_only: bool, timeout_s: float) -> Ask.Response:
         request = Ask.Request(user_id=user_id, text=text, plan_only=plan_only)
-        return self.session.call(Ask, self._name(names.ASK), request, timeout_s)
+        # Not idempotent: never resent.
+        return self.session.call(Ask, self._name(names.ASK), request, timeout_s, wait_s=self.timeout_s)
 
     def memory_context(self, user_id: str) -> GetContext.Response:
         request = GetContext.Request(user_id=user_id)
-        return self.session.call(GetContext, self._name(names.MEMORY_GET_CONTEXT), request, self.timeout_s)
+        name = self._name(names.MEMORY_GET_CONTEXT)
+        return self.session.call(GetContext, name, request, self.timeout_s, resend_s=_RESEND_S)
 
     def set_estop(self, active: bool, reason: str) -> SetEstop.Response:
         request = SetEstop.Request(active=active, reason=reason, source="cli")
-        return self.session.call(SetEstop, self._name(names.ESTOP_SET), request, self.timeout_s)
+        # Idempotent (sets a state), so a lost reply is simply asked for again.
+        return self.session.call(SetEstop, self._name(names.ESTOP_SET), request, self.timeout_s, resend_s=_RESEND_S)

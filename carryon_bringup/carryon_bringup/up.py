@@ -231,7 +231,7 @@ def run_up(
             probe.close()
         printer.say("stopping ...")
         report = supervisor.stop(stop_timeout_s)
-        removed = shm.remove_stale(shm.dds_shm_files() - shm_before)
+        removed = shm.remove_stale(shm.dds_shm_files() - shm_before, ignore_pids=[os.getpid()])
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         killed = f"; killed after {stop_timeout_s:.0f} s: {', '.join(report.killed)}" if report.killed else ""

@@ -7,6 +7,7 @@ hang.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -84,19 +85,50 @@ class RosSession:
             self.executor.spin_once(timeout_sec=0.05)
         return sorted(pending)
 
-    def call(self, srv_type: Any, name: str, request: Any, timeout_s: float) -> Any:
-        """Call a service and return its response; GraphUnreachable after `timeout_s` in all."""
+    def call(
+        self,
+        srv_type: Any,
+        name: str,
+        request: Any,
+        timeout_s: float,
+        *,
+        wait_s: float | None = None,
+        resend_s: float | None = None,
+    ) -> Any:
+        """Call a service and return its response.
+
+        wait_s: how long the service may take to appear (default: timeout_s);
+        timeout_s: how long the answer may take once it is there. resend_s: for
+        idempotent requests only, send the request again when no answer arrived after
+        this many seconds (DDS can drop a reply sent before the server matched a
+        brand-new client). Raises GraphUnreachable when either wait runs out.
+        """
+        wait_s = timeout_s if wait_s is None else wait_s
+        if self.wait_for_services([(srv_type, name)], wait_s):
+            raise GraphUnreachable(f"service {name} is not available after {wait_s:.1f} s ({_domain_hint()})")
+        client = self.client(srv_type, name)
         deadline = time.monotonic() + timeout_s
-        if self.wait_for_services([(srv_type, name)], timeout_s):
-            raise GraphUnreachable(f"service {name} is not available after {timeout_s:.1f} s ({_domain_hint()})")
-        future = self.client(srv_type, name).call_async(request)
-        self.executor.spin_until_future_complete(future, timeout_sec=max(0.0, deadline - time.monotonic()))
-        if not future.done():
-            future.cancel()
-            raise GraphUnreachable(f"service {name} did not answer within {timeout_s:.1f} s")
-        if future.exception() is not None:
-            raise GraphUnreachable(f"service {name} failed: {future.exception()}")
-        return future.result()
+        futures = [client.call_async(request)]
+        next_send = time.monotonic() + resend_s if resend_s else math.inf
+        while True:
+            done = next((f for f in futures if f.done()), None)
+            if done is not None:
+                break
+            now = time.monotonic()
+            if now >= deadline:
+                for future in futures:
+                    future.cancel()
+                raise GraphUnreachable(f"service {name} did not answer within {timeout_s:.1f} s")
+            if now >= next_send and resend_s:
+                futures.append(client.call_async(request))
+                next_send = now + resend_s
+            self.executor.spin_once(timeout_sec=min(0.05, max(0.0, deadline - now)))
+        for future in futures:
+            if future is not done:
+                future.cancel()
+        if done.exception() is not None:
+            raise GraphUnreachable(f"service {name} failed: {done.exception()}")
+        return done.result()
 
     # -- actions ----------------------------------------------------------------
     def send_goal_and_wait(

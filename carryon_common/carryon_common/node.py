@@ -99,8 +99,11 @@ class CarryOnNode(Node):
 
     def set_state(self, state: NodeState, message: str) -> None:
         if (state, message) != (self._state, self._message):
-            log = self.get_logger().error if state == NodeState.ERROR else self.get_logger().info
-            log(f"{state.name.lower()}: {message}")
+            # rclpy ties a logging call site to one severity: one call per severity.
+            if state == NodeState.ERROR:
+                self.get_logger().error(f"{state.name.lower()}: {message}")
+            else:
+                self.get_logger().info(f"{state.name.lower()}: {message}")
         self._state, self._message = state, message
 
     def set_ready(self) -> None:

@@ -61,8 +61,11 @@ class ShieldNode(CarryOnNode):
         self._estop = EstopState(active=request.active, reason=request.reason, source=request.source or "unknown")
         self._estop.header.stamp = self.get_clock().now().to_msg()
         self.estop_pub.publish(self._estop)
-        log = self.get_logger().warning if request.active else self.get_logger().info
-        log(f"emergency stop {'ENGAGED' if request.active else 'released'} by {self._estop.source}: {request.reason}")
+        # rclpy ties a logging call site to one severity: one call per severity.
+        if request.active:
+            self.get_logger().warning(f"emergency stop ENGAGED by {self._estop.source}: {request.reason}")
+        else:
+            self.get_logger().info(f"emergency stop released by {self._estop.source}: {request.reason}")
         response.status = SetEstop.Response.STATUS_OK
         response.message = "emergency stop engaged" if request.active else "emergency stop released"
         response.state = self._estop

@@ -55,3 +55,13 @@ def test_chunks_are_answered_and_never_released_without_filter(ros, wait_until) 
     assert wait_until(lambda: len(events) >= 3, 5.0)
     assert events[2].decision == ShieldEvent.DECISION_REJECTED_ESTOP
     assert released == []
+
+
+def test_estop_can_be_engaged_and_released_repeatedly(ros) -> None:  # type: ignore[no-untyped-def]
+    ros.add(ShieldNode(namespace="carryon", context=ros.context))
+    with RosSession("estop_client") as session:
+        for active in (True, False, True, False):
+            request = SetEstop.Request(active=active, reason="cycle", source="pytest")
+            response = session.call(SetEstop, "/carryon/estop/set", request, 10.0)
+            assert response.status == SetEstop.Response.STATUS_OK
+            assert response.state.active is active

@@ -8,16 +8,26 @@ that no node process and no DDS shared-memory file was left behind.
 
 from __future__ import annotations
 
+import json
 import signal
-import time
+import subprocess
+import sys
 
 import psutil
 
+from carryon_bringup.core import shm
 from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, percentile
 from carryon_bringup.graph_run import GraphRun
 from carryon_bringup.up import load_spec
-from carryon_common.core import names
-from carryon_interfaces.srv import GetStatus
+
+
+def _round_trips(graph: GraphRun, namespace: str, calls: int) -> dict[str, list[float]]:
+    command = [sys.executable, "-m", "carryon_bringup.bench.rtt", "--namespace", namespace, "--calls", str(calls)]
+    result = subprocess.run(command, env=graph.env, capture_output=True, text=True, timeout=300, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"round-trip client failed:\n{result.stderr}")
+    samples: dict[str, list[float]] = json.loads(result.stdout)
+    return samples
 
 
 def run(options: BenchOptions) -> BenchResult:
@@ -25,28 +35,24 @@ def run(options: BenchOptions) -> BenchResult:
     result = BenchResult("graph", options.quick, options.seed)
     rounds = 1 if options.quick else 3
     calls = 50 if options.quick else 300
-    ready_s, stop_s, leftovers, shm_left = [], [], 0, 0
+    ready_s: list[float] = []
+    stop_s: list[float] = []
     status_ms: list[float] = []
     context_ms: list[float] = []
+    leftovers = shm_left = 0
+    nodes = 0
     for index in range(rounds):
         graph = GraphRun(spec, options.run_dir / f"round{index}")
+        nodes = len(graph.node_names)
         with graph:
             ready_s.append(graph.wait_ready(timeout_s=60.0))
             pids = graph.node_pids()
-            with graph.client() as client:
-                service = names.status_service(spec.namespace, names.MEMORY_NODE)
-                for _ in range(calls):
-                    t0 = time.perf_counter()
-                    client.session.call(GetStatus, service, GetStatus.Request(), timeout_s=5.0)
-                    status_ms.append((time.perf_counter() - t0) * 1e3)
-                for _ in range(max(10, calls // 5)):
-                    t0 = time.perf_counter()
-                    client.memory_context("")
-                    context_ms.append((time.perf_counter() - t0) * 1e3)
+            samples = _round_trips(graph, spec.namespace, calls)
+            status_ms += samples["status_ms"]
+            context_ms += samples["context_ms"]
             stop_s.append(graph.stop(signal.SIGINT))
         leftovers += sum(1 for pid in pids.values() if psutil.pid_exists(pid))
-        shm_left += len(graph.new_shm_files())
-    nodes = len(graph.node_names)
+        shm_left += len(graph.new_shm_files() - shm.files_in_use())
     result.add("nodes", nodes, "processes")
     result.add("ready_max", max(ready_s), "s", f"launch -> all {nodes} nodes ready, worst of {rounds}")
     result.add("ready_median", percentile(ready_s, 50), "s")

@@ -24,11 +24,12 @@ def dds_shm_files(shm_dir: Path = SHM_DIR) -> set[Path]:
         return set()
 
 
-def files_in_use(proc: Path = Path("/proc")) -> set[Path]:
-    """Files under /dev/shm that some live process maps or holds open."""
+def files_in_use(proc: Path = Path("/proc"), ignore_pids: Iterable[int] = ()) -> set[Path]:
+    """Files under /dev/shm that some live process (other than `ignore_pids`) maps or holds open."""
     used: set[Path] = set()
+    ignored = {str(pid) for pid in ignore_pids}
     for pid_dir in proc.iterdir():
-        if not pid_dir.name.isdigit():
+        if not pid_dir.name.isdigit() or pid_dir.name in ignored:
             continue
         try:
             for line in (pid_dir / "maps").read_text().splitlines():
@@ -44,12 +45,16 @@ def files_in_use(proc: Path = Path("/proc")) -> set[Path]:
     return used
 
 
-def remove_stale(candidates: Iterable[Path]) -> list[Path]:
-    """Remove the candidates that still exist and no live process uses; return what was removed."""
+def remove_stale(candidates: Iterable[Path], ignore_pids: Iterable[int] = ()) -> list[Path]:
+    """Remove the candidates that still exist and no live process uses; return what was removed.
+
+    `ignore_pids`: processes whose use does not count (the launcher passes itself: its
+    own DDS participants are closed, but Fast DDS keeps segments mapped until exit).
+    """
     present = [p for p in candidates if p.exists()]
     if not present:
         return []
-    used = files_in_use()
+    used = files_in_use(ignore_pids=ignore_pids)
     removed = []
     for path in present:
         if path in used:

@@ -1,0 +1,167 @@
+"""The whole graph as separate OS processes over real DDS (multi-process tests).
+
+Each test runs `carryon up` on its own ROS_DOMAIN_ID with loopback-only discovery.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from carryon_bringup.core import shm
+from carryon_bringup.core.graph import GraphSpec
+from carryon_bringup.graph_run import GraphRun, fresh_domain_id
+
+pytestmark = pytest.mark.graph
+
+CARRYON = shutil.which("carryon")  # the installed console script (env.sh puts it on PATH)
+
+
+def cli(args: list[str], domain_id: int, timeout_s: float = 30.0) -> tuple[subprocess.CompletedProcess[str], float]:
+    env = {**os.environ, "ROS_DOMAIN_ID": str(domain_id), "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST", "NO_COLOR": "1"}
+    command = [CARRYON] if CARRYON else [sys.executable, "-m", "carryon_bringup.cli"]
+    started = time.monotonic()
+    result = subprocess.run([*command, *args], env=env, capture_output=True, text=True, timeout=timeout_s, check=False)
+    return result, time.monotonic() - started
+
+
+def stray_shm(graph: GraphRun) -> set[Path]:
+    """DDS shared-memory files the run created that no live process uses."""
+    return graph.new_shm_files() - shm.files_in_use()
+
+
+def assert_all_gone(pids: dict[str, int]) -> None:
+    alive = {name: pid for name, pid in pids.items() if psutil.pid_exists(pid)}
+    alive = {n: p for n, p in alive.items() if psutil.Process(p).status() != psutil.STATUS_ZOMBIE}
+    assert not alive, f"node processes left behind: {alive}"
+
+
+@pytest.fixture
+def spec(config_dir: Path) -> GraphSpec:
+    return GraphSpec.load(config_dir)
+
+
+def test_up_status_cli_round_trip_and_sigterm(spec: GraphSpec, tmp_path: Path) -> None:
+    assert CARRYON, "the `carryon` console script is not on PATH (source env.sh)"
+    graph = GraphRun(spec, tmp_path / "run")
+    with graph:
+        ready_s = graph.wait_ready(timeout_s=30.0)
+        pids = graph.node_pids()
+        assert set(pids) == set(graph.node_names) and len(set(pids.values())) == 7  # one OS process each
+
+        status, _ = cli(["status", "--json"], graph.domain_id)
+        assert status.returncode == 0, status.stderr
+        report = json.loads(status.stdout)
+        assert all(node["ready"] for node in report.values())
+        assert {node["pid"] for node in report.values()} == set(pids.values())
+        shield_caps = {c["name"]: c["implemented"] for c in report["shield_node"]["capabilities"]}
+        assert shield_caps["shield.estop"] and not shield_caps["shield.filter"]  # scaffolding says so
+
+        memory, _ = cli(["memory", "show", "--user", "alice"], graph.domain_id)
+        assert memory.returncode == 4 and "issue #5" in memory.stderr  # a real service round trip
+        estop, _ = cli(["estop", "--reason", "test"], graph.domain_id)
+        assert estop.returncode == 0 and "engaged" in estop.stdout
+        release, _ = cli(["estop", "--release"], graph.domain_id)
+        assert release.returncode == 0 and "released" in release.stdout
+
+        stop_s = graph.stop(signal.SIGTERM)
+    assert graph.process is not None and graph.process.returncode == 0, graph.output()
+    assert ready_s < 30.0
+    assert stop_s < 5.0, f"SIGTERM took {stop_s:.1f} s"
+    assert_all_gone(pids)
+    assert not stray_shm(graph)
+    assert (tmp_path / "run" / "logs" / "memory_node.log").read_text()
+    assert "all 7 node(s) ready" in graph.output()
+
+
+def test_ctrl_c_stops_everything_within_5_s(spec: GraphSpec, tmp_path: Path) -> None:
+    graph = GraphRun(spec, tmp_path / "run")
+    with graph:
+        graph.wait_ready(timeout_s=30.0)
+        pids = graph.node_pids()
+        stop_s = graph.stop(signal.SIGINT)
+    assert graph.process is not None and graph.process.returncode == 0, graph.output()
+    assert stop_s < 5.0, f"Ctrl-C took {stop_s:.1f} s"
+    assert_all_gone(pids)
+    assert not stray_shm(graph)
+
+
+def test_a_node_that_dies_stops_the_graph_and_its_shared_memory_is_cleaned(spec: GraphSpec, tmp_path: Path) -> None:
+    graph = GraphRun(spec, tmp_path / "run")
+    with graph:
+        graph.wait_ready(timeout_s=30.0)
+        pids = graph.node_pids()
+        os.kill(pids["shield_node"], signal.SIGKILL)  # leaves Fast DDS segments behind
+        assert graph.process is not None
+        graph.process.wait(timeout=10.0)
+    output = graph.output()
+    assert graph.process.returncode == 1, output
+    assert "NODE DIED: shield_node was killed by SIGKILL" in output
+    assert_all_gone(pids)
+    assert not stray_shm(graph)
+
+
+def test_a_node_crashing_at_start_is_reported_within_10_s(spec: GraphSpec, tmp_path: Path) -> None:
+    graph = GraphRun(spec, tmp_path / "run", extra_args=["--set", "memory_node.memory_dir=/proc/carryon-forbidden"])
+    started = time.monotonic()
+    with graph:
+        assert graph.process is not None
+        graph.process.wait(timeout=15.0)
+    elapsed = time.monotonic() - started
+    output = graph.output()
+    assert graph.process.returncode == 1, output
+    assert elapsed < 10.0, f"took {elapsed:.1f} s"
+    assert "NODE DIED: memory_node exited with code 1" in output
+    assert "memory_dir /proc/carryon-forbidden: cannot create" in output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["status"], ["ask", "--user", "alice", "Serve me food"], ["memory", "show"], ["estop"]],
+    ids=["status", "ask", "memory", "estop"],
+)
+def test_cli_fails_fast_and_clearly_without_a_graph(args: list[str]) -> None:
+    result, elapsed = cli(["--timeout", "2", *args], fresh_domain_id())
+    assert result.returncode == 3, result.stderr
+    assert "carryon up" in result.stderr
+    assert elapsed < 8.0, f"{args} took {elapsed:.1f} s"
+
+
+def test_up_rejects_bad_input_before_starting_anything(config_dir: Path, tmp_path: Path) -> None:
+    domain = fresh_domain_id()
+    unknown_profile, _ = cli(["up", "--profile", "simulation"], domain)
+    assert unknown_profile.returncode == 2
+    assert "unknown profile 'simulation'; valid: robot, sim" in unknown_profile.stderr
+
+    unknown_node, _ = cli(["up", "--only", "planer_node"], domain)
+    assert unknown_node.returncode == 2
+    assert "did you mean 'planner_node'" in unknown_node.stderr
+
+    broken = tmp_path / "config"
+    shutil.copytree(config_dir, broken)
+    (broken / "nodes" / "judge_node.yaml").write_text("/**:\n  ros__parameters:\n    backend: [vlm\n")
+    malformed, _ = cli(["up", "--config-dir", str(broken), "--run-dir", str(tmp_path / "run")], domain)
+    assert malformed.returncode == 2
+    assert f"{broken / 'nodes' / 'judge_node.yaml'}:" in malformed.stderr and "invalid YAML" in malformed.stderr
+    assert not (tmp_path / "run" / "logs").exists()  # nothing was started
+
+
+@pytest.mark.slow
+def test_graph_benchmark_quick(tmp_path: Path) -> None:
+    out = tmp_path / "graph.json"
+    result, _ = cli(["bench", "graph", "--quick", "--json", str(out)], fresh_domain_id(), timeout_s=180.0)
+    assert result.returncode == 0, result.stdout + result.stderr
+    metrics = {m["name"]: m["value"] for m in json.loads(out.read_text())["metrics"]}
+    assert metrics["nodes"] == 7
+    assert metrics["ready_max"] < 30.0 and metrics["stop_max"] < 5.0
+    assert metrics["leftover_processes"] == 0 and metrics["leftover_shm_files"] == 0
+    assert 0.0 < metrics["status_rtt_p50"] <= metrics["status_rtt_p99"]
