@@ -89,7 +89,11 @@ export VIRTUAL_ENV="$VENV"
 export PATH="$VENV/bin:\$PATH"
 export AMENT_PREFIX_PATH="$VENV\${AMENT_PREFIX_PATH:+:\$AMENT_PREFIX_PATH}"
 export CMAKE_PREFIX_PATH="$VENV\${CMAKE_PREFIX_PATH:+:\$CMAKE_PREFIX_PATH}"
+# colcon's setup script reads unset variables: tolerate callers running with \`set -u\`.
+case \$- in *u*) _carryon_nounset=1; set +u ;; esac
 . "$ROOT/install/setup.sh"
+if [ -n "\${_carryon_nounset:-}" ]; then set -u; fi
+unset _carryon_nounset
 export PATH="$ROOT/install/carryon_bringup/lib/carryon_bringup:\$PATH"
 export CARRYON_CONFIG_DIR="\${CARRYON_CONFIG_DIR:-$ROOT/config}"
 export RMW_IMPLEMENTATION="\${RMW_IMPLEMENTATION:-rmw_fastrtps_cpp}"
