@@ -21,7 +21,7 @@ lint: setup  ## ruff, mypy on core/, interface reference, Dockerfile lint
 	@bash scripts/test.sh --lint-only
 
 docs: setup  ## regenerate docs/interfaces.md and docs/parameters.md
-	@. ./env.sh && python scripts/gen_interface_docs.py && python scripts/gen_parameter_docs.py
+	@. ./env.sh && python scripts/gen_docs.py
 
 bench: setup  ## `make bench NAME=graph ARGS=--quick`
 	@. ./env.sh && carryon bench $(NAME) $(ARGS)

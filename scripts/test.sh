@@ -22,8 +22,7 @@ MYPYPATH="$(ls -d carryon_*/ | grep -v interfaces | tr -d / | paste -sd:)" \
   mypy $(for d in carryon_*/carryon_*/core; do printf -- '-p %s.core ' "$(basename "$(dirname "$d")")"; done)
 
 step "generated references are up to date"
-python scripts/gen_interface_docs.py --check
-python scripts/gen_parameter_docs.py --check
+python scripts/gen_docs.py --check
 
 step "Dockerfile lint (hadolint)"
 hadolint docker/Dockerfile
