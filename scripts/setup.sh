@@ -50,7 +50,8 @@ req_hash=$(cat requirements/*.txt scripts/fix_ros_wheel_cmake.py | sha256sum | c
 if [ "$(cat "$STAMPS/requirements" 2>/dev/null)" != "$req_hash" ]; then
   say "installing pinned packages (requirements/*.txt)"
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-    -r requirements/ros.txt -r requirements/base.txt -r requirements/dev.txt
+    -r requirements/ros.txt -r requirements/base.txt -r requirements/dev.txt \
+    2> >(grep -v "is neither a file nor a directory" >&2)   # noise from unreachable extra indexes
   "$VENV/bin/python" scripts/fix_ros_wheel_cmake.py "$VENV"
   echo "$req_hash" > "$STAMPS/requirements"
   rm -f "$STAMPS/build"   # new wheels: rebuild against them

@@ -19,25 +19,13 @@ from rich.console import Console
 from rich.table import Table
 
 from carryon_common.core.errors import CarryOnError
-from carryon_common.core.status import NodeHealth
+from carryon_common.core.status import NodeHealth, ServiceStatus
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 EXIT_NOT_IMPLEMENTED = 4
-
-# Status codes shared by every CarryOn service response (carryon_interfaces/srv/*).
-_STATUS_NAMES = {
-    0: "ok",
-    1: "invalid argument",
-    2: "not found",
-    3: "unavailable",
-    4: "not implemented",
-    5: "read-only",
-    6: "internal error",
-}
-_STATUS_NOT_IMPLEMENTED = 4
 
 console = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -116,11 +104,14 @@ def _namespace(args: argparse.Namespace) -> str:
 
 
 def _service_outcome(status: int, message: str) -> int:
-    if status == 0:
+    if status == ServiceStatus.OK:
         return EXIT_OK
-    label = _STATUS_NAMES.get(status, f"status {status}")
+    try:
+        label = ServiceStatus(status).label
+    except ValueError:
+        label = f"status {status}"
     err.print(f"[bold]{label}[/]: {message}")
-    return EXIT_NOT_IMPLEMENTED if status == _STATUS_NOT_IMPLEMENTED else EXIT_FAILED
+    return EXIT_NOT_IMPLEMENTED if status == ServiceStatus.NOT_IMPLEMENTED else EXIT_FAILED
 
 
 def _health_json(h: NodeHealth | None) -> dict[str, object] | None:

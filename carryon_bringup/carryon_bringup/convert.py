@@ -1,11 +1,9 @@
-"""The one place where bringup's core types meet ROS messages (status, memory, plans)."""
+"""The one place where bringup's core types meet ROS messages (node status converts in
+carryon_common.convert)."""
 
 from __future__ import annotations
 
-from carryon_common.convert import msg_to_health  # re-exported: status conversion lives in common
 from carryon_interfaces.msg import PlanState
-
-__all__ = ["msg_to_health", "plan_state_name"]
 
 _PLAN_STATES = {
     PlanState.STATE_PLANNING: "planning",

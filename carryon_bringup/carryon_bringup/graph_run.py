@@ -45,7 +45,7 @@ class GraphRun:
         domain_id: int | None = None,
     ) -> None:
         self.spec = spec
-        self.run_dir = run_dir
+        self.run_dir = run_dir.resolve()
         self.profile = profile
         self.node_names = [launch.name for launch in spec.launches(profile, only or None)]
         self.domain_id = domain_id if domain_id is not None else fresh_domain_id()
@@ -53,7 +53,7 @@ class GraphRun:
         self.env.update(ROS_DOMAIN_ID=str(self.domain_id), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
         self.command = [
             sys.executable, "-m", "carryon_bringup.cli", "up",
-            "--profile", profile, "--config-dir", str(spec.config_dir), "--run-dir", str(run_dir),
+            "--profile", profile, "--config-dir", str(spec.config_dir), "--run-dir", str(self.run_dir),
             *(arg for name in only for arg in ("--only", name)),
             *extra_args,
         ]  # fmt: skip
@@ -67,7 +67,12 @@ class GraphRun:
         self.shm_before = shm.dds_shm_files()
         self._output = self.output_path.open("wb")
         self.process = subprocess.Popen(
-            self.command, stdin=subprocess.DEVNULL, stdout=self._output, stderr=subprocess.STDOUT, env=self.env
+            self.command,
+            stdin=subprocess.DEVNULL,
+            stdout=self._output,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+            cwd=self.run_dir,  # relative paths in the config (memory/, skills/) land in the run folder
         )
         return self
 

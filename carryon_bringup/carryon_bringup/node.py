@@ -8,8 +8,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from carryon_bringup import convert
-from carryon_common.calls import RosSession
+from carryon_common.calls import GraphUnreachable, RosSession
+from carryon_common.convert import msg_to_health
 from carryon_common.core import names
 from carryon_common.core.status import NodeHealth
 from carryon_interfaces.srv import Ask, GetContext, GetStatus, SetEstop
@@ -43,7 +43,7 @@ class ReadinessProbe:
             if future is not None and future.done():
                 del self._pending[name]
                 if future.exception() is None:
-                    self.health[name] = convert.msg_to_health(future.result().status)
+                    self.health[name] = msg_to_health(future.result().status)
                 continue
             if future is None and now - self._last_request.get(name, 0.0) >= _REPOLL_S:
                 client = self.session.client(GetStatus, service)
@@ -94,8 +94,8 @@ class GraphClient:
                 response = self.session.call(
                     GetStatus, service, GetStatus.Request(), timeout_s=min(2.0, self.timeout_s)
                 )
-                out[node] = convert.msg_to_health(response.status)
-            except Exception:  # noqa: BLE001 - an unanswered status is reported as down
+                out[node] = msg_to_health(response.status)
+            except GraphUnreachable:  # appeared, then did not answer: reported as down
                 out[node] = None
         return out
 

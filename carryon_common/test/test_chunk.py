@@ -67,3 +67,10 @@ def test_unknown_convention_in_message_is_invalid() -> None:
     msg.convention = 9
     with pytest.raises(InvalidChunk):
         convert.chunk_from_msg(msg)
+
+
+def test_enum_values_match_the_interface() -> None:
+    from carryon_interfaces.msg import ActionChunk
+
+    assert Convention.ABSOLUTE == ActionChunk.CONVENTION_ABSOLUTE
+    assert ChunkSource.RETREAT == ActionChunk.SOURCE_RETREAT

@@ -1,15 +1,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import pytest
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from carryon_common.core.config import (
     NodeConfig,
-    check_name,
     config_as_params,
     load_node_config,
+    one_of,
     param_fields,
     parse_override,
     read_params_file,
@@ -20,13 +21,8 @@ from carryon_common.core.errors import ConfigError
 class DemoConfig(NodeConfig):
     rate_hz: float = Field(20.0, gt=0.0, description="Control rate, Hz.")
     name: str = Field("arm", description="A name.")
-    backend: str = Field("fast", description="Backend by name.")
+    backend: Annotated[str, one_of("backend", ("fast", "slow"))] = Field("fast", description="Backend by name.")
     labels: tuple[str, ...] = Field((), description="Labels.")
-
-    @field_validator("backend")
-    @classmethod
-    def _known(cls, value: str) -> str:
-        return check_name("backend", value, ("fast", "slow"))
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

@@ -74,3 +74,12 @@ def test_not_implemented_service_says_which_issue_brings_it(ros) -> None:  # typ
         response = session.call(GetContext, "/carryon/memory/get_context", GetContext.Request(user_id="a"), 10.0)
     assert response.status == GetContext.Response.STATUS_NOT_IMPLEMENTED
     assert "issue #99" in response.message
+
+
+def test_service_status_codes_match_every_service() -> None:
+    from carryon_common.core.status import ServiceStatus
+    from carryon_interfaces.srv import Ask, SetEstop, SimState, UpdateUser
+
+    for srv in (GetContext, Ask, SetEstop, SimState, UpdateUser):
+        for status in ServiceStatus:
+            assert getattr(srv.Response, f"STATUS_{status.name}") == status.value, (srv, status)

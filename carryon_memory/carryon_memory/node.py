@@ -33,12 +33,12 @@ class MemoryDirError(CarryOnError):
 def ensure_memory_dir(path: Path) -> Path:
     """Create `path` if needed and check it is a writable directory; return it resolved."""
     path = path.expanduser().resolve()
+    if path.exists() and not path.is_dir():
+        raise MemoryDirError(f"memory_dir {path}: not a directory")
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise MemoryDirError(f"memory_dir {path}: cannot create: {exc.strerror}") from None
-    if not path.is_dir():
-        raise MemoryDirError(f"memory_dir {path}: not a directory")
     probe = path / ".write_probe"
     try:
         probe.write_bytes(b"")

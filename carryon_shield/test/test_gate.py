@@ -59,3 +59,10 @@ def test_stale_and_future_observations_are_rejected() -> None:
 
 def test_invalid_chunk_is_rejected_before_the_filter() -> None:
     assert gate().decide(chunk(n=0), now_s=100.0).decision == Decision.REJECTED_INVALID
+
+
+def test_decision_values_match_the_interface() -> None:
+    from carryon_interfaces.msg import ShieldEvent
+
+    for decision in Decision:
+        assert getattr(ShieldEvent, f"DECISION_{decision.name}") == decision.value

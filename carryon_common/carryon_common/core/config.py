@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
 
 from carryon_common.core.errors import ConfigError
 from carryon_common.core.registry import unknown_name_message
@@ -218,9 +218,14 @@ def describe_fields(config_cls: type[NodeConfig]) -> Iterable[str]:
         yield f"{field.name} ({field.type_name}, default {field.default!r}): {field.description}"
 
 
-def check_name(kind: str, value: str, valid: Iterable[str]) -> str:
-    """Field-validator helper: `value` must be one of `valid` (error suggests the closest)."""
-    valid = tuple(valid)
-    if value not in valid:
-        raise ValueError(unknown_name_message(kind, value, valid))
-    return value
+def one_of(kind: str, valid: Iterable[str]) -> AfterValidator:
+    """Validator for a name field: the value must be one of `valid`; the error lists them
+    and suggests the closest. Use as `Annotated[str, one_of("policy backend", NAMES)]`."""
+    names = tuple(valid)
+
+    def check(value: str) -> str:
+        if value not in names:
+            raise ValueError(unknown_name_message(kind, value, names))
+        return value
+
+    return AfterValidator(check)

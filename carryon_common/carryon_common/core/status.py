@@ -6,6 +6,22 @@ import enum
 from dataclasses import dataclass, field
 
 
+class ServiceStatus(enum.IntEnum):
+    """Mirrors the STATUS_* result codes every CarryOn service response carries."""
+
+    OK = 0
+    INVALID_ARGUMENT = 1
+    NOT_FOUND = 2
+    UNAVAILABLE = 3
+    NOT_IMPLEMENTED = 4
+    READ_ONLY = 5
+    INTERNAL_ERROR = 6
+
+    @property
+    def label(self) -> str:
+        return self.name.lower().replace("_", " ")
+
+
 class NodeState(enum.IntEnum):
     """Mirrors the STATE_* constants of carryon_interfaces/msg/NodeStatus."""
 

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from typing import Annotated
 
-from carryon_common.core.config import NodeConfig, check_name
+from pydantic import Field
+
+from carryon_common.core.config import NodeConfig, one_of
 
 JUDGE_BACKENDS = ("vlm", "geometric", "sim_state")
 
 
 class JudgeConfig(NodeConfig):
-    backend: str = Field(
+    backend: Annotated[str, one_of("judge backend", JUDGE_BACKENDS)] = Field(
         "geometric",
         description="Judge backend by name: 'vlm' (OpenAI-compatible vision-language model), 'geometric' "
         "(masks + depth), 'sim_state' (simulator ground truth, benchmarks only).",
@@ -21,8 +23,3 @@ class JudgeConfig(NodeConfig):
     period_s: float = Field(1.0, gt=0.0, description="Interval between verdicts on the active subtask, seconds.")
     vlm_base_url: str = Field("", description="Base URL of the VLM endpoint ('' = unused).")
     vlm_model: str = Field("", description="VLM model name ('' = backend default).")
-
-    @field_validator("backend")
-    @classmethod
-    def _known_backend(cls, value: str) -> str:
-        return check_name("judge backend", value, JUDGE_BACKENDS)

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from typing import Annotated
 
-from carryon_common.core.config import NodeConfig, check_name
+from pydantic import Field
+
+from carryon_common.core.config import NodeConfig, one_of
 
 LLM_BACKENDS = ("local", "openai")
 
 
 class PlannerConfig(NodeConfig):
-    llm_backend: str = Field(
+    llm_backend: Annotated[str, one_of("LLM backend", LLM_BACKENDS)] = Field(
         "local",
         description="LLM backend by name: 'local' (offline instruction model, no key) or 'openai' "
         "(any OpenAI-compatible endpoint).",
@@ -23,8 +25,3 @@ class PlannerConfig(NodeConfig):
     llm_timeout_s: float = Field(60.0, gt=0.0, description="Timeout of one LLM request, seconds.")
     max_repairs: int = Field(2, ge=0, description="Validation-repair rounds before a safe refusal.")
     service_timeout_s: float = Field(5.0, gt=0.0, description="Timeout of calls to other nodes' services, seconds.")
-
-    @field_validator("llm_backend")
-    @classmethod
-    def _known_backend(cls, value: str) -> str:
-        return check_name("LLM backend", value, LLM_BACKENDS)

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator, model_validator
+from typing import Annotated
 
-from carryon_common.core.config import NodeConfig, check_name
+from pydantic import Field, model_validator
+
+from carryon_common.core.config import NodeConfig, one_of
 
 POLICY_BACKENDS = ("sim_scripted", "sim_scripted_safe", "openpi_remote", "lerobot_local")
 
 
 class PolicyConfig(NodeConfig):
-    backend: str = Field(
+    backend: Annotated[str, one_of("policy backend", POLICY_BACKENDS)] = Field(
         "sim_scripted",
         description="Policy backend by name: 'sim_scripted' (scripted stand-in for a frozen VLA), "
         "'sim_scripted_safe' (stand-in for a safety-finetuned VLA), 'openpi_remote', 'lerobot_local'.",
@@ -22,11 +24,6 @@ class PolicyConfig(NodeConfig):
     )
     default_step_budget: int = Field(400, ge=1, description="Step budget when a RunPolicy goal gives 0.")
     remote_uri: str = Field("", description="URI of a remote policy server, e.g. ws://gpu-box:8000 ('' = unused).")
-
-    @field_validator("backend")
-    @classmethod
-    def _known_backend(cls, value: str) -> str:
-        return check_name("policy backend", value, POLICY_BACKENDS)
 
     @model_validator(mode="after")
     def _steps_within_horizon(self) -> PolicyConfig:

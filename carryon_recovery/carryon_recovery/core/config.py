@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from typing import Annotated
 
-from carryon_common.core.config import NodeConfig, check_name
+from pydantic import Field
+
+from carryon_common.core.config import NodeConfig, one_of
 
 MOTION_BACKENDS = ("builtin", "moveit_py")
 
 
 class RecoveryConfig(NodeConfig):
-    motion_backend: str = Field(
+    motion_backend: Annotated[str, one_of("motion backend", MOTION_BACKENDS)] = Field(
         "builtin",
         description="Motion backend by name: 'builtin' (IK + Cartesian interpolation, every step shielded) "
         "or 'moveit_py' (robot PCs with MoveIt).",
@@ -21,8 +23,3 @@ class RecoveryConfig(NodeConfig):
     )
     default_skill: str = Field("regrasp", description="Skill run when a Recover goal names none.")
     max_attempts: int = Field(2, ge=1, description="Recovery attempts per failed subtask.")
-
-    @field_validator("motion_backend")
-    @classmethod
-    def _known_backend(cls, value: str) -> str:
-        return check_name("motion backend", value, MOTION_BACKENDS)

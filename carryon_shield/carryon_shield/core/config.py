@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from typing import Annotated
 
-from carryon_common.core.config import NodeConfig, check_name
+from pydantic import Field
+
+from carryon_common.core.config import NodeConfig, one_of
 
 GROUNDERS = ("sim_masks", "text_prompted")
 
 
 class ShieldConfig(NodeConfig):
-    grounder: str = Field(
+    grounder: Annotated[str, one_of("grounder", GROUNDERS)] = Field(
         "sim_masks",
         description="Obstacle grounding backend by name: 'sim_masks' (simulator segmentation labels) or "
         "'text_prompted' (open-vocabulary segmentation model from a local path).",
@@ -27,8 +29,3 @@ class ShieldConfig(NodeConfig):
         0.03, gt=0.0, description="Length of the retreat when the first step is blocked, metres."
     )
     voxel_size_m: float = Field(0.01, gt=0.0, description="Voxel size for obstacle point downsampling, metres.")
-
-    @field_validator("grounder")
-    @classmethod
-    def _known_grounder(cls, value: str) -> str:
-        return check_name("grounder", value, GROUNDERS)

@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+import pytest
+from builtin_interfaces.msg import Time
+from pydantic import ValidationError
+
+from carryon_policy import convert
+from carryon_policy.core.config import PolicyConfig
+from carryon_policy.core.timing import InferenceRecord
+
+
+def test_steps_per_inference_cannot_exceed_the_horizon() -> None:
+    with pytest.raises(ValidationError, match=r"steps_per_inference \(20\) must not exceed chunk_horizon \(16\)"):
+        PolicyConfig(steps_per_inference=20, chunk_horizon=16)
+
+
+def test_unknown_backend_lists_the_valid_ones() -> None:
+    with pytest.raises(ValidationError, match="valid: lerobot_local, openpi_remote, sim_scripted, sim_scripted_safe"):
+        PolicyConfig(backend="pi0")
+
+
+def test_timing_message_carries_every_figure() -> None:
+    msg = convert.timing_to_msg(InferenceRecord(4, "sim_scripted", 0.012, 0.03, 0.01), Time(sec=2))
+    assert (msg.chunk_id, msg.backend, msg.infer_s, msg.observation_age_s, msg.server_infer_s) == (
+        4, "sim_scripted", 0.012, 0.03, 0.01,
+    )  # fmt: skip
