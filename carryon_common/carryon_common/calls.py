@@ -20,6 +20,7 @@ from rclpy.client import Client
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
 
 from carryon_common.core.errors import CarryOnError
 
@@ -44,7 +45,8 @@ class RosSession:
 
     def __init__(self, node_name: str = "carryon_client", domain_id: int | None = None) -> None:
         self._context = Context()
-        rclpy.init(context=self._context, args=[], domain_id=domain_id)
+        # No rclpy signal handlers: the owner (CLI, launcher, test) decides what Ctrl-C means.
+        rclpy.init(context=self._context, args=[], domain_id=domain_id, signal_handler_options=SignalHandlerOptions.NO)
         self.node = Node(f"{node_name}_{os.getpid()}", context=self._context, start_parameter_services=False)
         self.executor = SingleThreadedExecutor(context=self._context)
         self.executor.add_node(self.node)
