@@ -16,6 +16,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import yaml
 
 from carryon_bringup.core import shm
 from carryon_bringup.core.graph import GraphSpec
@@ -108,6 +109,30 @@ def test_a_node_that_dies_stops_the_graph_and_its_shared_memory_is_cleaned(spec:
     assert "NODE DIED: shield_node was killed by SIGKILL" in output
     assert_all_gone(pids)
     assert not stray_shm(graph)
+
+
+def test_a_node_with_a_restart_policy_is_restarted(config_dir: Path, tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    shutil.copytree(config_dir, config)
+    graph_file = config / "graph.yaml"
+    data = yaml.safe_load(graph_file.read_text())
+    data["nodes"]["memory_node"]["restart"] = {"max_restarts": 1, "delay_s": 0.2}
+    graph_file.write_text(yaml.safe_dump(data))
+    graph = GraphRun(GraphSpec.load(config), tmp_path / "run", only=["memory_node", "shield_node"])
+    with graph:
+        graph.wait_ready(timeout_s=30.0)
+        first = graph.node_pids()["memory_node"]
+        os.kill(first, signal.SIGKILL)
+        deadline = time.monotonic() + 15.0
+        while time.monotonic() < deadline and graph.node_pids().get("memory_node", first) == first:
+            time.sleep(0.1)
+        second = graph.node_pids().get("memory_node", first)
+        assert second != first, graph.output()
+        status, _ = cli(["--config-dir", str(config), "status", "--json"], graph.domain_id)
+        graph.stop(signal.SIGINT)
+    assert "node restarting: memory_node was killed by SIGKILL" in graph.output()
+    assert json.loads(status.stdout)["memory_node"]["pid"] == second
+    assert graph.process is not None and graph.process.returncode == 0
 
 
 def test_a_node_crashing_at_start_is_reported_within_10_s(spec: GraphSpec, tmp_path: Path) -> None:
