@@ -83,3 +83,42 @@ def test_service_status_codes_match_every_service() -> None:
     for srv in (GetContext, Ask, SetEstop, SimState, UpdateUser):
         for status in ServiceStatus:
             assert getattr(srv.Response, f"STATUS_{status.name}") == status.value, (srv, status)
+
+
+def test_not_implemented_action_aborts_with_a_result_and_the_helper_returns_it(ros) -> None:  # type: ignore[no-untyped-def]
+    from action_msgs.msg import GoalStatus
+
+    from carryon_interfaces.action import Assist
+
+    node = make_node(ros)
+
+    def fill(result: Assist.Result, message: str) -> None:
+        result.status = Assist.Result.STATUS_NOT_IMPLEMENTED
+        result.message = message
+
+    node.action_not_implemented(Assist, "planner/assist", "toy.context", fill)
+    with RosSession("test_client") as session:
+        status, result = session.send_goal_and_wait(
+            Assist, "/carryon/planner/assist", Assist.Goal(user_id="alice", text="Serve me food"),
+            server_timeout_s=10.0, result_timeout_s=10.0,
+        )  # fmt: skip
+    assert status == GoalStatus.STATUS_ABORTED
+    assert result.status == Assist.Result.STATUS_NOT_IMPLEMENTED
+    assert "issue #99" in result.message
+
+
+def test_unreachable_service_and_action_time_out_quickly(ros) -> None:  # type: ignore[no-untyped-def]
+    import time
+
+    from carryon_common.calls import GraphUnreachable
+    from carryon_interfaces.action import Assist
+
+    with RosSession("test_client") as session:
+        started = time.monotonic()
+        with pytest.raises(GraphUnreachable, match=r"not available after 0\.5 s"):
+            session.call(GetStatus, "/carryon/nobody/get_status", GetStatus.Request(), 0.5)
+        with pytest.raises(GraphUnreachable, match="action server /carryon/nobody/act is not available"):
+            session.send_goal_and_wait(
+                Assist, "/carryon/nobody/act", Assist.Goal(), server_timeout_s=0.5, result_timeout_s=0.5
+            )
+        assert time.monotonic() - started < 3.0

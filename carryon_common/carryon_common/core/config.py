@@ -212,12 +212,6 @@ def config_as_params(config: NodeConfig, node_selector: str = "/**") -> dict[str
     return {node_selector: {"ros__parameters": values}}
 
 
-def describe_fields(config_cls: type[NodeConfig]) -> Iterable[str]:
-    """Human-readable `name (type, default): description` lines, for docs and --help."""
-    for field in param_fields(config_cls):
-        yield f"{field.name} ({field.type_name}, default {field.default!r}): {field.description}"
-
-
 def one_of(kind: str, valid: Iterable[str]) -> AfterValidator:
     """Validator for a name field: the value must be one of `valid`; the error lists them
     and suggests the closest. Use as `Annotated[str, one_of("policy backend", NAMES)]`."""
