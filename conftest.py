@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -12,11 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from carryon_bringup.core.domain import reserve_domain_id
+
 REPO = Path(__file__).resolve().parent
 
-# Every test run gets its own DDS domain and keeps discovery on loopback, so parallel
-# runs (and a graph someone has running on this machine) never see each other.
-os.environ["ROS_DOMAIN_ID"] = str(random.SystemRandom().randrange(100, 200))
+# Every test run reserves its own DDS domain (never the caller's, where a graph may be
+# running) and keeps discovery on loopback, so parallel runs never see each other.
+_CALLER_DOMAIN = os.environ.get("ROS_DOMAIN_ID", "")
+_DOMAIN = reserve_domain_id(exclude=[int(_CALLER_DOMAIN)] if _CALLER_DOMAIN.isdigit() else [])
+os.environ["ROS_DOMAIN_ID"] = str(_DOMAIN.domain_id)
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("CARRYON_CONFIG_DIR", str(REPO / "config"))
 os.environ.setdefault("ROS_LOG_DIR", str(REPO / "log" / "test_ros_logs"))

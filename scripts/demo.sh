@@ -11,7 +11,13 @@ cd "$ROOT"
 # shellcheck disable=SC1091
 . ./env.sh
 export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
-export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-$((100 + RANDOM % 100))}"   # this run's own DDS domain
+# This run's own DDS domain (1..101), reserved with a lock like the tests' and benchmarks'.
+if [ -z "${ROS_DOMAIN_ID:-}" ]; then
+  for candidate in $(shuf -i 1-101); do
+    exec 9>"${TMPDIR:-/tmp}/carryon-ros-domain-$candidate.lock"
+    if flock -n 9; then export ROS_DOMAIN_ID=$candidate; break; fi
+  done
+fi
 RUN_DIR="runs/$(date +%Y%m%d-%H%M%S)-demo"
 mkdir -p "$RUN_DIR"
 bold() { printf '\n\033[1m%s\033[0m\n' "$*"; }

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -19,8 +20,9 @@ import pytest
 import yaml
 
 from carryon_bringup.core import shm
+from carryon_bringup.core.domain import reserve_domain_id
 from carryon_bringup.core.graph import GraphSpec
-from carryon_bringup.graph_run import GraphRun, fresh_domain_id
+from carryon_bringup.graph_run import GraphRun
 
 pytestmark = pytest.mark.graph
 
@@ -51,6 +53,14 @@ def spec(config_dir: Path) -> GraphSpec:
     return GraphSpec.load(config_dir)
 
 
+@pytest.fixture
+def empty_domain() -> Iterator[int]:
+    """A reserved domain in which no graph runs."""
+    reservation = reserve_domain_id()
+    yield reservation.domain_id
+    reservation.release()
+
+
 def test_up_status_cli_round_trip_and_sigterm(spec: GraphSpec, tmp_path: Path) -> None:
     assert CARRYON, "the `carryon` console script is not on PATH (source env.sh)"
     graph = GraphRun(spec, tmp_path / "run")
@@ -68,11 +78,11 @@ def test_up_status_cli_round_trip_and_sigterm(spec: GraphSpec, tmp_path: Path) -
         assert shield_caps["shield.estop"] and not shield_caps["shield.filter"]  # scaffolding says so
 
         memory, _ = cli(["memory", "show", "--user", "alice"], graph.domain_id)
-        assert memory.returncode == 4 and "issue #5" in memory.stderr  # a real service round trip
+        assert memory.returncode == 4  # a real round trip, answered "not implemented yet"
         estop, _ = cli(["estop", "--reason", "test"], graph.domain_id)
-        assert estop.returncode == 0 and "engaged" in estop.stdout
+        assert estop.returncode == 0
         release, _ = cli(["estop", "--release"], graph.domain_id)
-        assert release.returncode == 0 and "released" in release.stdout
+        assert release.returncode == 0
 
         stop_s = graph.stop(signal.SIGTERM)
     assert graph.process is not None and graph.process.returncode == 0, graph.output()
@@ -81,7 +91,8 @@ def test_up_status_cli_round_trip_and_sigterm(spec: GraphSpec, tmp_path: Path) -
     assert_all_gone(pids)
     assert not stray_shm(graph)
     assert (tmp_path / "run" / "logs" / "memory_node.log").read_text()
-    assert "all 7 node(s) ready" in graph.output()
+    stopped = graph.event("stopped")
+    assert stopped is not None and stopped["killed"] == [] and len(stopped["clean"]) == 7
 
 
 def test_ctrl_c_stops_everything_within_5_s(spec: GraphSpec, tmp_path: Path) -> None:
@@ -104,9 +115,9 @@ def test_a_node_that_dies_stops_the_graph_and_its_shared_memory_is_cleaned(spec:
         os.kill(pids["shield_node"], signal.SIGKILL)  # leaves Fast DDS segments behind
         assert graph.process is not None
         graph.process.wait(timeout=10.0)
-    output = graph.output()
-    assert graph.process.returncode == 1, output
-    assert "NODE DIED: shield_node was killed by SIGKILL" in output
+    assert graph.process.returncode == 1, graph.output()
+    died = graph.event("died")
+    assert died is not None and died["node"] == "shield_node" and died["exit_code"] == -signal.SIGKILL
     assert_all_gone(pids)
     assert not stray_shm(graph)
 
@@ -130,7 +141,8 @@ def test_a_node_with_a_restart_policy_is_restarted(config_dir: Path, tmp_path: P
         assert second != first, graph.output()
         status, _ = cli(["--config-dir", str(config), "status", "--json"], graph.domain_id)
         graph.stop(signal.SIGINT)
-    assert "node restarting: memory_node was killed by SIGKILL" in graph.output()
+    restarting = graph.event("restarting")
+    assert restarting is not None and restarting["node"] == "memory_node"
     assert json.loads(status.stdout)["memory_node"]["pid"] == second
     assert graph.process is not None and graph.process.returncode == 0
 
@@ -142,11 +154,11 @@ def test_a_node_crashing_at_start_is_reported_within_10_s(spec: GraphSpec, tmp_p
         assert graph.process is not None
         graph.process.wait(timeout=15.0)
     elapsed = time.monotonic() - started
-    output = graph.output()
-    assert graph.process.returncode == 1, output
+    assert graph.process.returncode == 1, graph.output()
     assert elapsed < 10.0, f"took {elapsed:.1f} s"
-    assert "NODE DIED: memory_node exited with code 1" in output
-    assert "memory_dir /proc/carryon-forbidden: cannot create" in output
+    died = graph.event("died")
+    assert died is not None and died["node"] == "memory_node" and died["exit_code"] == 1
+    assert any("memory_dir /proc/carryon-forbidden: cannot create" in line for line in died["tail"])
 
 
 @pytest.mark.parametrize(
@@ -154,15 +166,17 @@ def test_a_node_crashing_at_start_is_reported_within_10_s(spec: GraphSpec, tmp_p
     [["status"], ["ask", "--user", "alice", "Serve me food"], ["memory", "show"], ["estop"]],
     ids=["status", "ask", "memory", "estop"],
 )
-def test_cli_fails_fast_and_clearly_without_a_graph(args: list[str]) -> None:
-    result, elapsed = cli(["--timeout", "2", *args], fresh_domain_id())
+def test_cli_fails_fast_and_clearly_without_a_graph(args: list[str], empty_domain: int) -> None:
+    result, elapsed = cli(["--timeout", "1", *args], empty_domain)  # the option before the command counts
     assert result.returncode == 3, result.stderr
     assert "carryon up" in result.stderr
-    assert elapsed < 8.0, f"{args} took {elapsed:.1f} s"
+    assert elapsed < 4.0, f"{args} took {elapsed:.1f} s"
+    result, elapsed = cli([*args[:1], "--timeout", "1", *args[1:]], empty_domain)  # ... and after it
+    assert result.returncode == 3 and elapsed < 4.0
 
 
-def test_up_rejects_bad_input_before_starting_anything(config_dir: Path, tmp_path: Path) -> None:
-    domain = fresh_domain_id()
+def test_up_rejects_bad_input_before_starting_anything(config_dir: Path, tmp_path: Path, empty_domain: int) -> None:
+    domain = empty_domain
     unknown_profile, _ = cli(["up", "--profile", "simulation"], domain)
     assert unknown_profile.returncode == 2
     assert "unknown profile 'simulation'; valid: robot, sim" in unknown_profile.stderr
@@ -174,19 +188,61 @@ def test_up_rejects_bad_input_before_starting_anything(config_dir: Path, tmp_pat
     broken = tmp_path / "config"
     shutil.copytree(config_dir, broken)
     (broken / "nodes" / "judge_node.yaml").write_text("/**:\n  ros__parameters:\n    backend: [vlm\n")
-    malformed, _ = cli(["up", "--config-dir", str(broken), "--run-dir", str(tmp_path / "run")], domain)
+    malformed, _ = cli(["--config-dir", str(broken), "up", "--run-dir", str(tmp_path / "run")], domain)
     assert malformed.returncode == 2
     assert f"{broken / 'nodes' / 'judge_node.yaml'}:" in malformed.stderr and "invalid YAML" in malformed.stderr
     assert not (tmp_path / "run" / "logs").exists()  # nothing was started
 
 
 @pytest.mark.slow
-def test_graph_benchmark_quick(tmp_path: Path) -> None:
+def test_graph_benchmark_quick(tmp_path: Path, empty_domain: int) -> None:
     out = tmp_path / "graph.json"
-    result, _ = cli(["bench", "graph", "--quick", "--json", str(out)], fresh_domain_id(), timeout_s=180.0)
+    result, _ = cli(["bench", "graph", "--quick", "--json", str(out)], empty_domain, timeout_s=180.0)
     assert result.returncode == 0, result.stdout + result.stderr
     metrics = {m["name"]: m["value"] for m in json.loads(out.read_text())["metrics"]}
     assert metrics["nodes"] == 7
     assert metrics["ready_max"] < 30.0 and metrics["stop_max"] < 5.0
     assert metrics["leftover_processes"] == 0 and metrics["leftover_shm_files"] == 0
     assert 0.0 < metrics["status_rtt_p50"] <= metrics["status_rtt_p99"]
+
+
+def test_a_killed_launcher_takes_its_nodes_with_it(spec: GraphSpec, tmp_path: Path) -> None:
+    graph = GraphRun(spec, tmp_path / "run")
+    with graph:
+        graph.wait_ready(timeout_s=30.0)
+        pids = graph.node_pids()
+        assert graph.process is not None
+        graph.process.kill()  # SIGKILL: the launcher gets no chance to stop anything
+        graph.process.wait()
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline and any(psutil.pid_exists(p) for p in pids.values()):
+            time.sleep(0.1)
+    assert_all_gone(pids)
+    shm.remove_stale(graph.new_shm_files())  # nobody was left to clean up after the killed launcher
+
+
+def test_a_closed_console_does_not_orphan_or_block_the_graph(spec: GraphSpec, tmp_path: Path) -> None:
+    """`carryon up | head -2`: stdout closes early; the graph keeps running and stops cleanly."""
+    reservation = reserve_domain_id()
+    env = {**os.environ, "ROS_DOMAIN_ID": str(reservation.domain_id), "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}
+    run_dir = tmp_path / "run"
+    command = [sys.executable, "-m", "carryon_bringup.cli", "--config-dir", str(spec.config_dir), "up",
+               "--run-dir", str(run_dir)]  # fmt: skip
+    launcher = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=tmp_path)
+    try:
+        assert launcher.stdout is not None
+        launcher.stdout.readline()
+        launcher.stdout.close()  # like `head` exiting
+        deadline = time.monotonic() + 30.0
+        events = run_dir / "events.jsonl"
+        while time.monotonic() < deadline and not (events.exists() and '"ready"' in events.read_text()):
+            time.sleep(0.1)
+        assert '"ready"' in events.read_text()
+        pids = {n: i["pid"] for n, i in json.loads((run_dir / "processes.json").read_text())["nodes"].items()}
+        launcher.send_signal(signal.SIGINT)
+        assert launcher.wait(timeout=10.0) == 0
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+        reservation.release()
+    assert_all_gone(pids)

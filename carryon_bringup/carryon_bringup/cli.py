@@ -27,6 +27,8 @@ EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 EXIT_NOT_IMPLEMENTED = 4
 
+DEFAULT_TIMEOUT_S = 5.0
+
 console = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -46,12 +48,11 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="carryon", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, parents=[common]
     )
-    parser.set_defaults(config_dir=None, timeout=5.0)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     up = sub.add_parser("up", parents=[common], help="start the graph, one process per node (Ctrl-C stops it)")
     up.add_argument(
-        "--profile", default=os.environ.get("CARRYON_PROFILE", "sim"), help="profile from graph.yaml (default sim)"
+        "--profile", help="profile from graph.yaml (default: $CARRYON_PROFILE, else graph.yaml's default_profile)"
     )
     up.add_argument("--only", action="append", default=[], metavar="NODE", help="start only this node (repeatable)")
     up.add_argument(
@@ -66,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
 
     status = sub.add_parser("status", parents=[common], help="which nodes are up and ready, with their capabilities")
     status.add_argument(
-        "--profile", default=os.environ.get("CARRYON_PROFILE", "sim"), help="profile whose nodes to query"
+        "--profile", help="profile whose nodes to query (default: $CARRYON_PROFILE, else graph.yaml's default_profile)"
     )
     status.add_argument("--json", action="store_true", help="print machine-readable JSON")
     status.add_argument("-v", "--verbose", action="store_true", help="list every capability")
@@ -160,6 +161,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from carryon_bringup.up import load_spec
 
     spec = load_spec(args.config_dir)
+    args.profile = spec.resolve_profile(args.profile)
     node_names = [launch.name for launch in spec.launches(args.profile)]
     with GraphClient(spec.namespace, args.timeout) as client:
         health = client.statuses(node_names)
@@ -249,6 +251,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    # Common options given neither before nor after the command (argparse.SUPPRESS).
+    args.config_dir = getattr(args, "config_dir", None)
+    args.timeout = getattr(args, "timeout", DEFAULT_TIMEOUT_S)
     try:
         if args.command == "up":
             from carryon_bringup.up import run_up

@@ -9,25 +9,23 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
-import re
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from carryon_bringup.core import shm
+from carryon_bringup.core.domain import reserve_domain_id
 from carryon_bringup.core.graph import GraphSpec
 
-_READY = re.compile(r"all (\d+) node\(s\) ready after ([\d.]+) s")
 
-
-def fresh_domain_id() -> int:
-    """A ROS_DOMAIN_ID for one run (100..199; away from the default 0 of a robot PC)."""
-    return random.SystemRandom().randrange(100, 200)
+def _callers_domain() -> list[int]:
+    """The domain of the calling shell (a graph someone runs there): never reused."""
+    value = os.environ.get("ROS_DOMAIN_ID", "")
+    return [int(value)] if value.isdigit() else []
 
 
 class GraphRun:
@@ -48,7 +46,8 @@ class GraphRun:
         self.run_dir = run_dir.resolve()
         self.profile = profile
         self.node_names = [launch.name for launch in spec.launches(profile, only or None)]
-        self.domain_id = domain_id if domain_id is not None else fresh_domain_id()
+        self._reservation = None if domain_id is not None else reserve_domain_id(_callers_domain())
+        self.domain_id = domain_id if domain_id is not None else self._reservation.domain_id
         self.env = dict(os.environ if env is None else env)
         self.env.update(ROS_DOMAIN_ID=str(self.domain_id), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
         self.command = [
@@ -79,23 +78,38 @@ class GraphRun:
     def output(self) -> str:
         return self.output_path.read_text(errors="replace") if self.output_path.exists() else ""
 
-    def wait_ready(self, timeout_s: float) -> float:
-        """Seconds from launch until every node answered ready, as measured by the launcher's
-        own readiness probe. RuntimeError when the launcher exits or time runs out.
+    def events(self) -> list[dict[str, Any]]:
+        """The launcher's events so far (events.jsonl in the run folder)."""
+        path = self.run_dir / "events.jsonl"
+        if not path.exists():
+            return []
+        lines = path.read_text().splitlines()
+        return [json.loads(line) for line in lines if line.endswith("}")]  # skip a line being written
 
-        Readiness is read from the launcher's output rather than probed from this process,
-        so a test process never becomes a DDS participant itself.
+    def event(self, kind: str) -> dict[str, Any] | None:
+        """The first event of `kind`, if it happened."""
+        return next((e for e in self.events() if e["event"] == kind), None)
+
+    def wait_for_event(self, kind: str, timeout_s: float) -> dict[str, Any]:
+        """Wait until the launcher records `kind`; RuntimeError if it exits first or time runs out.
+
+        Readiness is taken from the launcher's own probe, so a test process never joins
+        the DDS domain itself.
         """
         assert self.process is not None
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            found = _READY.search(self.output())
-            if found:
-                return float(found.group(2))
+            found = self.event(kind)
+            if found is not None:
+                return found
             if self.process.poll() is not None:
                 raise RuntimeError(f"carryon up exited with {self.process.returncode}:\n{self.output()}")
             time.sleep(0.1)
-        raise RuntimeError(f"not ready after {timeout_s:.0f} s:\n{self.output()}")
+        raise RuntimeError(f"no {kind!r} event after {timeout_s:.0f} s:\n{self.output()}")
+
+    def wait_ready(self, timeout_s: float) -> float:
+        """Seconds from launch until every node answered ready (measured by the launcher)."""
+        return float(self.wait_for_event("ready", timeout_s)["after_s"])
 
     def node_pids(self) -> dict[str, int]:
         path = self.run_dir / "processes.json"
@@ -104,20 +118,33 @@ class GraphRun:
         return {name: int(info["pid"]) for name, info in json.loads(path.read_text())["nodes"].items()}
 
     def stop(self, sig: signal.Signals = signal.SIGINT, timeout_s: float = 15.0) -> float:
-        """Send `sig` to the launcher; seconds until it exited (it is killed after `timeout_s`)."""
+        """Send `sig` to the launcher; seconds until it exited. If it does not exit within
+        `timeout_s`, it and every node it started are killed and RuntimeError is raised."""
         assert self.process is not None
         started = time.monotonic()
-        if self.process.poll() is None:
-            self.process.send_signal(sig)
-            try:
-                self.process.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-                raise RuntimeError(f"carryon up did not exit within {timeout_s:.0f} s of {sig.name}") from None
-        if self._output:
-            self._output.close()
-        return time.monotonic() - started
+        try:
+            if self.process.poll() is None:
+                self.process.send_signal(sig)
+                try:
+                    self.process.wait(timeout=timeout_s)
+                except subprocess.TimeoutExpired:
+                    self._kill_everything()
+                    raise RuntimeError(f"carryon up did not exit within {timeout_s:.0f} s of {sig.name}") from None
+            return time.monotonic() - started
+        finally:
+            if self._output:
+                self._output.close()
+            if self._reservation is not None:
+                self._reservation.release()
+
+    def _kill_everything(self) -> None:
+        assert self.process is not None
+        pids = self.node_pids()
+        self.process.kill()
+        self.process.wait()
+        for pid in pids.values():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
 
     def new_shm_files(self) -> set[Path]:
         """DDS shared-memory files created since start that are still there."""
@@ -128,5 +155,10 @@ class GraphRun:
 
     def __exit__(self, *_exc: object) -> None:
         if self.process is not None and self.process.poll() is None:
-            with contextlib.suppress(RuntimeError):
+            with contextlib.suppress(RuntimeError):  # _kill_everything has run; the test reports its own failure
                 self.stop(signal.SIGTERM)
+        else:
+            if self._output:
+                self._output.close()
+            if self._reservation is not None:
+                self._reservation.release()

@@ -4,11 +4,12 @@ as GraphUnreachable within seconds."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable
 from typing import Any
 
-from carryon_common.calls import GraphUnreachable, RosSession
+from carryon_common.calls import RosSession
 from carryon_common.convert import msg_to_health
 from carryon_common.core import names
 from carryon_common.core.status import NodeHealth
@@ -21,12 +22,15 @@ _RESEND_S = 1.0
 
 
 class ReadinessProbe:
-    """Polls `~/get_status` of a set of nodes without blocking; call `step()` in a loop."""
+    """Polls `~/get_status` of a set of nodes without blocking; call `step()` in a loop.
+
+    A request without an answer is sent again every `_RESEND_S` (GetStatus is
+    idempotent; DDS may drop the reply to a brand-new client)."""
 
     def __init__(self, namespace: str, node_names: Iterable[str]) -> None:
         self.session = RosSession("carryon_up_probe")
         self._services = {n: names.status_service(namespace, n) for n in node_names}
-        self._pending: dict[str, Any] = {}
+        self._pending: dict[str, list[Any]] = {}
         self._last_request: dict[str, float] = {}
         self.health: dict[str, NodeHealth] = {}
 
@@ -36,19 +40,23 @@ class ReadinessProbe:
     def step(self, timeout_s: float = 0.05) -> None:
         self.session.executor.spin_once(timeout_sec=timeout_s)
         now = time.monotonic()
+        ready = self.ready()
         for name, service in self._services.items():
-            if name in self.ready():
+            if name in ready:
                 continue
-            future = self._pending.get(name)
-            if future is not None and future.done():
-                del self._pending[name]
-                if future.exception() is None:
-                    self.health[name] = msg_to_health(future.result().status)
+            futures = self._pending.get(name, [])
+            done = next((f for f in futures if f.done() and f.exception() is None), None)
+            if done is not None:
+                self.health[name] = msg_to_health(done.result().status)
+                for future in futures:
+                    future.cancel()
+                self._pending.pop(name)
                 continue
-            if future is None and now - self._last_request.get(name, 0.0) >= _REPOLL_S:
+            if now - self._last_request.get(name, -math.inf) >= _REPOLL_S:
                 client = self.session.client(GetStatus, service)
                 if client.service_is_ready():
-                    self._pending[name] = client.call_async(GetStatus.Request())
+                    futures.append(client.call_async(GetStatus.Request()))
+                    self._pending[name] = futures[-3:]  # keep the latest few; older replies are moot
                     self._last_request[name] = now
 
     def forget(self, name: str) -> None:
@@ -82,22 +90,13 @@ class GraphClient:
 
     def statuses(self, node_names: Iterable[str]) -> dict[str, NodeHealth | None]:
         """Health of each node (None when it did not answer within the timeout)."""
-        node_names = list(node_names)
         services = {n: names.status_service(self.namespace, n) for n in node_names}
         missing = set(self.session.wait_for_services([(GetStatus, s) for s in services.values()], self.timeout_s))
-        out: dict[str, NodeHealth | None] = {}
-        for node, service in services.items():
-            if service in missing:
-                out[node] = None
-                continue
-            try:
-                response = self.session.call(
-                    GetStatus, service, GetStatus.Request(), timeout_s=min(2.0, self.timeout_s)
-                )
-                out[node] = msg_to_health(response.status)
-            except GraphUnreachable:  # appeared, then did not answer: reported as down
-                out[node] = None
-        return out
+        up = [node for node, service in services.items() if service not in missing]
+        calls = [(GetStatus, services[node], GetStatus.Request()) for node in up]
+        responses = self.session.call_many(calls, timeout_s=min(2.0, self.timeout_s), resend_s=_RESEND_S)
+        answered = {node: msg_to_health(r.status) for node, r in zip(up, responses, strict=True) if r is not None}
+        return {node: answered.get(node) for node in services}
 
     def ask(self, user_id: str, text: str, plan_only: bool, timeout_s: float) -> Ask.Response:
         request = Ask.Request(user_id=user_id, text=text, plan_only=plan_only)

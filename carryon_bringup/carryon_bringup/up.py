@@ -116,28 +116,51 @@ def validate(launches: Sequence[NodeLaunch], overrides: Mapping[str, Mapping[str
     return resolved
 
 
-class _Printer:
+class _Console:
+    """Prefixed console output. A closed or broken stdout (e.g. `carryon up | head`)
+    turns the console off; it never stops the graph (the log files have everything)."""
+
     def __init__(self, names: Sequence[str]) -> None:
         self._lock = threading.Lock()
-        self._width = max((len(n) for n in names), default=8)
+        self._broken = False
+        width = max((len(n) for n in names), default=8)
         color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
         self._prefix = {
-            n: (f"\x1b[{_COLORS[i % len(_COLORS)]}m[{n:<{self._width}}]\x1b[0m" if color else f"[{n:<{self._width}}]")
+            n: (f"\x1b[{_COLORS[i % len(_COLORS)]}m[{n:<{width}}]\x1b[0m" if color else f"[{n:<{width}}]")
             for i, n in enumerate(names)
         }
 
-    def line(self, name: str, text: str) -> None:
+    def _print(self, text: str) -> None:
         with self._lock:
-            print(f"{self._prefix.get(name, '[' + name + ']')} {text}", flush=True)
+            if self._broken:
+                return
+            try:
+                print(text, flush=True)
+            except (OSError, ValueError):
+                self._broken = True
+
+    def line(self, name: str, text: str) -> None:
+        self._print(f"{self._prefix.get(name, '[' + name + ']')} {text}")
 
     def say(self, text: str) -> None:
-        with self._lock:
-            print(f"[carryon up] {text}", flush=True)
+        self._print(f"[carryon up] {text}")
+
+
+class _Events:
+    """`events.jsonl` in the run folder: one JSON object per graph event, for tools and tests."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+
+    def __call__(self, event: str, **fields: Any) -> None:
+        record = {"time": time.time(), "event": event, **fields}
+        with self._path.open("a") as stream:
+            stream.write(json.dumps(record) + "\n")
 
 
 def run_up(
     *,
-    profile: str,
+    profile: str | None,
     only: Sequence[str],
     config_dir: str | None,
     sets: Sequence[str],
@@ -148,6 +171,7 @@ def run_up(
 ) -> int:
     try:
         spec = load_spec(config_dir)
+        profile = spec.resolve_profile(profile)
         launches = spec.launches(profile, only or None)
         overrides = split_overrides(sets, launches)
         resolved = validate(launches, overrides)
@@ -162,51 +186,58 @@ def run_up(
     (folder / "resolved_config.yaml").write_text(
         yaml.safe_dump({name: config_as_params(cfg)["/**"] for name, cfg in resolved.items()}, sort_keys=False)
     )
-    printer = _Printer([launch.name for launch in launches])
+    names = [launch.name for launch in launches]
+    console = _Console(names)
+    events = _Events(folder / "events.jsonl")
     env = dict(os.environ)
     env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     env.update(
         PYTHONUNBUFFERED="1",
         RCUTILS_COLORIZED_OUTPUT="0",
-        RCUTILS_CONSOLE_OUTPUT_FORMAT="[{severity}] {message}",
+        RCUTILS_CONSOLE_OUTPUT_FORMAT="[{severity}] [{time}] {message}",
         ROS_LOG_DIR=str((folder / "ros_logs").resolve()),
     )
     supervisor = Supervisor(
-        launches,
-        lambda launch: commands[launch.name],
-        env=env,
-        log_dir=folder / "logs",
-        cwd=Path.cwd(),
-        printer=printer.line,
-    )
+        launches, lambda launch: commands[launch.name], env=env, log_dir=folder / "logs", cwd=Path.cwd(),
+        printer=console.line,
+    )  # fmt: skip
 
     stop = threading.Event()
 
-    def on_signal(_signum: int, _frame: FrameType | None) -> None:
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        if not stop.is_set():
+            events("signal", signal=signal.Signals(signum).name)
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    # Segments left by earlier runs that were killed (no live process uses them) can stall
+    # Fast DDS's shared-memory transport in new participants: remove them first.
+    leftovers = shm.remove_stale(shm.dds_shm_files())
+    if leftovers:
+        console.say(f"removed {len(leftovers)} stale DDS shared-memory file(s) left by earlier runs")
     shm_before = shm.dds_shm_files()
     started = time.monotonic()
-    printer.say(
-        f"profile {profile!r}: starting {len(launches)} node(s) in namespace /{spec.namespace} "
-        f"(ROS_DOMAIN_ID={env.get('ROS_DOMAIN_ID', '0')}); logs in {folder}/logs"
-    )
+    domain = env.get("ROS_DOMAIN_ID", "0")
+    console.say(f"profile {profile!r}: starting {len(launches)} node(s) in /{spec.namespace} (ROS_DOMAIN_ID={domain})")
+    console.say(f"logs and records in {folder}")
+    events("starting", profile=profile, nodes=names, namespace=spec.namespace, domain_id=domain)
     code = EXIT_OK
     probe = None
     try:
         supervisor.start_all()
+        pids = supervisor.pids()
         _write_processes(folder, supervisor, commands)
         from carryon_bringup.node import ReadinessProbe  # rclpy only after config checks passed
 
-        probe = ReadinessProbe(spec.namespace, [launch.name for launch in launches])
+        probe = ReadinessProbe(spec.namespace, names)
         waiting_since = time.monotonic()
         while not stop.is_set():
             for death in supervisor.poll():
-                printer.say(("NODE DIED: " if not death.restarting else "node restarting: ") + death.describe())
+                console.say(("NODE DIED: " if not death.restarting else "node restarting: ") + death.describe())
+                events("restarting" if death.restarting else "died", node=death.name, exit_code=death.exit_code,
+                       after_s=round(death.after_s, 3), tail=list(death.tail))  # fmt: skip
                 if death.restarting:
-                    _write_processes(folder, supervisor, commands)
-                    probe = probe or ReadinessProbe(spec.namespace, [launch.name for launch in launches])
+                    probe = probe or ReadinessProbe(spec.namespace, names)
                     probe.forget(death.name)
                     waiting_since = time.monotonic()
                 else:
@@ -214,28 +245,36 @@ def run_up(
                     stop.set()
             if stop.is_set():
                 break
+            if supervisor.pids() != pids:  # a node was restarted
+                pids = supervisor.pids()
+                _write_processes(folder, supervisor, commands)
             if probe is None:
                 stop.wait(0.1)
                 continue
             probe.step(timeout_s=0.1)
             if len(probe.ready()) == len(launches):
-                printer.say(f"all {len(launches)} node(s) ready after {time.monotonic() - started:.1f} s")
+                elapsed = time.monotonic() - started
+                console.say(f"all {len(launches)} node(s) ready after {elapsed:.1f} s")
+                events("ready", nodes=names, after_s=round(elapsed, 3), pids=supervisor.pids())
                 probe.close()
                 probe = None
             elif time.monotonic() - waiting_since > ready_timeout_s:
-                not_ready = sorted({launch.name for launch in launches} - probe.ready())
-                printer.say(f"WARNING: not ready after {ready_timeout_s:.0f} s: {', '.join(not_ready)} (still waiting)")
+                not_ready = sorted(set(names) - probe.ready())
+                console.say(f"WARNING: not ready after {ready_timeout_s:.0f} s: {', '.join(not_ready)} (still waiting)")
+                events("not_ready", nodes=not_ready, after_s=round(time.monotonic() - started, 3))
                 waiting_since = time.monotonic()
     finally:
+        # Stop the nodes before anything else can fail (closing the probe, printing).
+        report = supervisor.stop(stop_timeout_s)
         if probe is not None:
             probe.close()
-        printer.say("stopping ...")
-        report = supervisor.stop(stop_timeout_s)
         removed = shm.remove_stale(shm.dds_shm_files() - shm_before, ignore_pids=[os.getpid()])
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        events("stopped", clean=report.stopped_cleanly, killed=report.killed, duration_s=round(report.duration_s, 3),
+               removed_shm_files=len(removed), dropped_console_lines=supervisor.dropped_console_lines)  # fmt: skip
         killed = f"; killed after {stop_timeout_s:.0f} s: {', '.join(report.killed)}" if report.killed else ""
-        printer.say(
+        console.say(
             f"stopped {len(report.stopped_cleanly) + len(report.killed)} node(s) in {report.duration_s:.1f} s{killed}; "
             f"removed {len(removed)} stale DDS shared-memory file(s)"
         )
@@ -260,8 +299,11 @@ def _with_override_files(
 
 
 def _write_processes(folder: Path, supervisor: Supervisor, commands: Mapping[str, list[str]]) -> None:
+    """processes.json: current pid and command of every node (replaced atomically)."""
     record = {
         "launcher_pid": os.getpid(),
         "nodes": {name: {"pid": pid, "command": commands[name]} for name, pid in supervisor.pids().items()},
     }
-    (folder / "processes.json").write_text(json.dumps(record, indent=2))
+    tmp = folder / "processes.json.tmp"
+    tmp.write_text(json.dumps(record, indent=2))
+    tmp.replace(folder / "processes.json")

@@ -5,11 +5,11 @@
 
 The node list and parameter files come from config/graph.yaml through the same
 `GraphSpec.launches()` that `carryon up` uses; parameters are validated before any
-node starts.
+node starts, and a node that exits without a restart policy shuts the launch down.
 """
 
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, OpaqueFunction, Shutdown
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
@@ -17,10 +17,11 @@ from carryon_bringup.up import load_spec
 
 
 def _nodes(context, *_args, **_kwargs):
-    profile = LaunchConfiguration("profile").perform(context)
     config_dir = LaunchConfiguration("config_dir").perform(context) or None
+    spec = load_spec(config_dir)
+    profile = spec.resolve_profile(LaunchConfiguration("profile").perform(context) or None)
     only = [name for name in LaunchConfiguration("only").perform(context).split(",") if name]
-    launches = load_spec(config_dir).launches(profile, only or None)
+    launches = spec.launches(profile, only or None)
     for launch in launches:
         launch.load_config()  # fail before starting anything, with file / key / reason
     return [
@@ -35,6 +36,8 @@ def _nodes(context, *_args, **_kwargs):
             respawn=launch.restart.max_restarts > 0,
             respawn_max_retries=launch.restart.max_restarts,
             respawn_delay=launch.restart.delay_s,
+            # Like `carryon up`: a node that dies for good stops the whole graph.
+            on_exit=[Shutdown(reason=f"{launch.name} exited")] if launch.restart.max_restarts == 0 else None,
         )
         for launch in launches
     ]
@@ -43,7 +46,11 @@ def _nodes(context, *_args, **_kwargs):
 def generate_launch_description():
     return LaunchDescription(
         [
-            DeclareLaunchArgument("profile", default_value="robot", description="profile from config/graph.yaml"),
+            DeclareLaunchArgument(
+                "profile",
+                default_value="",
+                description="profile from config/graph.yaml ('' = $CARRYON_PROFILE, else its default_profile)",
+            ),
             DeclareLaunchArgument(
                 "config_dir",
                 default_value="",

@@ -40,6 +40,7 @@ def _fake_launch_modules() -> dict[str, types.ModuleType]:
     actions = types.ModuleType("launch.actions")
     actions.DeclareLaunchArgument = _Recorder  # type: ignore[attr-defined]
     actions.OpaqueFunction = _Recorder  # type: ignore[attr-defined]
+    actions.Shutdown = _Recorder  # type: ignore[attr-defined]
     substitutions = types.ModuleType("launch.substitutions")
     substitutions.LaunchConfiguration = _LaunchConfiguration  # type: ignore[attr-defined]
     launch_ros = types.ModuleType("launch_ros")
@@ -84,6 +85,7 @@ def _parse_up_command(cmd: list[str]) -> tuple[str, str, str, str, list[str]]:
 def test_launch_file_and_carryon_up_start_the_same_processes(
     monkeypatch: pytest.MonkeyPatch, config_dir: Path, profile: str
 ) -> None:
+    monkeypatch.delenv("CARRYON_PROFILE", raising=False)
     launched = _launched_nodes(monkeypatch, {"profile": profile, "config_dir": str(config_dir)})
     spec = GraphSpec.load(config_dir)
     up = [_parse_up_command(command_for(launch)) for launch in spec.launches(profile)]
@@ -91,6 +93,8 @@ def test_launch_file_and_carryon_up_start_the_same_processes(
     assert len(up) == len(spec.launches(profile))
     for node, launch in zip(launched, spec.launches(profile), strict=True):
         assert node["respawn"] == (launch.restart.max_restarts > 0)
+        # Like `carryon up`, a node that exits for good shuts the whole launch down.
+        assert (node["on_exit"] is not None) == (launch.restart.max_restarts == 0)
 
 
 def test_launch_file_honours_only_and_validates_parameters(
@@ -109,3 +113,14 @@ def test_launch_file_honours_only_and_validates_parameters(
     params.write_text(params.read_text().replace("grounder: sim_masks", "grounder: sim_mask"))
     with pytest.raises(ConfigError, match="did you mean 'sim_masks'"):
         _launched_nodes(monkeypatch, {"profile": "sim", "config_dir": str(broken)})
+
+
+def test_both_default_to_the_same_profile(monkeypatch: pytest.MonkeyPatch, config_dir: Path) -> None:
+    spec = GraphSpec.load(config_dir)
+    monkeypatch.delenv("CARRYON_PROFILE", raising=False)
+    launched = _launched_nodes(monkeypatch, {"config_dir": str(config_dir)})
+    assert [n["name"] for n in launched] == [launch.name for launch in spec.launches(spec.resolve_profile(None))]
+    monkeypatch.setenv("CARRYON_PROFILE", "robot")
+    launched = _launched_nodes(monkeypatch, {"config_dir": str(config_dir)})
+    assert "sim_node" not in [n["name"] for n in launched]
+    assert spec.resolve_profile(None) == "robot"

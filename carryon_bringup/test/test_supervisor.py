@@ -63,7 +63,7 @@ def test_a_crash_is_reported_with_exit_code_and_last_lines(tmp_path: Path) -> No
         while ("ok_node", "up") not in sup.lines and time.monotonic() < deadline:  # type: ignore[attr-defined]
             time.sleep(0.02)
         assert ("ok_node", "up") in sup.lines  # type: ignore[attr-defined]  # output prefixed per node
-        assert sup.processes["ok_node"].running()  # the supervisor reports; the caller decides to stop
+        assert not sup.processes["ok_node"].exited()  # the supervisor reports; the caller decides to stop
     finally:
         sup.stop(2.0)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -108,29 +108,48 @@ class RosSession:
         wait_s = timeout_s if wait_s is None else wait_s
         if self.wait_for_services([(srv_type, name)], wait_s):
             raise GraphUnreachable(f"service {name} is not available after {wait_s:.1f} s ({_domain_hint()})")
-        client = self.client(srv_type, name)
+        (response,) = self.call_many([(srv_type, name, request)], timeout_s, resend_s=resend_s)
+        if response is None:
+            raise GraphUnreachable(f"service {name} did not answer within {timeout_s:.1f} s")
+        return response
+
+    def call_many(
+        self, calls: Sequence[tuple[Any, str, Any]], timeout_s: float, *, resend_s: float | None = None
+    ) -> list[Any | None]:
+        """Send every (type, name, request) at once and wait for the answers with one deadline.
+
+        Returns the responses in order; None for a call not answered in time (or whose
+        service failed). `resend_s` as in `call` (idempotent requests only).
+        """
+        pending: dict[int, list[Any]] = {}
+        clients = []
+        for index, (srv_type, name, request) in enumerate(calls):
+            clients.append(self.client(srv_type, name))
+            pending[index] = [clients[index].call_async(request)]
+        responses: list[Any | None] = [None] * len(calls)
         deadline = time.monotonic() + timeout_s
-        futures = [client.call_async(request)]
         next_send = time.monotonic() + resend_s if resend_s else math.inf
-        while True:
-            done = next((f for f in futures if f.done()), None)
-            if done is not None:
-                break
+        while pending:
+            for index, futures in list(pending.items()):
+                done = next((f for f in futures if f.done()), None)
+                if done is not None:
+                    if done.exception() is None:
+                        responses[index] = done.result()
+                    for future in futures:
+                        future.cancel()
+                    del pending[index]
             now = time.monotonic()
-            if now >= deadline:
-                for future in futures:
-                    future.cancel()
-                raise GraphUnreachable(f"service {name} did not answer within {timeout_s:.1f} s")
-            if now >= next_send and resend_s:
-                futures.append(client.call_async(request))
+            if not pending or now >= deadline:
+                break
+            if resend_s and now >= next_send:
+                for index, futures in pending.items():
+                    futures.append(clients[index].call_async(calls[index][2]))
                 next_send = now + resend_s
             self.executor.spin_once(timeout_sec=min(0.05, max(0.0, deadline - now)))
-        for future in futures:
-            if future is not done:
+        for futures in pending.values():
+            for future in futures:
                 future.cancel()
-        if done.exception() is not None:
-            raise GraphUnreachable(f"service {name} failed: {done.exception()}")
-        return done.result()
+        return responses
 
     # -- actions ----------------------------------------------------------------
     def send_goal_and_wait(

@@ -7,7 +7,9 @@ implemented yet), and shuts down cleanly on Ctrl-C / SIGTERM.
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import sys
 import time
 import traceback
@@ -175,6 +177,24 @@ class CarryOnNode(Node):
         )
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def exit_with_launcher() -> None:
+    """Under `carryon up`, have the kernel send SIGTERM when the launcher dies (Linux),
+    so a crashed or SIGKILLed launcher never leaves orphaned nodes behind."""
+    launcher = os.environ.get(names.LAUNCHER_PID_ENV)
+    if not launcher or not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != int(launcher):  # the launcher died before the request was armed
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
     """Entry point shared by every node: init, spin, clean shutdown, meaningful exit code.
 
@@ -182,6 +202,7 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
     construction or spinning failed (the traceback is printed once).
     """
     rclpy.init(args=args if args is not None else sys.argv)
+    exit_with_launcher()  # after rclpy.init: its SIGTERM handler turns the signal into a clean shutdown
     node: Node | None = None
     executor = MultiThreadedExecutor(num_threads=4)
     code = EXIT_OK

@@ -41,13 +41,17 @@ class ShieldNode(CarryOnNode):
         super().__init__(names.SHIELD_NODE, ShieldConfig, capabilities=CAPABILITIES, **node_kwargs)
         self.set_backends({"grounder": self.config.grounder})
         self.gate = ShieldGate(
-            max_observation_age_s=self.config.max_observation_age_s, threshold_m=self.config.distance_threshold_m
+            max_observation_age_s=self.config.max_observation_age_s,
+            threshold_m=self.config.distance_threshold_m,
+            estop_active=self.config.estop_engaged_at_start,
         )
         self.safe_pub = self.create_publisher(ActionChunk, names.SHIELD_CHUNK, 10)
         self.event_pub = self.create_publisher(ShieldEvent, names.SHIELD_EVENTS, 10)
         self.marker_pub = self.create_publisher(MarkerArray, names.SHIELD_MARKERS, 10)
         self.estop_pub = self.create_publisher(EstopState, names.ESTOP_STATE, latched_qos())
-        self._estop = EstopState(active=False, reason="not engaged since start-up", source=self.get_name())
+        engaged = self.config.estop_engaged_at_start
+        reason = "engaged at start-up (estop_engaged_at_start)" if engaged else "not engaged since start-up"
+        self._estop = EstopState(active=engaged, reason=reason, source=self.get_name())
         self._estop.header.stamp = self.get_clock().now().to_msg()
         self.estop_pub.publish(self._estop)
         self.create_service(SetEstop, names.ESTOP_SET, self._on_set_estop)

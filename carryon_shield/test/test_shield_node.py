@@ -65,3 +65,26 @@ def test_estop_can_be_engaged_and_released_repeatedly(ros) -> None:  # type: ign
             response = session.call(SetEstop, "/carryon/estop/set", request, 10.0)
             assert response.status == SetEstop.Response.STATUS_OK
             assert response.state.active is active
+
+
+def test_shield_can_start_with_the_estop_engaged(ros, wait_until) -> None:  # type: ignore[no-untyped-def]
+    from rclpy.parameter import Parameter
+
+    shield = ros.add(
+        ShieldNode(
+            namespace="carryon",
+            context=ros.context,
+            parameter_overrides=[Parameter("estop_engaged_at_start", value=True)],
+        )
+    )
+    peer = ros.peer("fake_policy")
+    states: list[EstopState] = []
+    events: list[ShieldEvent] = []
+    peer.create_subscription(EstopState, "estop/state", states.append, latched_qos())
+    peer.create_subscription(ShieldEvent, "shield/events", events.append, 10)
+    pub = peer.create_publisher(ActionChunk, "policy/chunk", 10)
+    assert wait_until(lambda: states and pub.get_subscription_count() > 0, 10.0)
+    assert states[-1].active
+    pub.publish(policy_chunk(shield, 1))
+    assert wait_until(lambda: events, 5.0)
+    assert events[0].decision == ShieldEvent.DECISION_REJECTED_ESTOP

@@ -21,6 +21,7 @@ from carryon_common.core.registry import unknown_name_message
 
 GRAPH_FILE = "graph.yaml"
 CONFIG_DIR_ENV = "CARRYON_CONFIG_DIR"
+PROFILE_ENV = "CARRYON_PROFILE"
 
 
 class RestartPolicy(BaseModel):
@@ -54,11 +55,14 @@ class GraphFile(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     namespace: str
+    default_profile: str
     nodes: dict[str, NodeEntry]
     profiles: dict[str, Profile]
 
     @model_validator(mode="after")
     def _profiles_name_known_nodes(self) -> GraphFile:
+        if self.default_profile not in self.profiles:
+            raise ValueError(f"default_profile: {unknown_name_message('profile', self.default_profile, self.profiles)}")
         for profile_name, profile in self.profiles.items():
             for name in (*profile.nodes, *profile.params):
                 if name not in self.nodes:
@@ -133,6 +137,10 @@ class GraphSpec:
     @property
     def profiles(self) -> list[str]:
         return sorted(self.data.profiles)
+
+    def resolve_profile(self, name: str | None) -> str:
+        """The profile to use: `name`, else $CARRYON_PROFILE, else graph.yaml's default_profile."""
+        return name or os.environ.get(PROFILE_ENV) or self.data.default_profile
 
     def profile(self, name: str) -> Profile:
         if name not in self.data.profiles:

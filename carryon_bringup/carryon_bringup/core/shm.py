@@ -2,9 +2,10 @@
 
 Fast DDS keeps its shared-memory transport in `/dev/shm` (segments `fastrtps_*`,
 `fastdds_*` and their `sem.` semaphores). A cleanly stopped node removes its own; one
-killed with SIGKILL leaves them behind. The launcher removes leftovers it created,
-but only when no live process still maps or opens them (another graph on the same
-machine keeps its files).
+killed with SIGKILL leaves them behind, and such leftovers can stall the transport of
+later participants that reuse the port. The launcher removes leftovers before it starts
+and after it stops, but only files no live process maps or holds open (another graph on
+the same machine keeps its files).
 """
 
 from __future__ import annotations

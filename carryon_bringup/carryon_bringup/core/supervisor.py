@@ -1,6 +1,12 @@
 """Start each node as its own OS process, watch it, stop everything cleanly.
 
 Pure process management (no rclpy): the readiness probe is injected by the caller.
+
+Each node runs in its own process group so a stop reaches whatever it spawned. A
+group is always signalled while its leader is dead-but-not-reaped (a zombie), so its
+id cannot have been reused by an unrelated process. Node output goes to its log file
+first; the console gets it through a bounded queue, so a slow or closed terminal never
+blocks a node.
 """
 
 from __future__ import annotations
@@ -8,6 +14,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import queue
 import signal
 import subprocess
 import threading
@@ -18,8 +25,10 @@ from pathlib import Path
 from typing import IO
 
 from carryon_bringup.core.graph import NodeLaunch
+from carryon_common.core.names import LAUNCHER_PID_ENV
 
 TAIL_LINES = 20
+CONSOLE_QUEUE_LINES = 10_000
 
 # Called with (node name, one line of its output) for every line a node prints.
 LinePrinter = Callable[[str, str], None]
@@ -35,6 +44,7 @@ class ManagedProcess:
     popen: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
     restarts: int = 0
+    restart_at: float | None = None  # monotonic time of a scheduled restart
     tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=TAIL_LINES))
     reader: threading.Thread | None = None
 
@@ -42,8 +52,30 @@ class ManagedProcess:
     def pid(self) -> int | None:
         return self.popen.pid if self.popen else None
 
-    def running(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
+    def exited(self) -> bool:
+        """True once the process has exited; it stays unreaped (see `reap`)."""
+        if self.popen is None or self.popen.returncode is not None:
+            return True
+        try:
+            info = os.waitid(os.P_PID, self.popen.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True
+        return info is not None
+
+    def kill_group(self, sig: signal.Signals) -> None:
+        """Signal the node's process group (leader alive or a zombie, never reaped)."""
+        if self.popen is not None and self.popen.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.popen.pid, sig)
+
+    def reap(self) -> int:
+        """Kill whatever is left of the group, collect the exit code and the last output."""
+        assert self.popen is not None
+        self.kill_group(signal.SIGKILL)
+        code = self.popen.wait()
+        if self.reader:
+            self.reader.join(timeout=1.0)
+        return code
 
 
 @dataclass(frozen=True)
@@ -77,9 +109,8 @@ class StopReport:
 class Supervisor:
     """Owns the node processes of one graph run.
 
-    Each node gets its own process group, so a stop reaches everything it spawned.
-    Output is prefixed with the node name via `printer` and saved to
-    `<log_dir>/<node>.log`.
+    Output is saved to `<log_dir>/<node>.log` and handed to `printer` (prefixing it
+    with the node name) from a console thread.
     """
 
     def __init__(
@@ -93,9 +124,13 @@ class Supervisor:
         printer: LinePrinter,
     ) -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
-        self._env = dict(env)
+        self._env = {**env, LAUNCHER_PID_ENV: str(os.getpid())}
         self._cwd = cwd
         self._printer = printer
+        self._console: queue.Queue[tuple[str, str] | None] = queue.Queue(maxsize=CONSOLE_QUEUE_LINES)
+        self.dropped_console_lines = 0
+        self._console_thread = threading.Thread(target=self._print_console, name="console", daemon=True)
+        self._console_thread.start()
         self.processes = {
             launch.name: ManagedProcess(launch, command_for(launch), log_dir / f"{launch.name}.log")
             for launch in launches
@@ -117,6 +152,7 @@ class Supervisor:
             start_new_session=True,  # own process group: signals reach its children too
         )
         proc.started_at = time.monotonic()
+        proc.restart_at = None
         assert proc.popen.stdout is not None
         proc.reader = threading.Thread(
             target=self._pump, args=(proc, proc.popen.stdout, log), name=f"log-{proc.launch.name}", daemon=True
@@ -130,60 +166,55 @@ class Supervisor:
                 log.flush()
                 line = raw.decode("utf-8", errors="replace").rstrip()
                 proc.tail.append(line)
-                self._printer(proc.launch.name, line)
+                try:
+                    self._console.put_nowait((proc.launch.name, line))
+                except queue.Full:
+                    self.dropped_console_lines += 1  # the log file has it; the console is too slow
+
+    def _print_console(self) -> None:
+        while (item := self._console.get()) is not None:
+            with contextlib.suppress(Exception):  # a closed or broken console must not stop the graph
+                self._printer(*item)
 
     def poll(self) -> list[Death]:
-        """Deaths since the last poll; processes with restarts left are restarted."""
+        """Deaths since the last poll; nodes with restarts left are restarted after their delay."""
+        now = time.monotonic()
         deaths = []
         for proc in self.processes.values():
-            if proc.popen is None or proc.popen.poll() is None:
+            if proc.restart_at is not None and now >= proc.restart_at:
+                self._start(proc)
                 continue
-            code = proc.popen.returncode
-            if proc.reader:
-                proc.reader.join(timeout=1.0)  # collect the last lines before reporting
+            if proc.popen is None or proc.restart_at is not None or not proc.exited():
+                continue
+            code = proc.reap()  # also kills any children it left behind
             restarting = proc.restarts < proc.launch.restart.max_restarts
-            deaths.append(
-                Death(proc.launch.name, code, time.monotonic() - proc.started_at, tuple(proc.tail), restarting)
-            )
+            deaths.append(Death(proc.launch.name, code, now - proc.started_at, tuple(proc.tail), restarting))
             if restarting:
                 proc.restarts += 1
-                time.sleep(proc.launch.restart.delay_s)
-                self._start(proc)
+                proc.restart_at = now + proc.launch.restart.delay_s
             else:
                 proc.popen = None
         return deaths
 
     def pids(self) -> dict[str, int]:
-        return {name: p.pid for name, p in self.processes.items() if p.pid is not None and p.running()}
+        return {name: p.popen.pid for name, p in self.processes.items() if p.popen is not None and p.restart_at is None}
 
     def stop(self, timeout_s: float) -> StopReport:
         """SIGINT every process group, wait up to `timeout_s`, then SIGKILL what is left."""
         started = time.monotonic()
-        alive = {name: p for name, p in self.processes.items() if p.running()}
+        alive = {name: p for name, p in self.processes.items() if p.popen is not None and p.restart_at is None}
+        for proc in self.processes.values():
+            proc.restart_at = None
         for proc in alive.values():
-            _signal_group(proc, signal.SIGINT)
+            proc.kill_group(signal.SIGINT)
         deadline = started + timeout_s
-        while time.monotonic() < deadline and any(p.running() for p in alive.values()):
+        while time.monotonic() < deadline and not all(p.exited() for p in alive.values()):
             time.sleep(0.05)
-        killed = []
-        for name, proc in alive.items():
-            if proc.running():
-                _signal_group(proc, signal.SIGKILL)
-                killed.append(name)
+        killed = [name for name, proc in alive.items() if not proc.exited()]
         for proc in alive.values():
-            if proc.popen is not None:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.popen.wait(timeout=2.0)
-                # Children the node spawned share its process group; make sure none survive.
-                _signal_group(proc, signal.SIGKILL)
-            if proc.reader:
-                proc.reader.join(timeout=1.0)
+            proc.reap()
+        with contextlib.suppress(queue.Full):  # a stalled console must not hold up the stop
+            self._console.put(None, timeout=1.0)
+        self._console_thread.join(timeout=1.0)
         clean = [name for name in alive if name not in killed]
         return StopReport(stopped_cleanly=clean, killed=killed, duration_s=time.monotonic() - started)
-
-
-def _signal_group(proc: ManagedProcess, sig: signal.Signals) -> None:
-    if proc.popen is None:
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.popen.pid, sig)

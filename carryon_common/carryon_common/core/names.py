@@ -8,6 +8,10 @@ from __future__ import annotations
 
 DEFAULT_NAMESPACE = "carryon"
 
+# Environment variable `carryon up` sets to its pid in every node's environment: a node
+# that sees it exits when the launcher dies (no orphans).
+LAUNCHER_PID_ENV = "CARRYON_LAUNCHER_PID"
+
 # Nodes of the graph (the `name` of each entry in config/graph.yaml).
 MEMORY_NODE = "memory_node"
 PLANNER_NODE = "planner_node"

@@ -29,3 +29,8 @@ class ShieldConfig(NodeConfig):
         0.03, gt=0.0, description="Length of the retreat when the first step is blocked, metres."
     )
     voxel_size_m: float = Field(0.01, gt=0.0, description="Voxel size for obstacle point downsampling, metres.")
+    estop_engaged_at_start: bool = Field(
+        False,
+        description="Start (and restart) with the emergency stop engaged, so a respawned shield never "
+        "silently releases an engaged stop; an operator releases it with `carryon estop --release`.",
+    )
