@@ -29,6 +29,8 @@ command -v cmake >/dev/null || missing+=(cmake)
 command -v c++ >/dev/null || missing+=(g++)
 command -v make >/dev/null || missing+=(make)
 "$PYTHON" -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
+# Headless rendering for the simulator (MuJoCo with MUJOCO_GL=egl, Mesa's software EGL).
+ldconfig -p 2>/dev/null | grep -q 'libEGL.so.1 ' || missing+=(libegl1 libgl1-mesa-dri)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     say "installing Debian packages: ${missing[*]}"
@@ -52,6 +54,8 @@ if [ "$(cat "$STAMPS/requirements" 2>/dev/null)" != "$req_hash" ]; then
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
     -r requirements/ros.txt -r requirements/base.txt -r requirements/dev.txt \
     2> >(grep -v "is neither a file nor a directory" >&2)   # noise from unreachable extra indexes
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -r requirements/assets.txt \
+    2> >(grep -v "is neither a file nor a directory" >&2)
   "$VENV/bin/python" scripts/fix_ros_wheel_cmake.py "$VENV"
   echo "$req_hash" > "$STAMPS/requirements"
   rm -f "$STAMPS/build"   # new wheels: rebuild against them
@@ -102,6 +106,8 @@ export CARRYON_CONFIG_DIR="\${CARRYON_CONFIG_DIR:-$ROOT/config}"
 export RMW_IMPLEMENTATION="\${RMW_IMPLEMENTATION:-rmw_fastrtps_cpp}"
 # Keep DDS discovery on this machine unless you ask for more.
 export ROS_AUTOMATIC_DISCOVERY_RANGE="\${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST}"
+# Headless rendering for the simulator (Mesa software EGL; no display or GPU needed).
+export MUJOCO_GL="\${MUJOCO_GL:-egl}"
 ENV
 elapsed_ms=$(( ($(date +%s%N) - started_ns) / 1000000 ))
 say "ready in $((elapsed_ms / 1000)).$(printf '%03d' $((elapsed_ms % 1000))) s: \`. ./env.sh\`, then \`carryon up\` / \`carryon status\`"

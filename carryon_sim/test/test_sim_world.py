@@ -1,0 +1,162 @@
+"""The MuJoCo world without ROS: scene files, IK, cameras, determinism."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from carryon_common.core.errors import ConfigError
+from carryon_sim.core.cameras import CameraRig
+from carryon_sim.core.ik import ArmIk
+from carryon_sim.core.scene import TABLE_TOP_Z, Scene, SceneSpec, load_scene
+from carryon_sim.core.world import SCENE_CAMERA, WRIST_CAMERA, World
+
+SCENES = sorted((Path(__file__).resolve().parents[2] / "config" / "scenes").glob("*.yaml"))
+DOWN = np.array([[1.0, 0.0, 0.0], [0.0, -1.0, 0.0], [0.0, 0.0, -1.0]])  # tool pointing at the table
+
+
+def write_scene(tmp_path: Path, data: dict) -> Path:  # type: ignore[type-arg]
+    path = tmp_path / "scene.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+BASE = {"name": "t", "description": "test", "locations": {"counter": {"center": [0.5, 0.3], "size": [0.2, 0.2]}}}
+
+
+@pytest.fixture(scope="module")
+def food() -> World:
+    return World(load_scene(next(p for p in SCENES if p.stem == "food_serving")), seed=0)
+
+
+@pytest.fixture(scope="module")
+def empty_world() -> World:
+    return World(Scene(Path("empty.yaml"), SceneSpec(name="empty", description="no objects", objects=[])))
+
+
+@pytest.mark.parametrize("path", SCENES, ids=lambda p: p.stem)
+def test_every_shipped_scene_builds(path: Path) -> None:
+    scene = load_scene(path)
+    world = World(scene, seed=1)
+    for obj in scene.spec.objects:
+        assert world.model.body(obj.name).id > 0
+
+
+def test_unknown_object_type_names_file_field_and_suggestion(tmp_path: Path) -> None:
+    path = write_scene(tmp_path, {**BASE, "objects": [{"name": "c", "type": "carot", "at": "counter"}]})
+    with pytest.raises(ConfigError, match=rf"{path}: objects\.0\.type: .*unknown object type 'carot'.*'carrot'"):
+        load_scene(path)
+
+
+def test_missing_field_names_file_and_field(tmp_path: Path) -> None:
+    path = write_scene(tmp_path, {**BASE, "objects": [{"type": "carrot", "at": "counter"}]})
+    with pytest.raises(ConfigError, match=rf"{path}: objects\.0\.name: Field required"):
+        load_scene(path)
+
+
+def test_overlapping_placements_are_rejected(tmp_path: Path) -> None:
+    objects = [{"name": "a", "type": "bowl", "pos": [0.5, 0.0]}, {"name": "b", "type": "cube", "pos": [0.55, 0.0]}]
+    path = write_scene(tmp_path, {**BASE, "objects": objects})
+    with pytest.raises(ConfigError, match=rf"{path}: objects\.1 \(b\): overlaps objects\.0 \(a\)"):
+        load_scene(path)
+
+
+@pytest.mark.parametrize(
+    ("obj", "message"),
+    [
+        ({"name": "c", "type": "carrot", "pos": [0.5, 0.9]}, r"objects\.0 \(c\): placed at .* off the table"),
+        ({"name": "c", "type": "carrot", "under": "nothing"}, r"objects\.0\.under: unknown object 'nothing'"),
+        ({"name": "c", "type": "carrot", "at": "garage"}, r"objects\.0\.at: unknown location 'garage'"),
+        ({"name": "c", "type": "carrot", "at": "counter", "pos": [0.5, 0.0]}, r"exactly one of pos, at, under, in"),
+    ],
+)
+def test_bad_placements_are_reported(tmp_path: Path, obj: dict, message: str) -> None:  # type: ignore[type-arg]
+    with pytest.raises(ConfigError, match=message):
+        load_scene(write_scene(tmp_path, {**BASE, "objects": [obj]}))
+
+
+def test_hiding_an_item_requires_a_cover(tmp_path: Path) -> None:
+    objects = [{"name": "b", "type": "bowl", "pos": [0.5, 0.0]}, {"name": "c", "type": "carrot", "under": "b"}]
+    with pytest.raises(ConfigError, match=r"objects\.1\.under: 'b' is a bowl \(container\), not a cover"):
+        load_scene(write_scene(tmp_path, {**BASE, "objects": objects}))
+
+
+@pytest.mark.parametrize("target", [(0.5, 0.0, 0.7), (0.6, 0.25, 0.6), (0.45, -0.25, 0.55), (0.7, -0.1, 0.5)])
+def test_ik_reaches_targets_within_5_mm(empty_world: World, target: tuple[float, float, float]) -> None:
+    world = empty_world
+    world.reset(0)
+    ik = ArmIk(world.model, world.robot)
+    solution = ik.solve(world.arm_q(), np.array(target), DOWN, max_iterations=50)
+    assert solution.position_error_m < 0.005
+    world.set_arm_target(solution.q)
+    world.step(2.0)  # the joint servos track the solution
+    position, rotation = world.ee_pose()
+    assert np.linalg.norm(position - target) < 0.005
+    assert np.allclose(rotation, DOWN, atol=0.02)
+
+
+def test_segmentation_labels_match_the_objects_and_the_hidden_carrot_is_hidden(food: World) -> None:
+    food.reset(0)
+    rig = CameraRig(food.model, food.object_of_body, 320, 240)
+    try:
+        frame = rig.render(food.data, SCENE_CAMERA)
+        camera_from_world = np.linalg.inv(frame.world_from_camera)
+
+        def pixel(point: np.ndarray) -> tuple[int, int, float]:
+            p = camera_from_world[:3, :3] @ point + camera_from_world[:3, 3]
+            u, v, _ = (frame.K @ p) / p[2]
+            return round(v), round(u), float(p[2])
+
+        # A point on each object's visible surface (the plate's centre is under the meat).
+        probes = {"pink_cover": (0, 0, 0.06), "bowl": (0, 0, 0.01), "plate": (0, 0.07, 0.01), "bottle": (0, 0, 0.1)}
+        for name, offset in probes.items():
+            row, col, _ = pixel(food.object_position(name) + np.array(offset))
+            label = frame.labels.get(int(frame.segmentation[row, col]))
+            assert label == name, f"pixel of {name} is labelled {label}"
+        row, col, z = pixel(np.array([0.35, -0.45, TABLE_TOP_Z]))  # bare table: depth = optical-axis distance
+        assert frame.labels[int(frame.segmentation[row, col])] == "table"
+        assert abs(float(frame.depth[row, col]) - z) < 0.01
+        visible = {frame.labels[i] for i in np.unique(frame.segmentation) if i}
+        assert "carrot" not in visible and "robot" in visible and "table" in visible
+        wrist = rig.render(food.data, WRIST_CAMERA)
+        assert wrist.rgb.shape == (240, 320, 3) and wrist.depth.dtype == np.float32
+    finally:
+        rig.close()
+
+
+def scripted_episode(world: World, seed: int) -> np.ndarray:
+    world.reset(seed)
+    ik = ArmIk(world.model, world.robot)
+    trajectory = []
+    for k, target in enumerate([(0.55, 0.1, 0.6), (0.5, 0.0, 0.5), (0.55, -0.1, 0.55)]):
+        world.set_arm_target(ik.solve(world.arm_q(), np.array(target), DOWN).q)
+        world.set_gripper(float(k % 2))
+        for _ in range(10):
+            world.step(0.05)
+            trajectory.append(world.data.qpos.copy())
+    return np.array(trajectory)
+
+
+def test_same_seed_same_episode() -> None:
+    scene = load_scene(next(p for p in SCENES if p.stem == "safety"))
+    first = scripted_episode(World(scene, seed=4), 4)
+    second = scripted_episode(World(scene, seed=4), 4)
+    assert np.array_equal(first, second)
+    assert scene.placements(4) != scene.placements(5)  # the safety scene is randomised by seed
+
+
+def test_scene_pictures_are_written(tmp_path: Path) -> None:
+    from PIL import Image
+
+    from carryon_sim.render_scenes import main
+
+    scenes_dir = SCENES[0].parent
+    assert main(["--scenes-dir", str(scenes_dir), "--out", str(tmp_path), "--width", "160", "--height", "120"]) == 0
+    written = sorted(p.stem for p in tmp_path.glob("*.png"))
+    assert written == sorted(p.stem for p in SCENES)
+    image = np.asarray(Image.open(tmp_path / "food_serving.png"))
+    assert image.shape == (120, 160, 3) and image.std() > 10  # a picture, not a blank frame
+    assert main(["--scenes-dir", str(scenes_dir), "--out", str(tmp_path), "--scene", "kitchen"]) == 2
