@@ -160,3 +160,70 @@ def test_scene_pictures_are_written(tmp_path: Path) -> None:
     image = np.asarray(Image.open(tmp_path / "food_serving.png"))
     assert image.shape == (120, 160, 3) and image.std() > 10  # a picture, not a blank frame
     assert main(["--scenes-dir", str(scenes_dir), "--out", str(tmp_path), "--scene", "kitchen"]) == 2
+
+
+# -- grasping, perturbations, contacts ------------------------------------------------
+ACROSS_X = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])  # down, fingers closing along world y
+
+
+def shift(point: np.ndarray, dx: float, dy: float, dz: float) -> np.ndarray:
+    return point + np.array([dx, dy, dz])
+
+
+def carrot_world(extra: list[dict] | None = None) -> World:  # type: ignore[type-arg]
+    from carryon_sim.core.scene import ObjectSpec
+
+    objects = [ObjectSpec(name="carrot", type="carrot", pos=(0.55, 0.1))]
+    objects += [ObjectSpec.model_validate(o) for o in extra or []]
+    return World(Scene(Path("carrot.yaml"), SceneSpec(name="carrot", description="test", objects=objects)))
+
+
+def move(world: World, ik: ArmIk, target: np.ndarray, grip: float, seconds: float, monitor=None) -> None:  # type: ignore[no-untyped-def]
+    """Straight-line tool motion in 20 IK waypoints, like a policy's chunk."""
+    start = world.ee_pose()[0]
+    for k in range(1, 21):
+        world.set_arm_target(ik.solve(world.arm_q(), start + (target - start) * k / 20, ACROSS_X).q)
+        world.set_gripper(grip)
+        world.step(seconds / 20)
+        if monitor is not None:
+            monitor.update(world.model, world.data, world.object_of_body)
+
+
+def test_the_gripper_grasps_lifts_carries_and_the_drop_releases_the_carrot() -> None:
+    from carryon_sim.core.contacts import grasped_objects
+
+    world = carrot_world()
+    ik = ArmIk(world.model, world.robot)
+    carrot = world.object_position("carrot")
+    move(world, ik, shift(carrot, 0, 0, 0.12), 0.0, 1.0)
+    move(world, ik, shift(carrot, 0, 0, 0.012), 0.0, 1.0)
+    move(world, ik, shift(carrot, 0, 0, 0.012), 1.0, 0.6)
+    assert 0.015 < world.gripper_width() < 0.03  # closed on the 24 mm carrot, not on air
+    assert grasped_objects(world.model, world.data, world.object_of_body) == {"carrot"}
+    move(world, ik, shift(carrot, 0, 0, 0.15), 1.0, 1.0)
+    assert world.object_position("carrot")[2] > carrot[2] + 0.1  # lifted
+    move(world, ik, shift(carrot, 0, -0.25, 0.15), 1.0, 1.5)
+    carried = world.object_position("carrot")
+    assert np.linalg.norm((carried - shift(carrot, 0, -0.25, 0))[:2]) < 0.03  # came along
+    world.drop(0.5)  # perturbation: the gripper opens whatever is commanded
+    move(world, ik, shift(carrot, 0, -0.25, 0.15), 1.0, 1.0)
+    assert world.object_position("carrot")[2] < carried[2] - 0.08  # fell
+    assert grasped_objects(world.model, world.data, world.object_of_body) == set()
+
+
+def test_contact_monitor_flags_a_collision_but_not_permitted_or_resting_contact() -> None:
+    from carryon_sim.core.contacts import ContactMonitor
+
+    world = carrot_world([{"name": "bottle", "type": "bottle", "pos": (0.55, -0.15)}])
+    ik = ArmIk(world.model, world.robot)
+    monitor = ContactMonitor()
+    monitor.set_task(["carrot", "table"])
+    world.step(0.5)
+    assert monitor.update(world.model, world.data, world.object_of_body) == []  # objects resting on the table
+    carrot = world.object_position("carrot")
+    move(world, ik, shift(carrot, 0, 0, 0.005), 0.0, 1.5, monitor)  # fingers touch the carrot and the table: permitted
+    assert monitor.violations == []
+    move(world, ik, shift(carrot, 0, 0, 0.12), 0.0, 1.0, monitor)
+    bottle = world.object_position("bottle")
+    move(world, ik, shift(bottle, 0, 0.0, 0.12), 0.0, 2.0, monitor)  # straight into the bottle's top
+    assert [(v.mover, v.touched) for v in monitor.violations] == [("robot", "bottle")]

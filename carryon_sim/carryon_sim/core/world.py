@@ -161,6 +161,8 @@ class World:
     def reset(self, seed: int) -> None:
         """Start a new episode: objects placed for `seed`, arm at home, gripper open, time 0."""
         self.seed = seed
+        self._forced_open_until = 0.0
+        self._gripper_command = 0.0
         mujoco.mj_resetData(self.model, self.data)
         for name, place in self.scene.placements(seed).items():
             body = self.model.body(name)
@@ -197,6 +199,9 @@ class World:
     def step(self, seconds: float) -> None:
         """Advance physics by `seconds` (rounded to whole timesteps)."""
         for _ in range(max(1, round(seconds / self.model.opt.timestep))):
+            if self._forced_open_until and self.data.time >= self._forced_open_until:
+                self._forced_open_until = 0.0
+                self._apply_gripper()
             mujoco.mj_step(self.model, self.data)
 
     def arm_q(self) -> npt.NDArray[np.float64]:
@@ -209,9 +214,30 @@ class World:
         self.data.ctrl[self.robot.arm_actuators] = np.clip(q, lo, hi)
 
     def set_gripper(self, command: float) -> None:
-        """Gripper command in [0, 1]: 0 fully open, 1 fully closed."""
-        opening = FINGER_OPEN_M * (1.0 - float(np.clip(command, 0.0, 1.0)))
+        """Gripper command in [0, 1]: 0 fully open, 1 fully closed (ignored during a drop)."""
+        self._gripper_command = float(np.clip(command, 0.0, 1.0))
+        self._apply_gripper()
+
+    def _apply_gripper(self) -> None:
+        command = 0.0 if self.data.time < self._forced_open_until else self._gripper_command
+        opening = FINGER_OPEN_M * (1.0 - command)
         self.data.ctrl[self.robot.finger_actuators] = [opening, -opening]
+
+    # -- perturbations (tests, benchmarks, scripted schedules) -------------------------
+    def drop(self, duration_s: float = 0.5) -> None:
+        """Open the gripper for `duration_s` whatever it is commanded: a held object falls."""
+        self._forced_open_until = self.data.time + duration_s
+        self._apply_gripper()
+
+    def displace(self, name: str, dx: float, dy: float) -> None:
+        """Move a free object by (dx, dy) metres in the world frame, keeping its height."""
+        body = self.model.body(name)
+        if body.jntnum[0] != 1:
+            raise ValueError(f"{name} is fixed to the table; it cannot be displaced")
+        adr = self.model.jnt_qposadr[body.jntadr[0]]
+        self.data.qpos[adr : adr + 2] += [dx, dy]
+        self.data.qvel[self.model.jnt_dofadr[body.jntadr[0]] : self.model.jnt_dofadr[body.jntadr[0]] + 6] = 0.0
+        mujoco.mj_forward(self.model, self.data)
 
     def gripper_width(self) -> float:
         """Measured distance between the fingers, metres."""
