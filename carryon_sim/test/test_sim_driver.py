@@ -1,0 +1,93 @@
+"""The simulated arm's driver: released chunks in, joint targets out, holding when in doubt."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from carryon_common.core.chunk import Chunk, ChunkSource, Convention, InvalidChunk
+from carryon_sim.core.driver import Driver, DriverState
+from carryon_sim.core.scene import Scene, SceneSpec
+from carryon_sim.core.world import World
+
+DT = 0.05  # 20 Hz control
+
+
+@pytest.fixture(scope="module")
+def world() -> World:
+    return World(Scene(Path("empty.yaml"), SceneSpec(name="empty", description="no objects", objects=[])))
+
+
+def chunk(
+    steps: np.ndarray, *, frame: str = "world", convention: Convention = Convention.DELTA, grip: float = 0.0
+) -> Chunk:
+    n = len(steps)
+    return Chunk(1, "s1", ChunkSource.POLICY, convention, frame, DT, 1, 0.0, steps.astype(float), np.zeros((n, 3)),
+                 np.full(n, grip))  # fmt: skip
+
+
+def run(world: World, driver: Driver, seconds: float) -> None:
+    for _ in range(round(seconds / DT)):
+        driver.tick(world.time)
+        world.step(DT)
+
+
+def test_delta_chunk_moves_the_tool(world: World) -> None:
+    world.reset(0)
+    driver = Driver(world, watchdog_s=0.25)
+    start = world.ee_pose()[0]
+    driver.submit(chunk(np.tile([0.005, 0.0, -0.003], (10, 1)), grip=1.0), world.time)
+    run(world, driver, 1.5)
+    moved = world.ee_pose()[0] - start
+    assert np.allclose(moved, [0.05, 0.0, -0.03], atol=0.005)
+    assert driver.steps_executed == 10
+    assert world.gripper_width() < 0.01  # the gripper command was executed too
+
+
+def test_watchdog_holds_the_arm_when_commands_stop(world: World) -> None:
+    world.reset(0)
+    driver = Driver(world, watchdog_s=0.25)
+    driver.submit(chunk(np.tile([0.0, 0.004, 0.0], (3, 1))), world.time)
+    run(world, driver, 0.6)
+    assert driver.state == DriverState.HOLDING
+    held = world.ee_pose()[0]
+    run(world, driver, 0.5)
+    assert np.linalg.norm(world.ee_pose()[0] - held) < 0.002
+
+
+def test_wrong_frame_and_nan_are_refused_and_the_arm_holds(world: World) -> None:
+    world.reset(0)
+    driver = Driver(world, watchdog_s=0.25)
+    q = world.arm_q()
+    with pytest.raises(InvalidChunk, match="frame 'panda_link0' is not supported"):
+        driver.submit(chunk(np.tile([0.01, 0.0, 0.0], (3, 1)), frame="panda_link0"), world.time)
+    with pytest.raises(InvalidChunk, match="NaN"):
+        driver.submit(chunk(np.array([[np.nan, 0.0, 0.0]])), world.time)
+    run(world, driver, 0.3)
+    assert np.allclose(world.arm_q(), q, atol=1e-3)
+
+
+def test_targets_outside_the_workspace_are_rejected_and_reported(world: World) -> None:
+    world.reset(0)
+    driver = Driver(world, watchdog_s=0.25)
+    driver.submit(chunk(np.array([[0.5, 0.0, 0.3]]), convention=Convention.ABSOLUTE), world.time)  # under the table
+    run(world, driver, 0.3)
+    assert driver.state == DriverState.HOLDING
+    assert "outside the workspace" in driver.rejections[-1].reason
+    assert driver.steps_executed == 0
+
+
+def test_estop_holds_and_refuses_new_chunks(world: World) -> None:
+    world.reset(0)
+    driver = Driver(world, watchdog_s=0.25)
+    driver.submit(chunk(np.tile([0.005, 0.0, 0.0], (10, 1))), world.time)
+    run(world, driver, 0.1)
+    driver.estop = True
+    run(world, driver, 0.1)
+    held = world.ee_pose()[0]
+    run(world, driver, 0.5)
+    assert np.linalg.norm(world.ee_pose()[0] - held) < 0.002
+    with pytest.raises(InvalidChunk, match="emergency stop"):
+        driver.submit(chunk(np.tile([0.005, 0.0, 0.0], (3, 1))), world.time)
