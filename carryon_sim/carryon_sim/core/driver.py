@@ -45,8 +45,9 @@ def _rotvec_to_matrix(rotvec: npt.NDArray[np.float64]) -> npt.NDArray[np.float64
     if angle < 1e-12:
         return np.eye(3)
     k = rotvec / angle
-    kx = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
-    return np.eye(3) + np.sin(angle) * kx + (1 - np.cos(angle)) * (kx @ kx)
+    kx = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]], dtype=np.float64)
+    rotation: npt.NDArray[np.float64] = np.eye(3) + np.sin(angle) * kx + (1 - np.cos(angle)) * (kx @ kx)
+    return rotation  # Rodrigues' formula
 
 
 class Driver:
