@@ -196,6 +196,7 @@ def run_up(
         RCUTILS_COLORIZED_OUTPUT="0",
         RCUTILS_CONSOLE_OUTPUT_FORMAT="[{severity}] [{time}] {message}",
         ROS_LOG_DIR=str((folder / "ros_logs").resolve()),
+        CARRYON_CONFIG_DIR=str(spec.config_dir),  # nodes find scenes, skills, ... in the same config
     )
     supervisor = Supervisor(
         launches, lambda launch: commands[launch.name], env=env, log_dir=folder / "logs", cwd=Path.cwd(),

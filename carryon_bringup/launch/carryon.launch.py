@@ -33,6 +33,7 @@ def _nodes(context, *_args, **_kwargs):
             parameters=[str(path) for path in launch.params_files],
             output="screen",
             emulate_tty=True,
+            additional_env={"CARRYON_CONFIG_DIR": str(spec.config_dir)},
             respawn=launch.restart.max_restarts > 0,
             respawn_max_retries=launch.restart.max_restarts,
             respawn_delay=launch.restart.delay_s,

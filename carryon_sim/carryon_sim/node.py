@@ -1,49 +1,224 @@
 """sim_node: the simulated arm + cameras, the default robot for demo, tests, benchmarks.
 
-Scaffolding: the MuJoCo world, sensors and driver arrive with issue #3. The node
-listens only to the shielded command topic (the contract every driver keeps) and
-answers its services with STATUS_NOT_IMPLEMENTED.
+Looks to the graph like a real arm: it publishes joint states, the tool pose, the
+measured gripper width and RGB-D + segmentation cameras, and executes only the
+shielded command topic, holding the arm when commands stop (watchdog). Physics and
+rendering run in one simulation thread (OpenGL contexts belong to the thread that made
+them); ROS callbacks only hand commands over under a lock.
 """
 
 from __future__ import annotations
 
+import os
+import threading
+import time
+from pathlib import Path
 from typing import Any
 
+from geometry_msgs.msg import PoseStamped
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import CameraInfo, Image, JointState
+from std_msgs.msg import Float64, String
+
+from carryon_common import convert as common_convert
 from carryon_common.core import names
-from carryon_common.core.status import planned
+from carryon_common.core.chunk import InvalidChunk
+from carryon_common.core.errors import CarryOnError
+from carryon_common.core.status import implemented, planned
 from carryon_common.node import CarryOnNode, latched_qos, run_node
-from carryon_interfaces.msg import ActionChunk, EstopState
+from carryon_interfaces.msg import ActionChunk, EstopState, SegmentationLabels
 from carryon_interfaces.srv import SimPerturb, SimReset, SimState
+from carryon_sim import convert
+from carryon_sim.core.cameras import CameraRig
 from carryon_sim.core.config import SimConfig
+from carryon_sim.core.contacts import ContactMonitor, grasped_objects
+from carryon_sim.core.driver import Driver
+from carryon_sim.core.scene import load_scene, scene_path
+from carryon_sim.core.types import ObjectTruth
+from carryon_sim.core.world import ARM_JOINTS, FINGER_JOINTS, SCENE_CAMERA, WRIST_CAMERA, World
 
 CAPABILITIES = (
-    planned("sim.world", 3, "MuJoCo tabletop with Franka Panda and scene YAML files"),
-    planned("sim.sensors", 3, "scene and wrist RGB-D + segmentation cameras"),
-    planned("sim.driver", 3, "executes released chunks via IK at the control rate, watchdog hold"),
-    planned("sim.services", 3, "reset, perturb and ground-truth state"),
+    implemented("sim.world", "MuJoCo tabletop with Franka Panda from config/scenes/*.yaml"),
+    implemented("sim.driver", "executes shielded chunks via IK at the control rate; watchdog and e-stop hold"),
+    implemented("sim.sensors", "scene and wrist RGB-D + segmentation cameras, joint states, tool pose, gripper width"),
+    implemented("sim.services", "reset, perturb (drop, displace), ground-truth state with contact violations"),
+    planned("sim.clock", 3, "simulation clock on /clock for nodes using sim time; real-time factor setting"),
+    planned("sim.schedules", 3, "scripted perturbation schedules in scene files; cover/uncover, obstacles, relocate"),
 )
+_CAMERAS = {"scene": SCENE_CAMERA, "wrist": WRIST_CAMERA}
+
+
+def default_scenes_dir(configured: str) -> Path:
+    if configured:
+        return Path(configured)
+    return Path(os.environ.get("CARRYON_CONFIG_DIR", "config")) / "scenes"
 
 
 class SimNode(CarryOnNode):
     def __init__(self, **node_kwargs: Any) -> None:
         super().__init__(names.SIM_NODE, SimConfig, capabilities=CAPABILITIES, **node_kwargs)
-        self.set_backends({"world": "mujoco"})
-        self.estop_active = False
+        cfg: SimConfig = self.config
+        self.set_backends({"world": "mujoco", "scene": cfg.scene})
+        self.world = World(load_scene(scene_path(default_scenes_dir(cfg.scenes_dir), cfg.scene)), seed=cfg.seed)
+        self.driver = Driver(self.world, watchdog_s=cfg.watchdog_s)
+        self.monitor = ContactMonitor()
+        self.lock = threading.Lock()
+        self.joint_pub = self.create_publisher(JointState, names.JOINT_STATES, 10)
+        self.pose_pub = self.create_publisher(PoseStamped, names.EE_POSE, 10)
+        self.width_pub = self.create_publisher(Float64, names.GRIPPER_WIDTH, 10)
+        self.reject_pub = self.create_publisher(String, names.DRIVER_REJECTIONS, 10)
+        self.camera_pubs = {
+            camera: (
+                self.create_publisher(Image, names.camera_topic(camera, "color"), qos_profile_sensor_data),
+                self.create_publisher(Image, names.camera_topic(camera, "depth"), qos_profile_sensor_data),
+                self.create_publisher(Image, names.camera_topic(camera, "segmentation"), qos_profile_sensor_data),
+                self.create_publisher(SegmentationLabels, names.camera_topic(camera, "labels"), 10),
+                self.create_publisher(CameraInfo, names.camera_topic(camera, "camera_info"), 10),
+                self.create_publisher(PoseStamped, names.camera_topic(camera, "pose"), 10),
+            )
+            for camera in _CAMERAS
+        }
         self.create_subscription(ActionChunk, names.SHIELD_CHUNK, self._on_chunk, 10)
         self.create_subscription(EstopState, names.ESTOP_STATE, self._on_estop, latched_qos())
-        self.serve_not_implemented(SimReset, names.SIM_RESET, "sim.services")
-        self.serve_not_implemented(SimPerturb, names.SIM_PERTURB, "sim.services")
-        self.serve_not_implemented(SimState, names.SIM_STATE, "sim.services")
+        self.create_service(SimReset, names.SIM_RESET, self._on_reset, callback_group=self.service_group)
+        self.create_service(SimPerturb, names.SIM_PERTURB, self._on_perturb, callback_group=self.service_group)
+        self.create_service(SimState, names.SIM_STATE, self._on_state, callback_group=self.service_group)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="simulation", daemon=True)
+        self._ready = threading.Event()
+        self._failure: BaseException | None = None
+        self._thread.start()
+        if not self._ready.wait(timeout=30.0) or self._failure is not None:
+            raise CarryOnError(f"simulation thread failed to start: {self._failure}")
         self.set_ready()
 
-    def _on_estop(self, msg: EstopState) -> None:
-        self.estop_active = msg.active
+    # -- simulation thread -----------------------------------------------------------
+    def _loop(self) -> None:
+        cfg: SimConfig = self.config
+        try:
+            rig = CameraRig(self.world.model, self.world.object_of_body, cfg.camera_width, cfg.camera_height)
+        except Exception as exc:  # noqa: BLE001 - reported by the constructor, which raises
+            self._failure = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        period = 1.0 / cfg.control_rate_hz
+        camera_every = max(1, round(cfg.control_rate_hz / cfg.camera_rate_hz))
+        tick = 0
+        next_tick = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                with self.lock:
+                    rejected = len(self.driver.rejections)
+                    self.driver.tick(self.world.time)
+                    self.world.step(period)
+                    self.monitor.update(self.world.model, self.world.data, self.world.object_of_body)
+                    self._publish_state()
+                    if tick % camera_every == 0:
+                        self._publish_cameras(rig)
+                    for rejection in self.driver.rejections[rejected:]:
+                        self._reject(f"chunk {rejection.chunk_id} step {rejection.step}: {rejection.reason}")
+                tick += 1
+                next_tick += period
+                self._stop.wait(max(0.0, next_tick - time.monotonic()))
+        finally:
+            rig.close()
 
+    def _publish_state(self) -> None:
+        stamp = self.get_clock().now().to_msg()
+        q = self.world.data.qpos
+        joints = [*self.world.robot.arm_qpos, *self.world.robot.finger_qpos]
+        self.joint_pub.publish(convert.joint_state_msg([*ARM_JOINTS, *FINGER_JOINTS], q[joints], stamp))
+        self.pose_pub.publish(convert.pose_msg(*self.world.ee_pose(), stamp))
+        self.width_pub.publish(Float64(data=self.world.gripper_width()))
+
+    def _publish_cameras(self, rig: CameraRig) -> None:
+        stamp = self.get_clock().now().to_msg()
+        for camera, mujoco_name in _CAMERAS.items():
+            frame = rig.render(self.world.data, mujoco_name)
+            msgs = convert.camera_msgs(frame, f"{camera}_camera_optical", stamp)
+            for publisher, msg in zip(self.camera_pubs[camera], msgs, strict=True):
+                publisher.publish(msg)
+
+    def _reject(self, reason: str) -> None:
+        self.get_logger().warning(f"command rejected, arm holds: {reason}")
+        self.reject_pub.publish(String(data=reason))
+
+    # -- ROS callbacks -------------------------------------------------------------------
     def _on_chunk(self, msg: ActionChunk) -> None:
-        self.get_logger().warning(
-            f"released chunk {msg.chunk_id} ignored: {self.not_implemented_message('sim.driver')}",
-            throttle_duration_sec=5.0,
-        )
+        try:
+            chunk = common_convert.chunk_from_msg(msg)
+            with self.lock:
+                self.driver.submit(chunk, self.world.time)
+        except InvalidChunk as exc:
+            with self.lock:
+                self.driver.hold()
+            self._reject(f"chunk {msg.chunk_id}: {exc}")
+
+    def _on_estop(self, msg: EstopState) -> None:
+        with self.lock:
+            self.driver.estop = msg.active
+
+    def _on_reset(self, request: SimReset.Request, response: SimReset.Response) -> SimReset.Response:
+        if request.scene and request.scene != self.world.scene.name:
+            response.status = SimReset.Response.STATUS_NOT_IMPLEMENTED
+            response.message = (
+                "switching scenes at run time arrives with issue #3; restart with --set sim_node.scene=..."
+            )
+            return response
+        with self.lock:
+            self.world.reset(int(request.seed))
+            self.driver.hold()
+            self.monitor.set_task(())
+        response.status = SimReset.Response.STATUS_OK
+        response.message = f"scene {self.world.scene.name!r} reset with seed {request.seed}"
+        response.objects = [o.name for o in self.world.scene.spec.objects]
+        return response
+
+    def _on_perturb(self, request: SimPerturb.Request, response: SimPerturb.Response) -> SimPerturb.Response:
+        try:
+            with self.lock:
+                if request.kind == SimPerturb.Request.KIND_DROP:
+                    self.world.drop()
+                elif request.kind == SimPerturb.Request.KIND_DISPLACE:
+                    self.world.displace(request.object, request.displacement.x, request.displacement.y)
+                else:
+                    response.status = SimPerturb.Response.STATUS_NOT_IMPLEMENTED
+                    response.message = (
+                        f"perturbation kind {request.kind} arrives with issue #3 (drop and displace work)"
+                    )
+                    return response
+        except (KeyError, ValueError) as exc:
+            response.status = SimPerturb.Response.STATUS_INVALID_ARGUMENT
+            response.message = str(exc)
+            return response
+        response.status = SimPerturb.Response.STATUS_OK
+        response.message = "applied"
+        return response
+
+    def _on_state(self, _request: SimState.Request, response: SimState.Response) -> SimState.Response:
+        with self.lock:
+            world = self.world
+            grasped = grasped_objects(world.model, world.data, world.object_of_body)
+            objects = []
+            for obj in world.scene.spec.objects:
+                body = world.model.body(obj.name).id
+                x, y, z = (float(v) for v in world.data.xpos[body])
+                qw, qx, qy, qz = (float(v) for v in world.data.xquat[body])
+                objects.append(ObjectTruth(obj.name, (x, y, z), (qw, qx, qy, qz), grasped=obj.name in grasped))
+            response.sim_time_s = world.time
+            response.scene = world.scene.name
+            response.gripper_width_m = world.gripper_width()
+            response.collisions = len(self.monitor.violations)
+        response.objects = [convert.object_to_msg(o) for o in objects]
+        response.status = SimState.Response.STATUS_OK
+        return response
+
+    def destroy_node(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2.0)
+        super().destroy_node()
 
 
 def main() -> int:

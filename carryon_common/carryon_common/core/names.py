@@ -61,6 +61,18 @@ SIM_RESET = "sim/reset"  # srv SimReset
 SIM_PERTURB = "sim/perturb"  # srv SimPerturb
 SIM_STATE = "sim/state"  # srv SimState
 
+# Robot driver (sim_node or a real arm adapter): robot state and cameras.
+JOINT_STATES = "joint_states"  # sensor_msgs/JointState (arm + finger joints)
+EE_POSE = "ee_pose"  # geometry_msgs/PoseStamped, tool centre point in "world"
+GRIPPER_WIDTH = "gripper/width"  # std_msgs/Float64, metres between the fingers
+DRIVER_REJECTIONS = "driver/rejections"  # std_msgs/String, why a released step was not executed
+CAMERAS = ("scene", "wrist")  # camera names; topics below are camera/<name>/...
+
+
+def camera_topic(camera: str, stream: str) -> str:
+    """`camera/<camera>/<stream>`, stream one of color, depth, segmentation, labels, camera_info, pose."""
+    return f"camera/{camera}/{stream}"
+
 
 def status_service(namespace: str, node_name: str) -> str:
     """Fully qualified name of a node's GetStatus service, e.g. `/carryon/memory_node/get_status`."""

@@ -8,7 +8,10 @@ from carryon_common.core.config import NodeConfig
 
 
 class SimConfig(NodeConfig):
-    scene: str = Field("food_serving", description="Scene file name under config/scenes/ (without .yaml).")
+    scene: str = Field("food_serving", description="Scene file name under the scenes folder (without .yaml).")
+    scenes_dir: str = Field(
+        "", description="Folder of scene files ('' = <config dir>/scenes, the config dir from $CARRYON_CONFIG_DIR)."
+    )
     seed: int = Field(0, ge=0, description="Seed for the scene's randomised parts.")
     control_rate_hz: float = Field(20.0, gt=0.0, le=1000.0, description="Rate at which chunk steps are executed, Hz.")
     camera_rate_hz: float = Field(10.0, gt=0.0, le=120.0, description="Rate of camera image publication, Hz.")
