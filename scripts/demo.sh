@@ -2,9 +2,9 @@
 # `make demo`: start the CarryOn graph on the simulator and talk to it like an operator.
 #
 # SCAFFOLDING: today this shows the real process graph, DDS, readiness, the operator
-# CLI and the emergency stop. The assistant itself (simulated arm, planner, shield,
-# judge, recovery: "Serve me food") arrives with issues #3-#10; each node says plainly
-# which of its capabilities are not implemented yet.
+# CLI, the emergency stop and the simulated arm. The assistant itself (policy, planner,
+# shield filter, judge, recovery: "Serve me food") arrives with issues #4-#10; each node
+# says plainly which of its capabilities are not implemented yet.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -26,9 +26,9 @@ operator() { printf '\n\033[1;36m$ %s\033[0m\n' "$*"; "$@"; }
 cat <<'BANNER'
 +--------------------------------------------------------------------------------+
 | CarryOn demo: SCAFFOLDING ONLY                                                 |
-| The graph, its processes, DDS, the operator CLI and the e-stop are real. The   |
-| assistant (MuJoCo arm, planner, shield filter, judge, recovery) is NOT built   |
-| yet: it arrives with issues #3-#10. Nodes answer "not implemented yet".        |
+| The graph, its processes, DDS, the operator CLI, the e-stop and the simulated  |
+| arm + cameras are real. The assistant (policy, planner, shield filter, judge,  |
+| recovery) is NOT built yet: issues #4-#10. Nodes answer "not implemented yet". |
 +--------------------------------------------------------------------------------+
 BANNER
 
