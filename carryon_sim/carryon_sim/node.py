@@ -24,7 +24,7 @@ from carryon_common import convert as common_convert
 from carryon_common.core import names
 from carryon_common.core.chunk import InvalidChunk
 from carryon_common.core.errors import CarryOnError
-from carryon_common.core.status import implemented, planned
+from carryon_common.core.status import NodeState, implemented, planned
 from carryon_common.node import CarryOnNode, latched_qos, run_node
 from carryon_interfaces.msg import ActionChunk, EstopState, SegmentationLabels
 from carryon_interfaces.srv import SimPerturb, SimReset, SimState
@@ -121,6 +121,12 @@ class SimNode(CarryOnNode):
                 tick += 1
                 next_tick += period
                 self._stop.wait(max(0.0, next_tick - time.monotonic()))
+        except Exception as exc:  # noqa: BLE001 - the node must report it, not die silently
+            self._failure = exc
+            with self.lock:
+                self.driver.hold()
+            self.get_logger().error(f"simulation stopped: {exc!r}")
+            self.set_state(NodeState.ERROR, f"simulation stopped: {exc}")
         finally:
             rig.close()
 
