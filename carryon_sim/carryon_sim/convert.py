@@ -24,6 +24,8 @@ def object_to_msg(obj: ObjectTruth) -> ObjectState:
         location=obj.location,
         grasped=obj.grasped,
         in_contact=obj.in_contact,
+        inside=obj.inside,
+        covered_by=obj.covered_by,
     )
 
 
@@ -36,6 +38,8 @@ def object_from_msg(msg: ObjectState) -> ObjectTruth:
         location=msg.location,
         grasped=msg.grasped,
         in_contact=msg.in_contact,
+        inside=msg.inside,
+        covered_by=msg.covered_by,
     )
 
 

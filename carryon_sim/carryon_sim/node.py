@@ -29,6 +29,7 @@ from carryon_common.node import CarryOnNode, latched_qos, run_node
 from carryon_interfaces.msg import ActionChunk, EstopState, SegmentationLabels
 from carryon_interfaces.srv import SimPerturb, SimReset, SimState
 from carryon_sim import convert
+from carryon_sim.core import predicates
 from carryon_sim.core.cameras import CameraRig
 from carryon_sim.core.config import SimConfig
 from carryon_sim.core.contacts import ContactMonitor, grasped_objects
@@ -41,9 +42,12 @@ CAPABILITIES = (
     implemented("sim.world", "MuJoCo tabletop with Franka Panda from config/scenes/*.yaml"),
     implemented("sim.driver", "executes shielded chunks via IK at the control rate; watchdog and e-stop hold"),
     implemented("sim.sensors", "scene and wrist RGB-D + segmentation cameras, joint states, tool pose, gripper width"),
-    implemented("sim.services", "reset, perturb (drop, displace), ground-truth state with contact violations"),
+    implemented(
+        "sim.services",
+        "reset; perturb (drop, displace, relocate, cover, uncover); ground-truth state with predicates and violations",
+    ),
     planned("sim.clock", 3, "simulation clock on /clock for nodes using sim time; real-time factor setting"),
-    planned("sim.schedules", 3, "scripted perturbation schedules in scene files; cover/uncover, obstacles, relocate"),
+    planned("sim.schedules", 3, "scripted perturbation schedules in scene files; the slip perturbation"),
 )
 _CAMERAS = {"scene": SCENE_CAMERA, "wrist": WRIST_CAMERA}
 
@@ -184,15 +188,20 @@ class SimNode(CarryOnNode):
     def _on_perturb(self, request: SimPerturb.Request, response: SimPerturb.Response) -> SimPerturb.Response:
         try:
             with self.lock:
-                if request.kind == SimPerturb.Request.KIND_DROP:
+                kind, d = request.kind, request.displacement
+                if kind == SimPerturb.Request.KIND_DROP:
                     self.world.drop()
-                elif request.kind == SimPerturb.Request.KIND_DISPLACE:
-                    self.world.displace(request.object, request.displacement.x, request.displacement.y)
+                elif kind == SimPerturb.Request.KIND_DISPLACE:
+                    self.world.displace(request.object, d.x, d.y, d.z)
+                elif kind == SimPerturb.Request.KIND_RELOCATE:
+                    self.world.relocate(request.object, request.location)
+                elif kind == SimPerturb.Request.KIND_UNCOVER:
+                    self.world.uncover(request.object)
+                elif kind == SimPerturb.Request.KIND_COVER:
+                    self.world.cover(request.object, request.location)
                 else:
                     response.status = SimPerturb.Response.STATUS_NOT_IMPLEMENTED
-                    response.message = (
-                        f"perturbation kind {request.kind} arrives with issue #3 (drop and displace work)"
-                    )
+                    response.message = f"perturbation kind {kind} (slip) arrives with issue #3"
                     return response
         except (KeyError, ValueError) as exc:
             response.status = SimPerturb.Response.STATUS_INVALID_ARGUMENT
@@ -211,7 +220,13 @@ class SimNode(CarryOnNode):
                 body = world.model.body(obj.name).id
                 x, y, z = (float(v) for v in world.data.xpos[body])
                 qw, qx, qy, qz = (float(v) for v in world.data.xquat[body])
-                objects.append(ObjectTruth(obj.name, (x, y, z), (qw, qx, qy, qz), grasped=obj.name in grasped))
+                objects.append(
+                    ObjectTruth(
+                        obj.name, (x, y, z), (qw, qx, qy, qz), location=predicates.location_of(world, obj.name),
+                        grasped=obj.name in grasped, inside=predicates.inside_of(world, obj.name),
+                        covered_by=predicates.covered_by(world, obj.name),
+                    )
+                )  # fmt: skip
             response.sim_time_s = world.time
             response.scene = world.scene.name
             response.gripper_width_m = world.gripper_width()

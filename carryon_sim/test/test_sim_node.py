@@ -54,13 +54,16 @@ def test_sim_node_publishes_state_executes_chunks_and_answers_services(ros, wait
         state = session.call(SimState, "/carryon/sim/state", SimState.Request(), 10.0)
         assert state.status == SimState.Response.STATUS_OK and state.scene == "food_serving"
         carrot = next(o for o in state.objects if o.name == "carrot")
+        assert carrot.covered_by == "pink_cover" and carrot.location == "kitchen_counter"
         request = SimPerturb.Request(kind=SimPerturb.Request.KIND_DISPLACE, object="carrot")
         request.displacement.x = 0.12
         assert session.call(SimPerturb, "/carryon/sim/perturb", request, 10.0).status == 0
         moved = session.call(SimState, "/carryon/sim/state", SimState.Request(), 10.0)
         after = next(o for o in moved.objects if o.name == "carrot")
         assert abs(after.pose.position.x - carrot.pose.position.x - 0.12) < 0.01  # the 12 cm displacement
-        bad = SimPerturb.Request(kind=SimPerturb.Request.KIND_DISPLACE, object="bottle")
-        assert session.call(SimPerturb, "/carryon/sim/perturb", bad, 10.0).status == 1  # fixed obstacle
+        bad = SimPerturb.Request(kind=SimPerturb.Request.KIND_RELOCATE, object="carrot", location="garage")
+        assert session.call(SimPerturb, "/carryon/sim/perturb", bad, 10.0).status == 1  # unknown location
+        uncover = SimPerturb.Request(kind=SimPerturb.Request.KIND_UNCOVER, object="pink_cover")
+        assert session.call(SimPerturb, "/carryon/sim/perturb", uncover, 10.0).status == 0
         reset = session.call(SimReset, "/carryon/sim/reset", SimReset.Request(seed=0), 10.0)
         assert reset.status == 0 and "carrot" in reset.objects

@@ -227,3 +227,25 @@ def test_contact_monitor_flags_a_collision_but_not_permitted_or_resting_contact(
     bottle = world.object_position("bottle")
     move(world, ik, shift(bottle, 0, 0.0, 0.12), 0.0, 2.0, monitor)  # straight into the bottle's top
     assert [(v.mover, v.touched) for v in monitor.violations] == [("robot", "bottle")]
+
+
+def test_predicates_and_perturbations_change_what_is_where() -> None:
+    from carryon_sim.core import predicates
+
+    world = World(load_scene(next(p for p in SCENES if p.stem == "food_serving")), seed=0)
+    world.step(0.3)
+    assert predicates.covered_by(world, "carrot") == "pink_cover"
+    assert predicates.inside_of(world, "meat") == "plate"
+    assert predicates.location_of(world, "carrot") == "kitchen_counter"
+    assert predicates.inside_of(world, "carrot") == "" and predicates.covered_by(world, "meat") == ""
+    world.uncover("pink_cover")
+    world.step(0.3)
+    assert predicates.covered_by(world, "carrot") == ""
+    world.relocate("carrot", "dining_table")
+    world.step(0.3)
+    assert predicates.location_of(world, "carrot") == "dining_table"
+    assert predicates.inside_of(world, "carrot") == "bowl"  # the dining table's centre holds the bowl
+    world.displace("bottle", 0.0, 0.05)  # a fixed obstacle can be moved too
+    assert world.object_position("bottle")[1] == pytest.approx(0.07, abs=1e-6)
+    with pytest.raises(ValueError, match="unknown location 'garage'"):
+        world.relocate("carrot", "garage")

@@ -15,3 +15,5 @@ class ObjectTruth:
     location: str = ""
     grasped: bool = False
     in_contact: bool = False
+    inside: str = ""  # container / support it is in or on
+    covered_by: str = ""  # cover hiding it

@@ -229,15 +229,40 @@ class World:
         self._forced_open_until = self.data.time + duration_s
         self._apply_gripper()
 
-    def displace(self, name: str, dx: float, dy: float) -> None:
-        """Move a free object by (dx, dy) metres in the world frame, keeping its height."""
+    def displace(self, name: str, dx: float, dy: float, dz: float = 0.0) -> None:
+        """Move an object by (dx, dy, dz) metres in the world frame (a fixed obstacle too)."""
+        self.scene.object(name)  # unknown names: UnknownNameError listing the objects
         body = self.model.body(name)
-        if body.jntnum[0] != 1:
-            raise ValueError(f"{name} is fixed to the table; it cannot be displaced")
-        adr = self.model.jnt_qposadr[body.jntadr[0]]
-        self.data.qpos[adr : adr + 2] += [dx, dy]
-        self.data.qvel[self.model.jnt_dofadr[body.jntadr[0]] : self.model.jnt_dofadr[body.jntadr[0]] + 6] = 0.0
+        if body.jntnum[0] == 1:
+            adr = self.model.jnt_qposadr[body.jntadr[0]]
+            self.data.qpos[adr : adr + 3] += [dx, dy, dz]
+            dof = self.model.jnt_dofadr[body.jntadr[0]]
+            self.data.qvel[dof : dof + 6] = 0.0
+        else:
+            self.model.body_pos[body.id] += [dx, dy, dz]
         mujoco.mj_forward(self.model, self.data)
+
+    def relocate(self, name: str, location: str) -> None:
+        """Move an object to the centre of a named location (e.g. to make scene memory stale)."""
+        spec = self.scene.spec.locations.get(location)
+        if spec is None:
+            raise ValueError(f"unknown location {location!r}; valid: {', '.join(sorted(self.scene.spec.locations))}")
+        x, y, _ = self.object_position(name)
+        self.displace(name, spec.center[0] - x, spec.center[1] - y)
+
+    def uncover(self, cover: str, distance_m: float = 0.15) -> None:
+        """Lift a cover off what it hides and set it down `distance_m` towards the robot."""
+        if self.scene.object(cover).kind.role != Role.COVER:
+            raise ValueError(f"{cover} is not a cover")
+        self.displace(cover, -distance_m, 0.0)
+
+    def cover(self, cover: str, item: str) -> None:
+        """Put a cover over an item (it is set down around the item)."""
+        if self.scene.object(cover).kind.role != Role.COVER:
+            raise ValueError(f"{cover} is not a cover")
+        cx, cy, cz = self.object_position(cover)
+        x, y, _ = self.object_position(item)
+        self.displace(cover, x - cx, y - cy, TABLE_TOP_Z + 0.0005 - cz)
 
     def gripper_width(self) -> float:
         """Measured distance between the fingers, metres."""
