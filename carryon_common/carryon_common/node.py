@@ -26,7 +26,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 from carryon_common import __version__, convert
 from carryon_common.core import names
-from carryon_common.core.config import NodeConfig, build_config, param_fields
+from carryon_common.core.config import ROS_BUILTIN_PARAMETERS, NodeConfig, build_config, param_fields
 from carryon_common.core.errors import CarryOnError, ConfigError
 from carryon_common.core.status import Capability, NodeHealth, NodeState
 from carryon_interfaces.srv import GetStatus
@@ -63,7 +63,7 @@ def declare_config(node: Node, config_cls: type[C]) -> C:
         values[field.name] = node.get_parameter(field.name).value
     # rclpy has no public accessor for the overrides given on the command line / in params files.
     overrides = getattr(node, "_parameter_overrides", {})
-    extra = sorted(name for name in overrides if name not in values and name != "use_sim_time")
+    extra = sorted(name for name in overrides if name not in values and name not in ROS_BUILTIN_PARAMETERS)
     if extra:
         raise ConfigError(
             f"{node.get_name()}: {', '.join(extra)}: unknown parameter(s) (not fields of {config_cls.__name__})"

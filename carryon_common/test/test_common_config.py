@@ -111,3 +111,8 @@ def test_config_round_trips_through_params_document(tmp_path: Path) -> None:
 
     path = write(tmp_path, "resolved.yaml", yaml.safe_dump(config_as_params(config)))
     assert load_node_config(DemoConfig, [path], "demo_node", "carryon") == config
+
+
+def test_ros_builtin_parameters_are_allowed_in_params_files(tmp_path: Path) -> None:
+    path = write(tmp_path, "sim_time.yaml", "/**:\n  ros__parameters:\n    use_sim_time: true\n    rate_hz: 5.0\n")
+    assert load_node_config(DemoConfig, [path], "demo_node", "carryon").rate_hz == 5.0

@@ -15,8 +15,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from builtin_interfaces.msg import Time as TimeMsg
 from geometry_msgs.msg import PoseStamped
 from rclpy.qos import qos_profile_sensor_data
+from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Float64, String
 
@@ -46,7 +48,7 @@ CAPABILITIES = (
         "sim.services",
         "reset; perturb (drop, displace, relocate, cover, uncover); ground-truth state with predicates and violations",
     ),
-    planned("sim.clock", 3, "simulation clock on /clock for nodes using sim time; real-time factor setting"),
+    implemented("sim.clock", "/clock every control step (sim profile nodes use sim time); real_time_factor, 0 = max"),
     planned("sim.schedules", 3, "scripted perturbation schedules in scene files; the slip perturbation"),
 )
 _CAMERAS = {"scene": SCENE_CAMERA, "wrist": WRIST_CAMERA}
@@ -71,6 +73,7 @@ class SimNode(CarryOnNode):
         self.pose_pub = self.create_publisher(PoseStamped, names.EE_POSE, 10)
         self.width_pub = self.create_publisher(Float64, names.GRIPPER_WIDTH, 10)
         self.reject_pub = self.create_publisher(String, names.DRIVER_REJECTIONS, 10)
+        self.clock_pub = self.create_publisher(Clock, "/clock", 10)
         self.camera_pubs = {
             camera: (
                 self.create_publisher(Image, names.camera_topic(camera, "color"), qos_profile_sensor_data),
@@ -122,9 +125,13 @@ class SimNode(CarryOnNode):
                         self._publish_cameras(rig)
                     for rejection in self.driver.rejections[rejected:]:
                         self._reject(f"chunk {rejection.chunk_id} step {rejection.step}: {rejection.reason}")
+                    self._publish_clock()
                 tick += 1
-                next_tick += period
-                self._stop.wait(max(0.0, next_tick - time.monotonic()))
+                if cfg.real_time_factor > 0:
+                    next_tick += period / cfg.real_time_factor
+                    self._stop.wait(max(0.0, next_tick - time.monotonic()))
+                else:
+                    time.sleep(0)  # as fast as possible, but let ROS callbacks take the lock
         except Exception as exc:  # noqa: BLE001 - the node must report it, not die silently
             self._failure = exc
             with self.lock:
@@ -133,6 +140,10 @@ class SimNode(CarryOnNode):
             self.set_state(NodeState.ERROR, f"simulation stopped: {exc}")
         finally:
             rig.close()
+
+    def _publish_clock(self) -> None:
+        seconds = self.world.time
+        self.clock_pub.publish(Clock(clock=TimeMsg(sec=int(seconds), nanosec=int((seconds % 1.0) * 1e9))))
 
     def _publish_state(self) -> None:
         stamp = self.get_clock().now().to_msg()

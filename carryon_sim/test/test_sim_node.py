@@ -6,6 +6,7 @@ import numpy as np
 from geometry_msgs.msg import PoseStamped
 from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
+from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Image, JointState
 
 from carryon_common import convert as common_convert
@@ -33,11 +34,15 @@ def test_sim_node_publishes_state_executes_chunks_and_answers_services(ros, wait
     peer.create_subscription(JointState, "joint_states", joints.append, 10)
     peer.create_subscription(Image, "camera/scene/depth", depth.append, qos_profile_sensor_data)  # best effort
     peer.create_subscription(SegmentationLabels, "camera/scene/labels", labels.append, 10)
+    clock: list[Clock] = []
+    peer.create_subscription(Clock, "/clock", clock.append, 10)
     pub = peer.create_publisher(ActionChunk, "shield/chunk", 10)
     assert wait_until(lambda: poses and joints and depth and labels and pub.get_subscription_count() > 0, 20.0)
     assert len(joints[-1].position) == 9
     assert depth[-1].encoding == "32FC1" and (depth[-1].height, depth[-1].width) == (48, 64)
     assert "carrot" in labels[-1].names
+    assert wait_until(lambda: len(clock) > 2, 5.0)
+    assert clock[-1].clock.sec * 1e9 + clock[-1].clock.nanosec > clock[0].clock.sec * 1e9 + clock[0].clock.nanosec
     start = np.array([poses[-1].pose.position.x, poses[-1].pose.position.y, poses[-1].pose.position.z])
 
     steps = np.tile([0.0, 0.0, -0.005], (10, 1))

@@ -46,6 +46,9 @@ class Profile(BaseModel):
 
     description: str
     nodes: tuple[str, ...]
+    common_params: tuple[str, ...] = Field(
+        (), description="Parameter files given to every node of this profile (after the node's own)."
+    )
     params: dict[str, tuple[str, ...]] = Field(
         default_factory=dict, description="Extra parameter files per node for this profile (applied last)."
     )
@@ -121,6 +124,8 @@ class GraphSpec:
             for rel in entry.params:
                 spec._check_file(rel, f"{path}: nodes.{name}.params")
         for pname, profile in data.profiles.items():
+            for rel in profile.common_params:
+                spec._check_file(rel, f"{path}: profiles.{pname}.common_params")
             for node, files in profile.params.items():
                 for rel in files:
                     spec._check_file(rel, f"{path}: profiles.{pname}.params.{node}")
@@ -161,7 +166,7 @@ class GraphSpec:
         out = []
         for name in selected:
             entry = self.data.nodes[name]
-            files = (*entry.params, *prof.params.get(name, ()))
+            files = (*entry.params, *prof.common_params, *prof.params.get(name, ()))
             out.append(
                 NodeLaunch(
                     name=name,

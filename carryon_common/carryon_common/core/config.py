@@ -30,6 +30,9 @@ from carryon_common.core.registry import unknown_name_message
 
 C = TypeVar("C", bound="NodeConfig")
 
+# Parameters every ROS node has; params files may set them, config classes never declare them.
+ROS_BUILTIN_PARAMETERS = frozenset({"use_sim_time"})
+
 # Scalar types a field may have; lists/tuples of one of them are allowed too.
 _SCALARS: tuple[type, ...] = (bool, int, float, str)
 
@@ -166,7 +169,7 @@ def read_params_file(path: Path, node_name: str, namespace: str) -> dict[str, An
         if not isinstance(section, Mapping):
             raise ConfigError(f"{path}: {selector}.ros__parameters: expected a mapping, got {type(section).__name__}")
         params.update(_flatten(section))
-    return params
+    return {k: v for k, v in params.items() if k not in ROS_BUILTIN_PARAMETERS}
 
 
 def load_node_config(
