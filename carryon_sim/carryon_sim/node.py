@@ -28,15 +28,15 @@ from carryon_common.core.chunk import InvalidChunk
 from carryon_common.core.errors import CarryOnError
 from carryon_common.core.status import NodeState, implemented, planned
 from carryon_common.node import CarryOnNode, latched_qos, run_node
-from carryon_interfaces.msg import ActionChunk, EstopState, SegmentationLabels
-from carryon_interfaces.srv import SimPerturb, SimReset, SimState
+from carryon_interfaces.msg import ActionChunk, EstopState, SegmentationLabels, SimTruth
+from carryon_interfaces.srv import SetTask, SimPerturb, SimReset, SimState
 from carryon_sim import convert
 from carryon_sim.core import predicates
 from carryon_sim.core.cameras import CameraRig
 from carryon_sim.core.config import SimConfig
 from carryon_sim.core.contacts import ContactMonitor, grasped_objects
 from carryon_sim.core.driver import Driver
-from carryon_sim.core.scene import load_scene, scene_path
+from carryon_sim.core.scene import PerturbationSpec, load_scene, scene_path
 from carryon_sim.core.types import ObjectTruth
 from carryon_sim.core.world import ARM_JOINTS, FINGER_JOINTS, SCENE_CAMERA, WRIST_CAMERA, World
 
@@ -44,14 +44,23 @@ CAPABILITIES = (
     implemented("sim.world", "MuJoCo tabletop with Franka Panda from config/scenes/*.yaml"),
     implemented("sim.driver", "executes shielded chunks via IK at the control rate; watchdog and e-stop hold"),
     implemented("sim.sensors", "scene and wrist RGB-D + segmentation cameras, joint states, tool pose, gripper width"),
+    implemented("sim.truth", "sim/truth topic and sim/state: poses, predicates, contact violations (sim/set_task)"),
     implemented(
         "sim.services",
         "reset; perturb (drop, displace, relocate, cover, uncover); ground-truth state with predicates and violations",
     ),
     implemented("sim.clock", "/clock every control step (sim profile nodes use sim time); real_time_factor, 0 = max"),
-    planned("sim.schedules", 3, "scripted perturbation schedules in scene files; the slip perturbation"),
+    implemented("sim.schedules", "scripted perturbation schedules in scene files (perturbations: at_s, kind, ...)"),
+    planned("sim.slip", 3, "the slip perturbation (next grasp of an object slips)"),
 )
 _CAMERAS = {"scene": SCENE_CAMERA, "wrist": WRIST_CAMERA}
+_PERTURBATION_KINDS = {
+    SimPerturb.Request.KIND_DROP: "drop",
+    SimPerturb.Request.KIND_DISPLACE: "displace",
+    SimPerturb.Request.KIND_RELOCATE: "relocate",
+    SimPerturb.Request.KIND_COVER: "cover",
+    SimPerturb.Request.KIND_UNCOVER: "uncover",
+}
 
 
 def default_scenes_dir(configured: str) -> Path:
@@ -90,6 +99,8 @@ class SimNode(CarryOnNode):
         self.create_service(SimReset, names.SIM_RESET, self._on_reset, callback_group=self.service_group)
         self.create_service(SimPerturb, names.SIM_PERTURB, self._on_perturb, callback_group=self.service_group)
         self.create_service(SimState, names.SIM_STATE, self._on_state, callback_group=self.service_group)
+        self.create_service(SetTask, names.SIM_SET_TASK, self._on_set_task, callback_group=self.service_group)
+        self.truth_pub = self.create_publisher(SimTruth, names.SIM_TRUTH, 10)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="simulation", daemon=True)
         self._ready = threading.Event()
@@ -123,6 +134,7 @@ class SimNode(CarryOnNode):
                     self._publish_state()
                     if tick % camera_every == 0:
                         self._publish_cameras(rig)
+                        self._publish_truth()
                     for rejection in self.driver.rejections[rejected:]:
                         self._reject(f"chunk {rejection.chunk_id} step {rejection.step}: {rejection.reason}")
                     self._publish_clock()
@@ -197,53 +209,74 @@ class SimNode(CarryOnNode):
         return response
 
     def _on_perturb(self, request: SimPerturb.Request, response: SimPerturb.Response) -> SimPerturb.Response:
+        kind = _PERTURBATION_KINDS.get(request.kind)
+        if kind is None:
+            response.status = SimPerturb.Response.STATUS_NOT_IMPLEMENTED
+            response.message = f"perturbation kind {request.kind} (slip) arrives with issue #3"
+            return response
+        d = request.displacement
         try:
+            spec = PerturbationSpec(
+                kind=kind, object=request.object, by=(d.x, d.y, d.z), location=request.location if kind == "relocate"
+                else "", item=request.location if kind == "cover" else "",
+            )  # fmt: skip
             with self.lock:
-                kind, d = request.kind, request.displacement
-                if kind == SimPerturb.Request.KIND_DROP:
-                    self.world.drop()
-                elif kind == SimPerturb.Request.KIND_DISPLACE:
-                    self.world.displace(request.object, d.x, d.y, d.z)
-                elif kind == SimPerturb.Request.KIND_RELOCATE:
-                    self.world.relocate(request.object, request.location)
-                elif kind == SimPerturb.Request.KIND_UNCOVER:
-                    self.world.uncover(request.object)
-                elif kind == SimPerturb.Request.KIND_COVER:
-                    self.world.cover(request.object, request.location)
-                else:
-                    response.status = SimPerturb.Response.STATUS_NOT_IMPLEMENTED
-                    response.message = f"perturbation kind {kind} (slip) arrives with issue #3"
-                    return response
-        except (KeyError, ValueError) as exc:
+                self.world.perturb(spec)
+        except (KeyError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
             response.status = SimPerturb.Response.STATUS_INVALID_ARGUMENT
             response.message = str(exc)
             return response
         response.status = SimPerturb.Response.STATUS_OK
-        response.message = "applied"
+        response.message = f"{kind} applied"
         return response
+
+    def _truth(self) -> list[ObjectTruth]:
+        """Ground truth of every object (call with the lock held)."""
+        world = self.world
+        grasped = grasped_objects(world.model, world.data, world.object_of_body)
+        objects = []
+        for obj in world.scene.spec.objects:
+            body = world.model.body(obj.name).id
+            x, y, z = (float(v) for v in world.data.xpos[body])
+            qw, qx, qy, qz = (float(v) for v in world.data.xquat[body])
+            objects.append(
+                ObjectTruth(
+                    obj.name, (x, y, z), (qw, qx, qy, qz), location=predicates.location_of(world, obj.name),
+                    grasped=obj.name in grasped, inside=predicates.inside_of(world, obj.name),
+                    covered_by=predicates.covered_by(world, obj.name),
+                )
+            )  # fmt: skip
+        return objects
+
+    def _publish_truth(self) -> None:
+        msg = SimTruth(scene=self.world.scene.name, collisions=len(self.monitor.violations))
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.header.frame_id = convert.WORLD_FRAME
+        msg.objects = [convert.object_to_msg(o) for o in self._truth()]
+        self.truth_pub.publish(msg)
 
     def _on_state(self, _request: SimState.Request, response: SimState.Response) -> SimState.Response:
         with self.lock:
-            world = self.world
-            grasped = grasped_objects(world.model, world.data, world.object_of_body)
-            objects = []
-            for obj in world.scene.spec.objects:
-                body = world.model.body(obj.name).id
-                x, y, z = (float(v) for v in world.data.xpos[body])
-                qw, qx, qy, qz = (float(v) for v in world.data.xquat[body])
-                objects.append(
-                    ObjectTruth(
-                        obj.name, (x, y, z), (qw, qx, qy, qz), location=predicates.location_of(world, obj.name),
-                        grasped=obj.name in grasped, inside=predicates.inside_of(world, obj.name),
-                        covered_by=predicates.covered_by(world, obj.name),
-                    )
-                )  # fmt: skip
-            response.sim_time_s = world.time
-            response.scene = world.scene.name
-            response.gripper_width_m = world.gripper_width()
+            objects = self._truth()
+            response.sim_time_s = self.world.time
+            response.scene = self.world.scene.name
+            response.gripper_width_m = self.world.gripper_width()
             response.collisions = len(self.monitor.violations)
         response.objects = [convert.object_to_msg(o) for o in objects]
         response.status = SimState.Response.STATUS_OK
+        return response
+
+    def _on_set_task(self, request: SetTask.Request, response: SetTask.Response) -> SetTask.Response:
+        permitted = {request.target, request.source, request.destination, *request.permitted_contacts} - {""}
+        unknown = sorted(permitted - {o.name for o in self.world.scene.spec.objects} - {"table"})
+        if unknown:
+            response.status = SetTask.Response.STATUS_NOT_FOUND
+            response.message = f"not in scene {self.world.scene.name!r}: {', '.join(unknown)}"
+            return response
+        with self.lock:
+            self.monitor.set_task(permitted)
+        response.status = SetTask.Response.STATUS_OK
+        response.message = f"contacts permitted with: {', '.join(sorted(permitted)) or 'nothing'}"
         return response
 
     def destroy_node(self) -> None:

@@ -12,8 +12,8 @@ from sensor_msgs.msg import Image, JointState
 from carryon_common import convert as common_convert
 from carryon_common.calls import RosSession
 from carryon_common.core.chunk import Chunk, ChunkSource, Convention
-from carryon_interfaces.msg import ActionChunk, SegmentationLabels
-from carryon_interfaces.srv import SimPerturb, SimReset, SimState
+from carryon_interfaces.msg import ActionChunk, SegmentationLabels, SimTruth
+from carryon_interfaces.srv import SetTask, SimPerturb, SimReset, SimState
 from carryon_sim.node import SimNode
 
 
@@ -34,6 +34,8 @@ def test_sim_node_publishes_state_executes_chunks_and_answers_services(ros, wait
     peer.create_subscription(JointState, "joint_states", joints.append, 10)
     peer.create_subscription(Image, "camera/scene/depth", depth.append, qos_profile_sensor_data)  # best effort
     peer.create_subscription(SegmentationLabels, "camera/scene/labels", labels.append, 10)
+    truth: list[SimTruth] = []
+    peer.create_subscription(SimTruth, "sim/truth", truth.append, 10)
     clock: list[Clock] = []
     peer.create_subscription(Clock, "/clock", clock.append, 10)
     pub = peer.create_publisher(ActionChunk, "shield/chunk", 10)
@@ -41,7 +43,8 @@ def test_sim_node_publishes_state_executes_chunks_and_answers_services(ros, wait
     assert len(joints[-1].position) == 9
     assert depth[-1].encoding == "32FC1" and (depth[-1].height, depth[-1].width) == (48, 64)
     assert "carrot" in labels[-1].names
-    assert wait_until(lambda: len(clock) > 2, 5.0)
+    assert wait_until(lambda: len(clock) > 2 and truth, 5.0)
+    assert {o.name for o in truth[-1].objects} >= {"carrot", "pink_cover", "bowl"}
     assert clock[-1].clock.sec * 1e9 + clock[-1].clock.nanosec > clock[0].clock.sec * 1e9 + clock[0].clock.nanosec
     start = np.array([poses[-1].pose.position.x, poses[-1].pose.position.y, poses[-1].pose.position.z])
 
@@ -70,5 +73,9 @@ def test_sim_node_publishes_state_executes_chunks_and_answers_services(ros, wait
         assert session.call(SimPerturb, "/carryon/sim/perturb", bad, 10.0).status == 1  # unknown location
         uncover = SimPerturb.Request(kind=SimPerturb.Request.KIND_UNCOVER, object="pink_cover")
         assert session.call(SimPerturb, "/carryon/sim/perturb", uncover, 10.0).status == 0
+        task = SetTask.Request(target="carrot", source="pink_cover", destination="bowl")
+        assert session.call(SetTask, "/carryon/sim/set_task", task, 10.0).status == 0
+        unknown = SetTask.Request(target="pizza")
+        assert session.call(SetTask, "/carryon/sim/set_task", unknown, 10.0).status == 2  # not found
         reset = session.call(SimReset, "/carryon/sim/reset", SimReset.Request(seed=0), 10.0)
         assert reset.status == 0 and "carrot" in reset.objects

@@ -249,3 +249,32 @@ def test_predicates_and_perturbations_change_what_is_where() -> None:
     assert world.object_position("bottle")[1] == pytest.approx(0.07, abs=1e-6)
     with pytest.raises(ValueError, match="unknown location 'garage'"):
         world.relocate("carrot", "garage")
+
+
+def test_scripted_perturbations_fire_at_their_time(tmp_path: Path) -> None:
+    objects = [{"name": "carrot", "type": "carrot", "at": "counter"}]
+    schedule = [{"at_s": 0.2, "kind": "displace", "object": "carrot", "by": [0.12, 0.0, 0.0]}]
+    world = World(load_scene(write_scene(tmp_path, {**BASE, "objects": objects, "perturbations": schedule})))
+    start = world.object_position("carrot")
+    world.step(0.1)
+    assert world.object_position("carrot")[0] == pytest.approx(start[0], abs=0.005)
+    world.step(0.2)
+    assert world.object_position("carrot")[0] == pytest.approx(start[0] + 0.12, abs=0.01)
+    world.reset(0)  # a reset re-arms the schedule
+    world.step(0.3)
+    assert world.object_position("carrot")[0] == pytest.approx(start[0] + 0.12, abs=0.01)
+
+
+@pytest.mark.parametrize(
+    ("perturbation", "message"),
+    [
+        ({"kind": "displace", "object": "carot"}, r"perturbations\.0\.object: unknown object 'carot'"),
+        ({"kind": "relocate", "object": "c", "location": "attic"}, r"perturbations\.0\.location: unknown location"),
+        ({"kind": "wobble", "object": "c"}, r"perturbations\.0\.kind: .*unknown perturbation 'wobble'"),
+        ({"kind": "relocate", "object": "c"}, r"relocate needs a location"),
+    ],
+)
+def test_bad_perturbation_schedules_are_reported(tmp_path: Path, perturbation: dict, message: str) -> None:  # type: ignore[type-arg]
+    scene = {**BASE, "objects": [{"name": "c", "type": "carrot", "at": "counter"}], "perturbations": [perturbation]}
+    with pytest.raises(ConfigError, match=message):
+        load_scene(write_scene(tmp_path, scene))

@@ -60,6 +60,8 @@ RECOVER = "recovery/recover"  # action Recover
 SIM_RESET = "sim/reset"  # srv SimReset
 SIM_PERTURB = "sim/perturb"  # srv SimPerturb
 SIM_STATE = "sim/state"  # srv SimState
+SIM_SET_TASK = "sim/set_task"  # srv SetTask: what the contact monitor permits
+SIM_TRUTH = "sim/truth"  # msg SimTruth, at the camera rate
 
 # Robot driver (sim_node or a real arm adapter): robot state and cameras.
 JOINT_STATES = "joint_states"  # sensor_msgs/JointState (arm + finger joints)

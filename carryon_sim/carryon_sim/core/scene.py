@@ -67,11 +67,41 @@ class ObjectSpec(_Strict):
         return OBJECT_TYPES[self.type]
 
 
+PERTURBATIONS = ("drop", "displace", "relocate", "cover", "uncover")
+
+
+class PerturbationSpec(_Strict):
+    """A perturbation, applied by the service or at `at_s` by a scene's schedule.
+
+    drop: open the gripper; displace: move `object` by `by` (metres); relocate: move
+    `object` to `location`; cover: put cover `object` over `item`; uncover: lift cover
+    `object` off what it hides.
+    """
+
+    at_s: float = Field(0.0, ge=0.0, description="Simulation time after reset, seconds (schedules only).")
+    kind: Annotated[str, one_of("perturbation", PERTURBATIONS)]
+    object: str = ""
+    by: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    location: str = ""
+    item: str = ""
+
+    @model_validator(mode="after")
+    def _needs(self) -> PerturbationSpec:
+        if self.kind != "drop" and not self.object:
+            raise ValueError(f"{self.kind} needs an object")
+        if self.kind == "relocate" and not self.location:
+            raise ValueError("relocate needs a location")
+        if self.kind == "cover" and not self.item:
+            raise ValueError("cover needs an item")
+        return self
+
+
 class SceneSpec(_Strict):
     name: str
     description: str
     locations: dict[str, LocationSpec] = Field(default_factory=dict)
     objects: list[ObjectSpec]
+    perturbations: list[PerturbationSpec] = Field(default_factory=list, description="Scripted schedule.")
 
 
 @dataclass(frozen=True)
@@ -130,6 +160,13 @@ def scene_path(scenes_dir: Path, name: str) -> Path:
 
 def _check_references(spec: SceneSpec, where: str) -> None:
     names = [o.name for o in spec.objects]
+    for index, p in enumerate(spec.perturbations):
+        field = f"{where}: perturbations.{index}"
+        for key, value in (("object", p.object), ("item", p.item)):
+            if value and value not in names:
+                raise ConfigError(f"{field}.{key}: {unknown_name_message('object', value, names)}")
+        if p.location and p.location not in spec.locations:
+            raise ConfigError(f"{field}.location: {unknown_name_message('location', p.location, spec.locations)}")
     seen: set[str] = set()
     for index, obj in enumerate(spec.objects):
         field = f"{where}: objects.{index}"

@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from carryon_common.core.errors import CarryOnError
 from carryon_sim.core.objects import Role
-from carryon_sim.core.scene import TABLE_TOP_Z, TABLE_X, TABLE_Y, Placement, Scene
+from carryon_sim.core.scene import TABLE_TOP_Z, TABLE_X, TABLE_Y, PerturbationSpec, Placement, Scene
 
 ARM_JOINTS = tuple(f"panda_joint{i}" for i in range(1, 8))
 FINGER_JOINTS = ("panda_gripper_finger_joint1", "panda_gripper_finger_joint2")
@@ -161,6 +161,7 @@ class World:
     def reset(self, seed: int) -> None:
         """Start a new episode: objects placed for `seed`, arm at home, gripper open, time 0."""
         self.seed = seed
+        self._schedule = sorted(self.scene.spec.perturbations, key=lambda p: p.at_s)
         self._forced_open_until = 0.0
         self._gripper_command = 0.0
         mujoco.mj_resetData(self.model, self.data)
@@ -199,6 +200,8 @@ class World:
     def step(self, seconds: float) -> None:
         """Advance physics by `seconds` (rounded to whole timesteps)."""
         for _ in range(max(1, round(seconds / self.model.opt.timestep))):
+            while self._schedule and self.data.time >= self._schedule[0].at_s:
+                self.perturb(self._schedule.pop(0))
             if self._forced_open_until and self.data.time >= self._forced_open_until:
                 self._forced_open_until = 0.0
                 self._apply_gripper()
@@ -224,6 +227,19 @@ class World:
         self.data.ctrl[self.robot.finger_actuators] = [opening, -opening]
 
     # -- perturbations (tests, benchmarks, scripted schedules) -------------------------
+    def perturb(self, spec: PerturbationSpec) -> None:
+        """Apply one perturbation now. ValueError / UnknownNameError for bad names."""
+        if spec.kind == "drop":
+            self.drop()
+        elif spec.kind == "displace":
+            self.displace(spec.object, *spec.by)
+        elif spec.kind == "relocate":
+            self.relocate(spec.object, spec.location)
+        elif spec.kind == "cover":
+            self.cover(spec.object, spec.item)
+        else:
+            self.uncover(spec.object)
+
     def drop(self, duration_s: float = 0.5) -> None:
         """Open the gripper for `duration_s` whatever it is commanded: a held object falls."""
         self._forced_open_until = self.data.time + duration_s
