@@ -26,7 +26,7 @@ from carryon_common import convert as common_convert
 from carryon_common.core import names
 from carryon_common.core.chunk import InvalidChunk
 from carryon_common.core.errors import CarryOnError
-from carryon_common.core.status import NodeState, implemented, planned
+from carryon_common.core.status import NodeState, implemented
 from carryon_common.node import CarryOnNode, latched_qos, run_node
 from carryon_interfaces.msg import ActionChunk, EstopState, SegmentationLabels, SimTruth
 from carryon_interfaces.srv import SetTask, SimPerturb, SimReset, SimState
@@ -47,11 +47,10 @@ CAPABILITIES = (
     implemented("sim.truth", "sim/truth topic and sim/state: poses, predicates, contact violations (sim/set_task)"),
     implemented(
         "sim.services",
-        "reset; perturb (drop, displace, relocate, cover, uncover); ground-truth state with predicates and violations",
+        "reset; perturb (drop, displace, relocate, cover, uncover, slip); ground truth with predicates, violations",
     ),
     implemented("sim.clock", "/clock every control step (sim profile nodes use sim time); real_time_factor, 0 = max"),
     implemented("sim.schedules", "scripted perturbation schedules in scene files (perturbations: at_s, kind, ...)"),
-    planned("sim.slip", 3, "the slip perturbation (next grasp of an object slips)"),
 )
 _CAMERAS = {"scene": SCENE_CAMERA, "wrist": WRIST_CAMERA}
 _PERTURBATION_KINDS = {
@@ -60,6 +59,7 @@ _PERTURBATION_KINDS = {
     SimPerturb.Request.KIND_RELOCATE: "relocate",
     SimPerturb.Request.KIND_COVER: "cover",
     SimPerturb.Request.KIND_UNCOVER: "uncover",
+    SimPerturb.Request.KIND_SLIP: "slip",
 }
 
 
@@ -194,9 +194,10 @@ class SimNode(CarryOnNode):
 
     def _on_reset(self, request: SimReset.Request, response: SimReset.Response) -> SimReset.Response:
         if request.scene and request.scene != self.world.scene.name:
-            response.status = SimReset.Response.STATUS_NOT_IMPLEMENTED
+            response.status = SimReset.Response.STATUS_INVALID_ARGUMENT
             response.message = (
-                "switching scenes at run time arrives with issue #3; restart with --set sim_node.scene=..."
+                f"sim_node runs scene {self.world.scene.name!r}; to use {request.scene!r}, restart it with "
+                f"`carryon up --set sim_node.scene={request.scene}`"
             )
             return response
         with self.lock:
@@ -211,8 +212,8 @@ class SimNode(CarryOnNode):
     def _on_perturb(self, request: SimPerturb.Request, response: SimPerturb.Response) -> SimPerturb.Response:
         kind = _PERTURBATION_KINDS.get(request.kind)
         if kind is None:
-            response.status = SimPerturb.Response.STATUS_NOT_IMPLEMENTED
-            response.message = f"perturbation kind {request.kind} (slip) arrives with issue #3"
+            response.status = SimPerturb.Response.STATUS_INVALID_ARGUMENT
+            response.message = f"unknown perturbation kind {request.kind}; valid: {sorted(_PERTURBATION_KINDS)}"
             return response
         d = request.displacement
         try:

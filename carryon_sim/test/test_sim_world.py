@@ -278,3 +278,19 @@ def test_bad_perturbation_schedules_are_reported(tmp_path: Path, perturbation: d
     scene = {**BASE, "objects": [{"name": "c", "type": "carrot", "at": "counter"}], "perturbations": [perturbation]}
     with pytest.raises(ConfigError, match=message):
         load_scene(write_scene(tmp_path, scene))
+
+
+def test_a_slipping_carrot_is_not_lifted() -> None:
+    from carryon_sim.core.scene import PerturbationSpec
+
+    world = carrot_world()
+    ik = ArmIk(world.model, world.robot)
+    carrot = world.object_position("carrot")
+    world.perturb(PerturbationSpec(kind="slip", object="carrot", duration_s=10.0))
+    move(world, ik, shift(carrot, 0, 0, 0.12), 0.0, 1.0)
+    move(world, ik, shift(carrot, 0, 0, 0.012), 0.0, 1.0)
+    move(world, ik, shift(carrot, 0, 0, 0.012), 1.0, 0.6)
+    move(world, ik, shift(carrot, 0, 0, 0.15), 1.0, 1.0)
+    assert world.object_position("carrot")[2] < carrot[2] + 0.03  # slipped out of the grasp
+    world.reset(0)
+    assert world.model.geom_friction[:, 0].min() > 0.5  # a reset ends the slip

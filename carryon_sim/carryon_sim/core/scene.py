@@ -67,7 +67,7 @@ class ObjectSpec(_Strict):
         return OBJECT_TYPES[self.type]
 
 
-PERTURBATIONS = ("drop", "displace", "relocate", "cover", "uncover")
+PERTURBATIONS = ("drop", "displace", "relocate", "cover", "uncover", "slip")
 
 
 class PerturbationSpec(_Strict):
@@ -75,7 +75,8 @@ class PerturbationSpec(_Strict):
 
     drop: open the gripper; displace: move `object` by `by` (metres); relocate: move
     `object` to `location`; cover: put cover `object` over `item`; uncover: lift cover
-    `object` off what it hides.
+    `object` off what it hides; slip: `object` becomes slippery for `duration_s`, so a
+    grasp of it slips.
     """
 
     at_s: float = Field(0.0, ge=0.0, description="Simulation time after reset, seconds (schedules only).")
@@ -84,6 +85,7 @@ class PerturbationSpec(_Strict):
     by: tuple[float, float, float] = (0.0, 0.0, 0.0)
     location: str = ""
     item: str = ""
+    duration_s: float = Field(3.0, gt=0.0, description="How long a slip lasts, seconds.")
 
     @model_validator(mode="after")
     def _needs(self) -> PerturbationSpec:

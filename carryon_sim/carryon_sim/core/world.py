@@ -32,6 +32,7 @@ HOME_Q = (0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785)
 _KP = (4500.0, 4500.0, 3500.0, 3500.0, 2000.0, 2000.0, 2000.0)
 _TORQUE_LIMIT = (87.0, 87.0, 87.0, 87.0, 12.0, 12.0, 12.0)
 FINGER_OPEN_M = 0.04  # each finger's travel, metres (width = 2x)
+SLIP_FRICTION = 0.02  # sliding friction of a slipping object (normally about 1)
 
 
 class AssetsMissing(CarryOnError):
@@ -164,6 +165,8 @@ class World:
         self._schedule = sorted(self.scene.spec.perturbations, key=lambda p: p.at_s)
         self._forced_open_until = 0.0
         self._gripper_command = 0.0
+        self._friction: dict[int, float] = getattr(self, "_friction", {})
+        self._end_slip()
         mujoco.mj_resetData(self.model, self.data)
         for name, place in self.scene.placements(seed).items():
             body = self.model.body(name)
@@ -202,6 +205,8 @@ class World:
         for _ in range(max(1, round(seconds / self.model.opt.timestep))):
             while self._schedule and self.data.time >= self._schedule[0].at_s:
                 self.perturb(self._schedule.pop(0))
+            if self._slip_until and self.data.time >= self._slip_until:
+                self._end_slip()
             if self._forced_open_until and self.data.time >= self._forced_open_until:
                 self._forced_open_until = 0.0
                 self._apply_gripper()
@@ -237,8 +242,29 @@ class World:
             self.relocate(spec.object, spec.location)
         elif spec.kind == "cover":
             self.cover(spec.object, spec.item)
+        elif spec.kind == "slip":
+            self.slip(spec.object, spec.duration_s)
         else:
             self.uncover(spec.object)
+
+    def slip(self, name: str, duration_s: float) -> None:
+        """Make a grasp of an object slip for `duration_s`: the object and the gripper's
+        fingers become nearly frictionless (MuJoCo uses the larger friction of a pair)."""
+        self.scene.object(name)
+        bodies = {self.model.body(name).id} | {
+            b for b in range(self.model.nbody) if self.model.body(b).name.startswith("panda_gripper_")
+        }
+        geoms = [g for g in range(self.model.ngeom) if int(self.model.geom_bodyid[g]) in bodies]
+        for geom in geoms:
+            self._friction.setdefault(geom, float(self.model.geom_friction[geom, 0]))
+            self.model.geom_friction[geom, 0] = SLIP_FRICTION
+        self._slip_until = self.data.time + duration_s
+
+    def _end_slip(self) -> None:
+        for geom, friction in self._friction.items():
+            self.model.geom_friction[geom, 0] = friction
+        self._friction.clear()
+        self._slip_until = 0.0
 
     def drop(self, duration_s: float = 0.5) -> None:
         """Open the gripper for `duration_s` whatever it is commanded: a held object falls."""
