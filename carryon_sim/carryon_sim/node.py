@@ -47,7 +47,7 @@ CAPABILITIES = (
     implemented("sim.truth", "sim/truth topic and sim/state: poses, predicates, contact violations (sim/set_task)"),
     implemented(
         "sim.services",
-        "reset; perturb (drop, displace, relocate, cover, uncover, slip); ground truth with predicates, violations",
+        "reset; perturb (drop, displace, relocate, cover, uncover, slip, place); ground truth, predicates, violations",
     ),
     implemented("sim.clock", "/clock every control step (sim profile nodes use sim time); real_time_factor, 0 = max"),
     implemented("sim.schedules", "scripted perturbation schedules in scene files (perturbations: at_s, kind, ...)"),
@@ -60,6 +60,7 @@ _PERTURBATION_KINDS = {
     SimPerturb.Request.KIND_COVER: "cover",
     SimPerturb.Request.KIND_UNCOVER: "uncover",
     SimPerturb.Request.KIND_SLIP: "slip",
+    SimPerturb.Request.KIND_PLACE: "place",
 }
 
 
@@ -217,10 +218,14 @@ class SimNode(CarryOnNode):
             return response
         d = request.displacement
         try:
+            names_location = kind in ("relocate", "place")
             spec = PerturbationSpec(
-                kind=kind, object=request.object, by=(d.x, d.y, d.z), location=request.location if kind == "relocate"
-                else "", item=request.location if kind == "cover" else "",
-            )  # fmt: skip
+                kind=kind,
+                object=request.object,
+                by=(d.x, d.y, d.z),
+                location=request.location if names_location else "",
+                item=request.location if kind == "cover" else "",
+            )
             with self.lock:
                 self.world.perturb(spec)
         except (KeyError, ValueError) as exc:  # pydantic's ValidationError is a ValueError

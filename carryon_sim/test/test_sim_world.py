@@ -294,3 +294,13 @@ def test_a_slipping_carrot_is_not_lifted() -> None:
     assert world.object_position("carrot")[2] < carrot[2] + 0.03  # slipped out of the grasp
     world.reset(0)
     assert world.model.geom_friction[:, 0].min() > 0.5  # a reset ends the slip
+
+
+def test_an_offstage_obstacle_can_be_added_during_an_episode() -> None:
+    from carryon_sim.core.scene import PerturbationSpec
+
+    world = World(load_scene(next(p for p in SCENES if p.stem == "safety")), seed=2)
+    assert world.object_position("obstacle_3")[0] > 2.0  # waiting off the table, out of view
+    world.perturb(PerturbationSpec(kind="place", object="obstacle_3", location="path_middle"))
+    x, y, z = world.object_position("obstacle_3")
+    assert (x, y) == pytest.approx((0.45, -0.05)) and z == pytest.approx(TABLE_TOP_Z, abs=0.001)

@@ -52,12 +52,15 @@ class ObjectSpec(_Strict):
     scale: float = Field(1.0, gt=0.2, le=3.0)
     color: tuple[float, float, float] | None = None
     jitter_m: float = Field(0.0, ge=0.0, le=0.2, description="Uniform random shift of x and y per seed, metres.")
+    offstage: bool = Field(False, description="Starts off the table, out of view, until a `place` perturbation.")
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
     @model_validator(mode="after")
     def _one_placement(self) -> ObjectSpec:
         given = [k for k, v in (("pos", self.pos), ("at", self.at), ("under", self.under), ("in", self.in_)) if v]
+        if self.offstage and not given:
+            return self
         if len(given) != 1:
             raise ValueError(f"give exactly one of pos, at, under, in (got {', '.join(given) or 'none'})")
         return self
@@ -67,7 +70,7 @@ class ObjectSpec(_Strict):
         return OBJECT_TYPES[self.type]
 
 
-PERTURBATIONS = ("drop", "displace", "relocate", "cover", "uncover", "slip")
+PERTURBATIONS = ("drop", "displace", "relocate", "cover", "uncover", "slip", "place")
 
 
 class PerturbationSpec(_Strict):
@@ -76,7 +79,7 @@ class PerturbationSpec(_Strict):
     drop: open the gripper; displace: move `object` by `by` (metres); relocate: move
     `object` to `location`; cover: put cover `object` over `item`; uncover: lift cover
     `object` off what it hides; slip: `object` becomes slippery for `duration_s`, so a
-    grasp of it slips.
+    grasp of it slips; place: put an `offstage` object (e.g. a new obstacle) at `location`.
     """
 
     at_s: float = Field(0.0, ge=0.0, description="Simulation time after reset, seconds (schedules only).")
@@ -91,8 +94,8 @@ class PerturbationSpec(_Strict):
     def _needs(self) -> PerturbationSpec:
         if self.kind != "drop" and not self.object:
             raise ValueError(f"{self.kind} needs an object")
-        if self.kind == "relocate" and not self.location:
-            raise ValueError("relocate needs a location")
+        if self.kind in ("relocate", "place") and not self.location:
+            raise ValueError(f"{self.kind} needs a location")
         if self.kind == "cover" and not self.item:
             raise ValueError("cover needs an item")
         return self
@@ -210,8 +213,17 @@ def _place(spec: SceneSpec, rng: np.random.Generator, where: str, jitter: bool =
     return out
 
 
+# Offstage objects wait on the floor behind the scene camera, 0.35 m apart, metres.
+OFFSTAGE_X = 2.5
+OFFSTAGE_Y0 = -1.0
+OFFSTAGE_SPACING = 0.35
+
+
 def _placement(spec: SceneSpec, obj: ObjectSpec, placed: Mapping[str, Placement], rng: Any) -> Placement:
     yaw = math.radians(obj.yaw_deg)
+    if obj.offstage:
+        index = [o.name for o in spec.objects if o.offstage].index(obj.name)
+        return Placement(OFFSTAGE_X, OFFSTAGE_Y0 + OFFSTAGE_SPACING * index, 0.0, yaw)
     if obj.under or obj.in_:
         host = placed[obj.under or obj.in_ or ""]
         z = TABLE_TOP_Z if obj.under else host.z + 0.01
@@ -229,13 +241,15 @@ def _placement(spec: SceneSpec, obj: ObjectSpec, placed: Mapping[str, Placement]
 def _check_overlaps(spec: SceneSpec, placed: Mapping[str, Placement], where: str) -> None:
     objs = spec.objects
     for i, a in enumerate(objs):
+        if a.offstage:
+            continue
         pa = placed[a.name]
         r = a.kind.footprint_m * a.scale
         if not (TABLE_X[0] + r <= pa.x <= TABLE_X[1] - r and TABLE_Y[0] + r <= pa.y <= TABLE_Y[1] - r):
             raise ConfigError(f"{where}: objects.{i} ({a.name}): placed at ({pa.x:.3f}, {pa.y:.3f}), off the table")
         for j in range(i + 1, len(objs)):
             b = objs[j]
-            if a.name in (b.under, b.in_) or b.name in (a.under, a.in_):
+            if b.offstage or a.name in (b.under, b.in_) or b.name in (a.under, a.in_):
                 continue  # hidden under a cover / inside a container on purpose
             pb = placed[b.name]
             gap = math.hypot(pa.x - pb.x, pa.y - pb.y) - r - b.kind.footprint_m * b.scale

@@ -244,6 +244,8 @@ class World:
             self.cover(spec.object, spec.item)
         elif spec.kind == "slip":
             self.slip(spec.object, spec.duration_s)
+        elif spec.kind == "place":
+            self.place(spec.object, spec.location)
         else:
             self.uncover(spec.object)
 
@@ -291,6 +293,14 @@ class World:
             raise ValueError(f"unknown location {location!r}; valid: {', '.join(sorted(self.scene.spec.locations))}")
         x, y, _ = self.object_position(name)
         self.displace(name, spec.center[0] - x, spec.center[1] - y)
+
+    def place(self, name: str, location: str) -> None:
+        """Put an object (typically an offstage obstacle) on the table at a named location."""
+        spec = self.scene.spec.locations.get(location)
+        if spec is None:
+            raise ValueError(f"unknown location {location!r}; valid: {', '.join(sorted(self.scene.spec.locations))}")
+        x, y, z = self.object_position(name)
+        self.displace(name, spec.center[0] - x, spec.center[1] - y, TABLE_TOP_Z + 0.0005 - z)
 
     def uncover(self, cover: str, distance_m: float = 0.15) -> None:
         """Lift a cover off what it hides and set it down `distance_m` towards the robot."""
