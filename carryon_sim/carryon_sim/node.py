@@ -9,10 +9,8 @@ them); ROS callbacks only hand commands over under a lock.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from builtin_interfaces.msg import Time as TimeMsg
@@ -36,7 +34,7 @@ from carryon_sim.core.cameras import CameraRig
 from carryon_sim.core.config import SimConfig
 from carryon_sim.core.contacts import ContactMonitor, grasped_objects
 from carryon_sim.core.driver import Driver
-from carryon_sim.core.scene import PerturbationSpec, load_scene, scene_path
+from carryon_sim.core.scene import PerturbationSpec, load_scene, scene_path, scenes_dir
 from carryon_sim.core.types import ObjectTruth
 from carryon_sim.core.world import ARM_JOINTS, FINGER_JOINTS, SCENE_CAMERA, WRIST_CAMERA, World
 
@@ -64,18 +62,12 @@ _PERTURBATION_KINDS = {
 }
 
 
-def default_scenes_dir(configured: str) -> Path:
-    if configured:
-        return Path(configured)
-    return Path(os.environ.get("CARRYON_CONFIG_DIR", "config")) / "scenes"
-
-
 class SimNode(CarryOnNode):
     def __init__(self, **node_kwargs: Any) -> None:
         super().__init__(names.SIM_NODE, SimConfig, capabilities=CAPABILITIES, **node_kwargs)
         cfg: SimConfig = self.config
         self.set_backends({"world": "mujoco", "scene": cfg.scene})
-        self.world = World(load_scene(scene_path(default_scenes_dir(cfg.scenes_dir), cfg.scene)), seed=cfg.seed)
+        self.world = World(load_scene(scene_path(scenes_dir(cfg.scenes_dir), cfg.scene)), seed=cfg.seed)
         self.driver = Driver(self.world, watchdog_s=cfg.watchdog_s)
         self.monitor = ContactMonitor()
         self.lock = threading.Lock()

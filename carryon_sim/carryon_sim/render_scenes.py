@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import sys
 from pathlib import Path
 
@@ -15,18 +14,13 @@ from PIL import Image
 
 from carryon_common.core.errors import CarryOnError
 from carryon_sim.core.cameras import CameraRig
-from carryon_sim.core.scene import load_scene, scene_path
+from carryon_sim.core.scene import load_scene, scene_path, scenes_dir
 from carryon_sim.core.world import SCENE_CAMERA, World
 
 
-def default_scenes_dir() -> Path:
-    config = os.environ.get("CARRYON_CONFIG_DIR")
-    return (Path(config) if config else Path("config")) / "scenes"
-
-
-def render(names: list[str], scenes_dir: Path, out: Path, *, width: int, height: int, seed: int) -> list[Path]:
-    """Write `<out>/<scene>.png` for each scene; return the files written."""
-    paths = [scene_path(scenes_dir, n) for n in names] if names else sorted(scenes_dir.glob("*.yaml"))
+def render(names: list[str], folder: Path, out: Path, *, width: int, height: int, seed: int) -> list[Path]:
+    """Write `<out>/<scene>.png` for each scene of `folder` (or those named); return the files."""
+    paths = [scene_path(folder, n) for n in names] if names else sorted(folder.glob("*.yaml"))
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for path in paths:
@@ -45,7 +39,7 @@ def render(names: list[str], scenes_dir: Path, out: Path, *, width: int, height:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scene", action="append", default=[], help="scene name (repeatable; default: all)")
-    parser.add_argument("--scenes-dir", type=Path, default=default_scenes_dir(), help="folder of scene files")
+    parser.add_argument("--scenes-dir", type=Path, default=scenes_dir(), help="folder of scene files")
     parser.add_argument("--out", type=Path, help="output folder (default runs/<time>-scenes)")
     parser.add_argument("--width", type=int, default=640)
     parser.add_argument("--height", type=int, default=480)

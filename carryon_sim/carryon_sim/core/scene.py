@@ -10,6 +10,7 @@ robot base at the origin facing +x. An object is placed by exactly one of
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,6 +153,13 @@ def load_scene(path: Path) -> Scene:
     _check_references(spec, str(path))
     _place(spec, np.random.default_rng(0), str(path), jitter=False)  # overlap check at nominal positions
     return Scene(path, spec)
+
+
+def scenes_dir(configured: str = "") -> Path:
+    """The scene folder: `configured`, else `<$CARRYON_CONFIG_DIR or ./config>/scenes`."""
+    if configured:
+        return Path(configured)
+    return Path(os.environ.get("CARRYON_CONFIG_DIR", "config")) / "scenes"
 
 
 def scene_path(scenes_dir: Path, name: str) -> Path:
