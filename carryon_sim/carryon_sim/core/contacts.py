@@ -7,6 +7,7 @@ or finger, `table` for the table.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -28,8 +29,9 @@ def object_contacts(model: mujoco.MjModel, data: mujoco.MjData, object_of_body: 
     return pairs
 
 
-def grasped_objects(model: mujoco.MjModel, data: mujoco.MjData, object_of_body: dict[int, str]) -> set[str]:
-    """Objects touched by both fingers (including their pads) at once."""
+@functools.lru_cache(maxsize=8)
+def _finger_of_body(model: mujoco.MjModel) -> dict[int, int]:
+    """Body id -> finger index (0 left, 1 right) for each finger and its descendants (pads)."""
     finger_of_body: dict[int, int] = {}
     for index, name in enumerate(_FINGER_BODIES):
         root = model.body(name).id
@@ -39,6 +41,12 @@ def grasped_objects(model: mujoco.MjModel, data: mujoco.MjData, object_of_body: 
                 walk = int(model.body_parentid[walk])
             if walk == root:
                 finger_of_body[body] = index
+    return finger_of_body
+
+
+def grasped_objects(model: mujoco.MjModel, data: mujoco.MjData, object_of_body: dict[int, str]) -> set[str]:
+    """Objects touched by both fingers (including their pads) at once."""
+    finger_of_body = _finger_of_body(model)
     touching: dict[str, set[int]] = {}
     for i in range(data.ncon):
         contact = data.contact[i]
