@@ -32,7 +32,7 @@ from carryon_sim import convert
 from carryon_sim.core import predicates
 from carryon_sim.core.cameras import CameraRig
 from carryon_sim.core.config import SimConfig
-from carryon_sim.core.contacts import ContactMonitor, grasped_objects
+from carryon_sim.core.contacts import ContactMonitor, grasped_objects, object_contacts
 from carryon_sim.core.driver import Driver
 from carryon_sim.core.scene import PerturbationSpec, load_scene, scene_path, scenes_dir
 from carryon_sim.core.types import ObjectTruth
@@ -232,16 +232,21 @@ class SimNode(CarryOnNode):
         """Ground truth of every object (call with the lock held)."""
         world = self.world
         grasped = grasped_objects(world.model, world.data, world.object_of_body)
+        contacts = object_contacts(world.model, world.data, world.object_of_body)
         objects = []
         for obj in world.scene.spec.objects:
             body = world.model.body(obj.name).id
             x, y, z = (float(v) for v in world.data.xpos[body])
             qw, qx, qy, qz = (float(v) for v in world.data.xquat[body])
+            inside = predicates.inside_of(world, obj.name)
+            cover = predicates.covered_by(world, obj.name)
+            touching = {other for pair in contacts if obj.name in pair for other in pair - {obj.name}}
+            expected = {"robot", "table", inside, cover}  # its support, its cover, the gripper
             objects.append(
                 ObjectTruth(
                     obj.name, (x, y, z), (qw, qx, qy, qz), location=predicates.location_of(world, obj.name),
-                    grasped=obj.name in grasped, inside=predicates.inside_of(world, obj.name),
-                    covered_by=predicates.covered_by(world, obj.name),
+                    grasped=obj.name in grasped, in_contact=bool(touching - expected), inside=inside,
+                    covered_by=cover,
                 )
             )  # fmt: skip
         return objects

@@ -63,6 +63,8 @@ def test_sim_node_publishes_state_executes_chunks_and_answers_services(ros, wait
         assert state.status == SimState.Response.STATUS_OK and state.scene == "food_serving"
         carrot = next(o for o in state.objects if o.name == "carrot")
         assert carrot.covered_by == "pink_cover" and carrot.location == "kitchen_counter"
+        assert not carrot.in_contact  # touching only its cover and the table
+        assert next(o for o in state.objects if o.name == "meat").inside == "plate"
         request = SimPerturb.Request(kind=SimPerturb.Request.KIND_DISPLACE, object="carrot")
         request.displacement.x = 0.12
         assert session.call(SimPerturb, "/carryon/sim/perturb", request, 10.0).status == 0
