@@ -78,7 +78,8 @@ def test_up_status_cli_round_trip_and_sigterm(spec: GraphSpec, tmp_path: Path) -
         assert shield_caps["shield.estop"] and not shield_caps["shield.filter"]  # scaffolding says so
 
         memory, _ = cli(["memory", "show", "--user", "alice"], graph.domain_id)
-        assert memory.returncode == 4  # a real round trip, answered "not implemented yet"
+        assert memory.returncode == 0, memory.stderr  # a real round trip to memory_node, seeded from config/memory
+        assert "- preference: vegetarian" in memory.stdout and "carrot under pink_cover" in memory.stdout
         estop, _ = cli(["estop", "--reason", "test"], graph.domain_id)
         assert estop.returncode == 0
         release, _ = cli(["estop", "--release"], graph.domain_id)

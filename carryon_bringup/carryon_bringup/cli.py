@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -84,6 +85,40 @@ def _parser() -> argparse.ArgumentParser:
         "show", parents=[common], help="print the planner context of a user (or scene memory only)"
     )
     show.add_argument("--user", default="", help="user id ('' = scene memory only)")
+    mset = memory_sub.add_parser(
+        "set",
+        parents=[common],
+        help="remember a durable fact of a user (replaces the old value, which stays in the history)",
+        description='Store `- KEY: VALUE` under `## ENTITY` in memory/users/USER.md. An empty VALUE ("") '
+        "removes the fact. Only durable facts are stored: temporary wishes belong to a request, not to memory.",
+    )
+    mset.add_argument("--user", required=True, help="user id (memory/users/<id>.md)")
+    mset.add_argument("--source", default="operator:cli", help="recorded in the journal (default operator:cli)")
+    mset.add_argument("entity", help="section, e.g. diet")
+    mset.add_argument("key", help="attribute, e.g. preference")
+    mset.add_argument("value", help='value, e.g. vegetarian ("" removes the fact)')
+    history = memory_sub.add_parser("history", parents=[common], help="journal of memory changes, newest first")
+    history.add_argument("--file", default="", help="only this file, e.g. users/alice.md or scene.md")
+    history.add_argument("--limit", type=int, default=20, help="most entries shown (0 = all; default 20)")
+    restore = memory_sub.add_parser(
+        "restore",
+        parents=[common],
+        help="bring every memory file back to a version (recorded as a new change, so it can be undone)",
+    )
+    restore.add_argument("version", type=int, help="version to restore (see `carryon memory history`)")
+
+    policy = sub.add_parser("policy", parents=[common], help="run the VLA alone on one instruction")
+    policy_sub = policy.add_subparsers(dest="policy_command", required=True, metavar="ACTION")
+    prun = policy_sub.add_parser(
+        "run",
+        parents=[common],
+        help="send a RunPolicy goal and follow it (Ctrl-C suspends it)",
+        description="Runs the policy node's backend on INSTRUCTION (verbatim from config/skills/library.yaml) "
+        "for --steps control steps. Its chunks go through the shield like every other motion.",
+    )
+    prun.add_argument("instruction", help='e.g. "open the pink cover"')
+    prun.add_argument("--steps", type=int, default=200, help="step budget (default 200 = 10 s at 20 Hz)")
+    prun.add_argument("--subtask", default="cli", help="subtask id stamped on the chunks (default cli)")
 
     estop = sub.add_parser("estop", parents=[common], help="engage (or --release) the emergency stop")
     estop.add_argument("--release", action="store_true", help="release instead of engage")
@@ -194,15 +229,89 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return code
 
 
+def _print_memory_changes(changes: Sequence[Any]) -> None:
+    """A table of MemoryChange messages (newest first, as the service returns them)."""
+    from rich.markup import escape
+
+    table = Table(title="memory history (newest first)")
+    for column in ("version", "time", "file"):
+        table.add_column(column, no_wrap=True)
+    for column in ("what", "change", "source"):
+        table.add_column(column, overflow="fold")
+    for c in changes:
+        stamp = dt.datetime.fromtimestamp(c.stamp.sec + c.stamp.nanosec * 1e-9).strftime("%m-%d %H:%M:%S")
+        what = f"{c.entity}.{c.key}" if c.key else "(whole file)"
+        change = f"{c.previous_value or '(none)'} -> {c.new_value or '(removed)'}" if c.key else ""
+        table.add_row(str(c.version), stamp, escape(c.file), escape(what), escape(change), escape(c.source))
+    console.print(table)
+
+
 def cmd_memory(args: argparse.Namespace) -> int:
     from carryon_bringup.node import GraphClient
 
+    if args.memory_command == "history" and args.limit < 0:
+        err.print("--limit: must be >= 0")
+        return EXIT_USAGE
+    if args.memory_command == "restore" and args.version < 1:
+        err.print("VERSION: must be >= 1 (see `carryon memory history`)")
+        return EXIT_USAGE
     with GraphClient(_namespace(args), args.timeout) as client:
-        response = client.memory_context(args.user)
+        if args.memory_command == "set":
+            response = client.memory_set(args.user, args.entity, args.key, args.value, args.source)
+        elif args.memory_command == "history":
+            response = client.memory_history(args.file, args.limit)
+        elif args.memory_command == "restore":
+            response = client.memory_history("", 10, restore_version=args.version)
+        else:
+            response = client.memory_context(args.user)
     code = _service_outcome(response.status, response.message)
-    if code == EXIT_OK:
-        console.print(response.rendered)
+    if code != EXIT_OK:
+        return code
+    if args.memory_command == "show":
+        console.print(response.rendered, end="", markup=False)
+        err.print(response.message, markup=False)  # sizes on stderr: stdout stays the context alone
+    elif args.memory_command == "history":
+        _print_memory_changes(response.changes)
+        console.print(response.message, markup=False)
+    else:
+        console.print(response.message, markup=False)
     return code
+
+
+def cmd_policy(args: argparse.Namespace) -> int:
+    from action_msgs.msg import GoalStatus
+
+    from carryon_bringup.node import GraphClient
+    from carryon_interfaces.action import RunPolicy
+
+    if args.steps < 1:
+        err.print("--steps: must be >= 1")
+        return EXIT_USAGE
+    shown = {"chunks": -1}
+
+    def progress(feedback: RunPolicy.Feedback) -> None:
+        if feedback.chunks_sent != shown["chunks"]:
+            shown["chunks"] = feedback.chunks_sent
+            console.print(
+                f"  {feedback.steps_executed}/{args.steps} steps, {feedback.chunks_sent} chunks, "
+                f"inference {feedback.last_infer_s * 1e3:.1f} ms"
+            )
+
+    with GraphClient(_namespace(args), args.timeout) as client:
+        status, result = client.run_policy(args.instruction, args.steps, args.subtask, progress)
+    outcome = {
+        RunPolicy.Result.STATUS_BUDGET_EXHAUSTED: "budget spent",
+        RunPolicy.Result.STATUS_SUSPENDED: "suspended",
+        RunPolicy.Result.STATUS_REFUSED: "refused",
+        RunPolicy.Result.STATUS_FAILED: "failed",
+        RunPolicy.Result.STATUS_NOT_IMPLEMENTED: "not implemented",
+    }.get(result.status, f"status {result.status}")
+    line = f"{outcome}: {result.message} ({result.steps_executed} steps, {result.chunks_sent} chunks)"
+    if status == GoalStatus.STATUS_SUCCEEDED:
+        console.print(line)
+        return EXIT_OK
+    err.print(line)
+    return EXIT_NOT_IMPLEMENTED if result.status == RunPolicy.Result.STATUS_NOT_IMPLEMENTED else EXIT_FAILED
 
 
 def cmd_estop(args: argparse.Namespace) -> int:
@@ -262,7 +371,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 profile=args.profile, only=args.only, config_dir=args.config_dir, sets=args.set, run_dir=args.run_dir,
                 log_level=args.log_level, ready_timeout_s=args.ready_timeout, stop_timeout_s=args.stop_timeout,
             )  # fmt: skip
-        handler = {"status": cmd_status, "ask": cmd_ask, "memory": cmd_memory, "estop": cmd_estop, "bench": cmd_bench}
+        handler = {
+            "status": cmd_status, "ask": cmd_ask, "memory": cmd_memory, "policy": cmd_policy, "estop": cmd_estop,
+            "bench": cmd_bench,
+        }  # fmt: skip
         return handler[args.command](args)
     except KeyboardInterrupt:
         return 130

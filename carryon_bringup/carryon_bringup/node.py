@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from carryon_common.calls import RosSession
 from carryon_common.convert import msg_to_health
 from carryon_common.core import names
 from carryon_common.core.status import NodeHealth
-from carryon_interfaces.srv import Ask, GetContext, GetStatus, SetEstop
+from carryon_interfaces.action import RunPolicy
+from carryon_interfaces.msg import MemoryFact
+from carryon_interfaces.srv import Ask, GetContext, GetStatus, MemoryHistory, SetEstop, UpdateUser
 
 # Seconds between repeated status requests to a node that is not ready yet.
 _REPOLL_S = 0.5
@@ -107,6 +109,34 @@ class GraphClient:
         request = GetContext.Request(user_id=user_id)
         name = self._name(names.MEMORY_GET_CONTEXT)
         return self.session.call(GetContext, name, request, self.timeout_s, resend_s=_RESEND_S)
+
+    def memory_set(self, user_id: str, entity: str, key: str, value: str, source: str) -> UpdateUser.Response:
+        """Store one durable fact ("" as value removes it)."""
+        fact = MemoryFact(entity=entity, key=key, value=value, durable=True, source=source)
+        request = UpdateUser.Request(user_id=user_id, facts=[fact], source=source)
+        # Setting a value is idempotent (the second identical request changes nothing), so a lost reply is resent.
+        name = self._name(names.MEMORY_UPDATE_USER)
+        return self.session.call(UpdateUser, name, request, self.timeout_s, resend_s=_RESEND_S)
+
+    def memory_history(self, file: str, limit: int, restore_version: int = 0) -> MemoryHistory.Response:
+        """Journal entries, newest first; with restore_version > 0 that version is restored first."""
+        request = MemoryHistory.Request(file=file, limit=limit, restore_version=restore_version)
+        name = self._name(names.MEMORY_HISTORY)
+        # A restore is never resent: another change may land between the two requests.
+        resend = _RESEND_S if restore_version == 0 else None
+        return self.session.call(MemoryHistory, name, request, self.timeout_s, resend_s=resend)
+
+    def run_policy(
+        self, instruction: str, step_budget: int, subtask_id: str, feedback: Callable[[Any], None] | None = None
+    ) -> tuple[int, RunPolicy.Result]:
+        """Run the VLA on one instruction until its budget is spent; (GoalStatus code, result).
+        Waits at most the budget's duration at 20 Hz plus a minute (a slow simulator)."""
+        goal = RunPolicy.Goal(instruction=instruction, step_budget=step_budget, subtask_id=subtask_id)
+        status, result = self.session.send_goal_and_wait(
+            RunPolicy, self._name(names.RUN_POLICY), goal, server_timeout_s=self.timeout_s,
+            result_timeout_s=step_budget / 20.0 * 4 + 60.0, feedback=feedback,
+        )  # fmt: skip
+        return status, result
 
     def set_estop(self, active: bool, reason: str) -> SetEstop.Response:
         request = SetEstop.Request(active=active, reason=reason, source="cli")

@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
+import math
+
 from builtin_interfaces.msg import Time as TimeMsg
 
-from carryon_interfaces.msg import MemoryFact, SceneLocation
-from carryon_memory.core.types import Fact, Location
+from carryon_interfaces.msg import MemoryChange, MemoryFact, SceneLocation
+from carryon_interfaces.msg import SceneUpdate as SceneUpdateMsg
+from carryon_memory.core.types import Change, Fact, Location, SceneOp, SceneUpdate
+
+
+def time_to_msg(seconds: float) -> TimeMsg:
+    """Seconds (>= 0) as builtin_interfaces/Time."""
+    seconds = max(0.0, seconds)
+    sec = math.floor(seconds)
+    nanosec = min(round((seconds - sec) * 1e9), 999_999_999)
+    return TimeMsg(sec=sec, nanosec=nanosec)
+
+
+def time_from_msg(msg: TimeMsg) -> float:
+    return msg.sec + msg.nanosec * 1e-9
 
 
 def fact_from_msg(msg: MemoryFact) -> Fact:
@@ -17,11 +32,10 @@ def fact_to_msg(fact: Fact) -> MemoryFact:
 
 
 def location_to_msg(location: Location) -> SceneLocation:
-    sec = int(location.observed_s)
     return SceneLocation(
         name=location.name,
         contents=list(location.contents),
-        observed=TimeMsg(sec=sec, nanosec=int((location.observed_s - sec) * 1e9)),
+        observed=time_to_msg(location.observed_s),
         source=location.source,
     )
 
@@ -30,6 +44,32 @@ def location_from_msg(msg: SceneLocation) -> Location:
     return Location(
         name=msg.name,
         contents=tuple(msg.contents),
-        observed_s=msg.observed.sec + msg.observed.nanosec * 1e-9,
+        observed_s=time_from_msg(msg.observed),
         source=msg.source,
+    )
+
+
+def scene_update_from_msg(msg: SceneUpdateMsg) -> SceneUpdate:
+    """A SceneUpdate message as core data; an unknown op is kept as its number (the store rejects it
+    with the index of the update)."""
+    return SceneUpdate(
+        op=SceneOp(msg.op) if msg.op in set(SceneOp) else msg.op,
+        location=msg.location,
+        contents=tuple(msg.contents),
+        item=msg.item,
+        observed_s=time_from_msg(msg.observed),
+        source=msg.source,
+    )
+
+
+def change_to_msg(change: Change) -> MemoryChange:
+    return MemoryChange(
+        version=change.version,
+        stamp=time_to_msg(change.time_s),
+        file=change.file,
+        entity=change.entity,
+        key=change.key,
+        previous_value=change.previous_value,
+        new_value=change.new_value,
+        source=change.source,
     )

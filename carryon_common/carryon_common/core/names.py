@@ -35,11 +35,13 @@ MEMORY_UPDATE_USER = "memory/update_user"  # srv UpdateUser
 MEMORY_UPDATE_SCENE = "memory/update_scene"  # srv UpdateScene
 MEMORY_REMEMBER_IMAGE = "memory/remember_image"  # srv RememberImage
 MEMORY_HISTORY = "memory/history"  # srv MemoryHistory
+MEMORY_CHANGED = "memory/changed"  # msg MemoryChange, one per committed change
 
 # Policy.
 RUN_POLICY = "policy/run"  # action RunPolicy
 POLICY_CHUNK = "policy/chunk"  # msg ActionChunk (unshielded)
 POLICY_TIMING = "policy/timing"  # msg InferenceTiming
+POLICY_DROPPED = "policy/dropped"  # std_msgs/String, why a backend output was dropped (not published)
 
 # Shield: the only path to the robot driver.
 SHIELD_SET_TASK = "shield/set_task"  # srv SetTask
