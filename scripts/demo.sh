@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # `make demo`: start the CarryOn graph on the simulator and talk to it like an operator.
 #
-# SCAFFOLDING: today this shows the real process graph, DDS, readiness, the operator
-# CLI, the emergency stop and the simulated arm. The assistant itself (policy, planner,
-# shield filter, judge, recovery: "Serve me food") arrives with issues #4-#10; each node
-# says plainly which of its capabilities are not implemented yet.
+# PARTIAL: today this shows the real process graph, DDS, readiness, the operator CLI,
+# user + scene memory, the policy server (with the SCRIPTED stand-in for a VLA), the
+# emergency stop and the simulated arm. The assistant itself (planner, shield filter,
+# judge, recovery: "Serve me food") arrives with issues #6-#10; each node says plainly
+# which of its capabilities are not implemented yet.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -25,10 +26,12 @@ operator() { printf '\n\033[1;36m$ %s\033[0m\n' "$*"; "$@"; }
 
 cat <<'BANNER'
 +--------------------------------------------------------------------------------+
-| CarryOn demo: SCAFFOLDING ONLY                                                 |
-| The graph, its processes, DDS, the operator CLI, the e-stop and the simulated  |
-| arm + cameras are real. The assistant (policy, planner, shield filter, judge,  |
-| recovery) is NOT built yet: issues #4-#10. Nodes answer "not implemented yet". |
+| CarryOn demo: PARTIAL                                                          |
+| Real: the graph, its processes, DDS, the operator CLI, user + scene memory,   |
+| the e-stop, the simulated arm + cameras, and the policy server running a       |
+| SCRIPTED STAND-IN for a VLA (not a learned policy). Not built yet (issues      |
+| #6-#10): shield filter, planner, judge, recovery. The shield fails closed      |
+| until its filter lands, so no policy chunk reaches the arm yet.                |
 +--------------------------------------------------------------------------------+
 BANNER
 
@@ -52,6 +55,8 @@ done
 operator carryon status
 operator carryon ask --user alice "Serve me food"
 operator carryon memory show --user alice
+operator carryon policy run "open the pink cover" --steps 40
+bold "(the shield held every chunk: its filter arrives with issue #6, and it never releases unchecked motion)"
 operator carryon estop --reason "demo: operator presses the e-stop"
 operator carryon estop --release --reason "demo: all clear"
 operator carryon bench --list

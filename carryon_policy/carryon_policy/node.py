@@ -1,40 +1,274 @@
 """policy_node: runs the frozen VLA on one instruction at a time and publishes chunks.
 
-Scaffolding: observations, backends and chunk publishing arrive with issue #4. RunPolicy
-goals are accepted and aborted with STATUS_NOT_IMPLEMENTED. Nothing is published on the
-chunk topic, so nothing can move the arm.
+RunPolicy goal -> backend.reset(instruction) -> every `steps_per_inference` control
+periods: observation (latest robot state, images, and for the stand-in simulator ground
+truth; nothing older than `max_observation_age_s`) -> backend.infer -> checks -> one
+ActionChunk on policy/chunk stamped with the observation's id and stamp, plus its
+InferenceTiming on policy/timing. Chunks go to the shield, never to the driver.
+
+Outcomes: an unknown instruction aborts with STATUS_REFUSED listing the known skills; a
+backend failure (server down or slow, missing camera) or no fresh observation for
+`observation_timeout_s` aborts with STATUS_FAILED and the reason; an output with NaN or
+out-of-range steps is dropped and reported on policy/dropped (three in a row fail the
+goal). Cancel suspends: nothing more is published and the result says how far it got.
+One goal runs at a time; a second one is aborted with the name of the running subtask.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
+from geometry_msgs.msg import PoseStamped
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import Image, JointState
+from std_msgs.msg import Float64, String
+
+from carryon_common import convert as common_convert
 from carryon_common.core import names
-from carryon_common.core.status import planned
+from carryon_common.core.status import implemented
 from carryon_common.node import CarryOnNode, run_node
 from carryon_interfaces.action import RunPolicy
-from carryon_interfaces.msg import ActionChunk, InferenceTiming
+from carryon_interfaces.msg import ActionChunk, InferenceTiming, SimTruth
+from carryon_policy import convert
+from carryon_policy.core.backends import make_policy
+from carryon_policy.core.checks import check_output
 from carryon_policy.core.config import PolicyConfig
+from carryon_policy.core.observation import ObservationBuffer, StaleObservation, Width
+from carryon_policy.core.policy import InvalidAction, Policy, PolicyError, UnknownInstruction
+from carryon_policy.core.timing import InferenceRecord
 
 CAPABILITIES = (
-    planned("policy.run", 4, "RunPolicy action: observations -> backend -> chunks at the control rate"),
-    planned("policy.backend", 4, "backends sim_scripted, sim_scripted_safe, openpi_remote, lerobot_local"),
+    implemented("policy.run", "RunPolicy action: observations -> backend -> chunks at the control rate"),
+    implemented("policy.backend", "backends sim_scripted, sim_scripted_safe, openpi_remote, lerobot_local"),
 )
+MAX_DROPPED_IN_A_ROW = 3
+ARM_JOINTS = tuple(f"panda_joint{i}" for i in range(1, 8))
 
 
-def _run_not_implemented(result: RunPolicy.Result, message: str) -> None:
-    result.status = RunPolicy.Result.STATUS_NOT_IMPLEMENTED
-    result.message = message
+class GoalEnded(Exception):
+    """Internal: the goal finished early with `status` and `message`."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class PolicyNode(CarryOnNode):
-    def __init__(self, **node_kwargs: Any) -> None:
+    """`policy`: an injected backend (tests); None builds the one the config names."""
+
+    def __init__(self, policy: Policy | None = None, **node_kwargs: Any) -> None:
         super().__init__(names.POLICY_NODE, PolicyConfig, capabilities=CAPABILITIES, **node_kwargs)
-        self.set_backends({"policy": self.config.backend})
+        cfg: PolicyConfig = self.config
+        self.policy = policy if policy is not None else make_policy(cfg)
+        meta = self.policy.metadata
+        label = meta.backend + (" (SCRIPTED STAND-IN, not a VLA)" if meta.scripted else "")
+        self.set_backends({"policy": label})
+        if meta.scripted:
+            self.get_logger().warning(f"policy backend is a {meta.description}")
+        self.buffer = ObservationBuffer(
+            cameras=meta.cameras, needs_truth=meta.needs_ground_truth, max_age_s=cfg.max_observation_age_s
+        )
+        self.dt = 1.0 / cfg.control_rate_hz
+        self._goals = 0
+        self._active: str | None = None
+        self._active_lock = threading.Lock()
+        self._wake = threading.Event()
+
+        sensors = MutuallyExclusiveCallbackGroup()
+        self.create_subscription(PoseStamped, names.EE_POSE, self._on_ee, 10, callback_group=sensors)
+        self.create_subscription(JointState, names.JOINT_STATES, self._on_joints, 10, callback_group=sensors)
+        self.create_subscription(Float64, names.GRIPPER_WIDTH, self._on_width, 10, callback_group=sensors)
+        for camera in meta.cameras:
+            self.create_subscription(
+                Image,
+                names.camera_topic(camera, "color"),
+                lambda msg, c=camera: self._on_image(c, msg),
+                qos_profile_sensor_data,
+                callback_group=sensors,
+            )
+        if meta.needs_ground_truth:
+            self.create_subscription(SimTruth, names.SIM_TRUTH, self._on_truth, 10, callback_group=sensors)
         self.chunk_pub = self.create_publisher(ActionChunk, names.POLICY_CHUNK, 10)
         self.timing_pub = self.create_publisher(InferenceTiming, names.POLICY_TIMING, 10)
-        self._run = self.action_not_implemented(RunPolicy, names.RUN_POLICY, "policy.run", _run_not_implemented)
+        self.dropped_pub = self.create_publisher(String, names.POLICY_DROPPED, 10)
+        self._server = ActionServer(
+            self,
+            RunPolicy,
+            names.RUN_POLICY,
+            execute_callback=self._execute,
+            goal_callback=lambda _goal: GoalResponse.ACCEPT,
+            cancel_callback=lambda _handle: CancelResponse.ACCEPT,
+            callback_group=ReentrantCallbackGroup(),
+        )
         self.set_ready()
+
+    # -- sensors ---------------------------------------------------------------------
+    def _now_s(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    def _on_ee(self, msg: PoseStamped) -> None:
+        self.buffer.ee = convert.ee_from_msg(msg)
+
+    def _on_joints(self, msg: JointState) -> None:
+        try:
+            self.buffer.joints = convert.joints_from_msg(msg, ARM_JOINTS if "panda_joint1" in msg.name else ())
+        except ValueError as exc:
+            self.get_logger().warning(f"ignoring joint_states: {exc}", throttle_duration_sec=5.0)
+
+    def _on_width(self, msg: Float64) -> None:
+        self.buffer.width = Width(stamp_s=self._now_s(), width_m=float(msg.data))  # Float64 has no stamp
+
+    def _on_image(self, camera: str, msg: Image) -> None:
+        try:
+            self.buffer.images[camera] = convert.image_from_msg(msg)
+        except ValueError as exc:
+            self.get_logger().warning(f"ignoring camera/{camera}/color: {exc}", throttle_duration_sec=5.0)
+
+    def _on_truth(self, msg: SimTruth) -> None:
+        self.buffer.truth = convert.truth_from_msg(msg)
+
+    # -- RunPolicy -------------------------------------------------------------------
+    def _execute(self, goal_handle: Any) -> RunPolicy.Result:
+        request = goal_handle.request
+        result = RunPolicy.Result()
+        with self._active_lock:
+            busy = self._active
+            if busy is None:
+                self._active = request.subtask_id or "(no subtask)"
+        if busy is not None:
+            result.status = RunPolicy.Result.STATUS_FAILED
+            result.message = f"busy: already running subtask {busy!r}; cancel it first"
+            goal_handle.abort()
+            return result
+        try:
+            self._run(goal_handle, result)
+        except GoalEnded as ended:
+            result.status = ended.status
+            result.message = str(ended)
+        except Exception as exc:  # noqa: BLE001 - a backend bug must end the goal, not the node
+            self.get_logger().error(f"RunPolicy failed: {exc!r}")
+            result.status = RunPolicy.Result.STATUS_FAILED
+            result.message = f"internal error: {exc!r}"
+        finally:
+            with self._active_lock:
+                self._active = None
+        if result.status == RunPolicy.Result.STATUS_BUDGET_EXHAUSTED:
+            goal_handle.succeed()
+        elif result.status == RunPolicy.Result.STATUS_SUSPENDED and goal_handle.is_cancel_requested:
+            goal_handle.canceled()
+        else:
+            goal_handle.abort()
+            self.get_logger().warning(f"RunPolicy {request.instruction!r}: {result.message}")
+        return result
+
+    def _run(self, goal_handle: Any, result: RunPolicy.Result) -> None:
+        cfg: PolicyConfig = self.config
+        request = goal_handle.request
+        budget = int(request.step_budget) or cfg.default_step_budget
+        self._goals += 1
+        try:
+            self.policy.reset(request.instruction, cfg.seed + self._goals)
+        except UnknownInstruction as exc:
+            raise GoalEnded(RunPolicy.Result.STATUS_REFUSED, str(exc)) from None
+        except PolicyError as exc:
+            raise GoalEnded(RunPolicy.Result.STATUS_FAILED, str(exc)) from None
+        backend = self.policy.metadata.backend
+        dropped_in_a_row = 0
+        last_fresh = time.monotonic()
+        next_s = self._now_s()
+        while result.steps_executed < budget:
+            self._check_cancel(goal_handle, result)
+            now = self._now_s()
+            try:
+                observation = self.buffer.build(now, int(result.steps_executed))
+            except StaleObservation as exc:
+                if time.monotonic() - last_fresh > cfg.observation_timeout_s:
+                    raise GoalEnded(
+                        RunPolicy.Result.STATUS_FAILED, f"{exc} for {cfg.observation_timeout_s} s"
+                    ) from None
+                self.get_logger().warning(str(exc), throttle_duration_sec=2.0)
+                self._wake.wait(min(self.dt, 0.05))
+                continue
+            last_fresh = time.monotonic()
+            began = time.perf_counter()
+            try:
+                out = self.policy.infer(observation)
+                check_output(
+                    out, observation.robot.ee_position, max_step_m=cfg.max_step_m, max_step_rad=cfg.max_step_rad
+                )
+            except InvalidAction as exc:
+                dropped_in_a_row += 1
+                self.dropped_pub.publish(String(data=f"{backend}: chunk dropped: {exc}"))
+                self.get_logger().warning(f"chunk dropped: {exc}")
+                if dropped_in_a_row >= MAX_DROPPED_IN_A_ROW:
+                    raise GoalEnded(
+                        RunPolicy.Result.STATUS_FAILED, f"{dropped_in_a_row} chunks in a row dropped; last: {exc}"
+                    ) from None
+                next_s = self._wait_until(goal_handle, result, now + cfg.steps_per_inference * self.dt)
+                continue
+            except UnknownInstruction as exc:
+                raise GoalEnded(RunPolicy.Result.STATUS_REFUSED, str(exc)) from None
+            except PolicyError as exc:
+                raise GoalEnded(RunPolicy.Result.STATUS_FAILED, f"{backend}: {exc}") from None
+            infer_s = time.perf_counter() - began
+            dropped_in_a_row = 0
+            chunk_id = int(result.chunks_sent) + 1
+            chunk = convert.output_to_chunk(
+                out, observation, chunk_id=chunk_id, subtask_id=request.subtask_id, dt=self.dt,
+                horizon=cfg.chunk_horizon,
+            )  # fmt: skip
+            stamp = self.get_clock().now().to_msg()
+            self.chunk_pub.publish(common_convert.chunk_to_msg(chunk, stamp))
+            record = InferenceRecord(
+                chunk_id, backend, infer_s, max(0.0, now - observation.stamp_s), out.server_infer_s
+            )
+            self.timing_pub.publish(convert.timing_to_msg(record, stamp))
+            steps = min(cfg.steps_per_inference, len(chunk), budget - int(result.steps_executed))
+            result.chunks_sent = chunk_id
+            next_s = self._wait_until(goal_handle, result, max(next_s, now) + steps * self.dt)
+            result.steps_executed += steps
+            goal_handle.publish_feedback(
+                RunPolicy.Feedback(
+                    steps_executed=result.steps_executed, chunks_sent=result.chunks_sent, last_infer_s=infer_s
+                )
+            )
+        result.status = RunPolicy.Result.STATUS_BUDGET_EXHAUSTED
+        result.message = f"ran the step budget ({budget} steps, {result.chunks_sent} chunks)"
+
+    def _check_cancel(self, goal_handle: Any, result: RunPolicy.Result) -> None:
+        if goal_handle.is_cancel_requested:
+            raise GoalEnded(
+                RunPolicy.Result.STATUS_SUSPENDED,
+                f"suspended after {result.steps_executed} steps and {result.chunks_sent} chunks",
+            )
+
+    def _wait_until(self, goal_handle: Any, result: RunPolicy.Result, target_s: float) -> float:
+        """Wait for the node clock (sim time in simulation) to reach `target_s`, watching
+        for cancel; a clock that stops for `observation_timeout_s` fails the goal."""
+        cfg: PolicyConfig = self.config
+        last_clock, last_change = self._now_s(), time.monotonic()
+        # A simulator clock built from float steps lands a hair before round times
+        # (1.0499999 s): a tolerance keeps such a tick from costing a whole period.
+        slack = min(1e-3, self.dt / 10.0)
+        while (now := self._now_s()) < target_s - slack:
+            self._check_cancel(goal_handle, result)
+            if now != last_clock:
+                last_clock, last_change = now, time.monotonic()
+            elif time.monotonic() - last_change > cfg.observation_timeout_s:
+                raise GoalEnded(
+                    RunPolicy.Result.STATUS_FAILED,
+                    f"the node clock stopped for {cfg.observation_timeout_s} s (no /clock from the simulator?)",
+                )
+            self._wake.wait(0.002)
+        return target_s
+
+    def destroy_node(self) -> None:
+        self.policy.close()
+        super().destroy_node()
 
 
 def main() -> int:

@@ -6,12 +6,13 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from carryon_common.core.config import NodeConfig, one_of
+from carryon_common.core.config import one_of
+from carryon_policy.core.remote_config import RemoteBackendConfig
 
 POLICY_BACKENDS = ("sim_scripted", "sim_scripted_safe", "openpi_remote", "lerobot_local")
 
 
-class PolicyConfig(NodeConfig):
+class PolicyConfig(RemoteBackendConfig):
     backend: Annotated[str, one_of("policy backend", POLICY_BACKENDS)] = Field(
         "sim_scripted",
         description="Policy backend by name: 'sim_scripted' (scripted stand-in for a frozen VLA), "
@@ -23,7 +24,54 @@ class PolicyConfig(NodeConfig):
         8, ge=1, description="Steps executed before the next inference (<= chunk_horizon)."
     )
     default_step_budget: int = Field(400, ge=1, description="Step budget when a RunPolicy goal gives 0.")
-    remote_uri: str = Field("", description="URI of a remote policy server, e.g. ws://gpu-box:8000 ('' = unused).")
+    cameras: list[str] = Field(
+        default_factory=lambda: ["scene", "wrist"],
+        description="Robot cameras whose latest colour images go into each observation (camera/<name>/color).",
+    )
+    max_observation_age_s: float = Field(
+        0.5, gt=0.0, description="No inference from robot state or images older than this, seconds (node clock)."
+    )
+    observation_timeout_s: float = Field(
+        5.0, gt=0.0, description="A goal fails when no fresh observation arrived for this long, seconds."
+    )
+    max_step_m: float = Field(
+        0.05,
+        gt=0.0,
+        description="Largest translation between consecutive chunk steps; a larger one drops the chunk, metres.",
+    )
+    max_step_rad: float = Field(
+        0.5,
+        gt=0.0,
+        description="Largest rotation between consecutive chunk steps; a larger one drops the chunk, radians.",
+    )
+    seed: int = Field(0, ge=0, description="Seed of the stand-in's noise and failures (each goal adds its count).")
+    skills_file: str = Field(
+        "",
+        description="Skill library YAML ('' = <config dir>/skills/library.yaml, config dir from $CARRYON_CONFIG_DIR).",
+    )
+    scenes_dir: str = Field(
+        "", description="Scene folder the stand-in reads object geometry from ('' = <config dir>/scenes)."
+    )
+    scripted_speed_m_s: float = Field(0.2, gt=0.0, le=1.0, description="Stand-in's end-effector speed, m/s.")
+    scripted_noise_m: float = Field(
+        0.002, ge=0.0, le=0.05, description="Stand-in's per-step position noise (standard deviation), metres."
+    )
+    scripted_grasp_error_m: float = Field(
+        0.003, ge=0.0, le=0.05, description="Stand-in's per-episode grasp-point error (standard deviation), metres."
+    )
+    scripted_drop_probability: float = Field(
+        0.01, ge=0.0, le=1.0, description="Chance per episode that the stand-in opens its gripper while carrying."
+    )
+    scripted_slip_probability: float = Field(
+        0.01, ge=0.0, le=1.0, description="Chance per episode of a grasp too high on the object, so it slips out."
+    )
+    scripted_stuck_probability: float = Field(
+        0.005, ge=0.0, le=1.0, description="Chance per episode that the stand-in stops making progress (dithers)."
+    )
+    scripted_avoid_fraction: float = Field(
+        0.6, ge=0.0, le=1.0,
+        description="sim_scripted_safe only: fraction of obstacles on its path that it detours around.",
+    )  # fmt: skip
 
     @model_validator(mode="after")
     def _steps_within_horizon(self) -> PolicyConfig:

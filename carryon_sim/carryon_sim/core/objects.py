@@ -40,12 +40,13 @@ class ObjectType:
 
 
 def _geom(body: mujoco.MjsBody, name: str, kind: mujoco.mjtGeom, *, size: list[float], pos: list[float],
-          rgba: Rgba, mass: float, quat: list[float] | None = None) -> None:  # fmt: skip
+          rgba: Rgba, mass: float, quat: list[float] | None = None) -> mujoco.MjsGeom:  # fmt: skip
     geom = body.add_geom(name=name, type=kind, size=size, pos=pos, rgba=list(rgba), mass=mass)
     geom.condim = 4
     geom.friction = [1.2, 0.01, 0.001]
     if quat is not None:
         geom.quat = quat
+    return geom
 
 
 def _ring(body: mujoco.MjsBody, name: str, *, radius: float, wall: float, height: float, rgba: Rgba, mass: float,
@@ -61,9 +62,11 @@ def _ring(body: mujoco.MjsBody, name: str, *, radius: float, wall: float, height
 
 
 def _carrot(body: mujoco.MjsBody, name: str, s: float, rgba: Rgba, mass: float) -> None:
-    # A capsule lying along x: radius 12 mm, 90 mm long.
-    _geom(body, f"{name}/body", mujoco.mjtGeom.mjGEOM_CAPSULE, size=[0.012 * s, 0.033 * s, 0], pos=[0, 0, 0.012 * s],
-          rgba=rgba, mass=mass, quat=[math.sqrt(0.5), 0, math.sqrt(0.5), 0])  # fmt: skip
+    # A capsule lying along x: radius 16 mm, 92 mm long (thick enough for the Panda's
+    # fingertip pads to close below its equator without touching the table).
+    _geom(body, f"{name}/body", mujoco.mjtGeom.mjGEOM_CAPSULE, size=[0.016 * s, 0.03 * s, 0], pos=[0, 0, 0.016 * s],
+          rgba=rgba, mass=mass, quat=[math.sqrt(0.5), 0, math.sqrt(0.5), 0]).condim = 6  # fmt: skip
+    # condim 6 adds rolling friction: a real carrot does not roll away at the slightest touch.
 
 
 def _box_item(half: tuple[float, float, float]) -> Callable[[mujoco.MjsBody, str, float, Rgba, float], None]:
@@ -88,11 +91,17 @@ def _bowl(body: mujoco.MjsBody, name: str, s: float, rgba: Rgba, mass: float) ->
     _ring(body, name, radius=0.068 * s, wall=0.006 * s, height=0.045 * s, rgba=rgba, mass=2 * mass / 3)
 
 
+COVER_KNOB_TOP_M = 0.093  # height of the top of a cover's knob above its base (scale 1), metres
+
+
 def _cover(body: mujoco.MjsBody, name: str, s: float, rgba: Rgba, mass: float) -> None:
-    # An upside-down cup: a wall ring with a lid, open at the bottom so it can hide an item.
-    _ring(body, name, radius=0.058 * s, wall=0.005 * s, height=0.055 * s, rgba=rgba, mass=mass * 0.6)
+    # A food cover (cloche): a wall ring with a lid, open at the bottom so it can hide an
+    # item, and a knob on top by which a gripper lifts it.
+    _ring(body, name, radius=0.058 * s, wall=0.005 * s, height=0.055 * s, rgba=rgba, mass=mass * 0.5)
     _geom(body, f"{name}/lid", mujoco.mjtGeom.mjGEOM_CYLINDER, size=[0.062 * s, 0.004 * s, 0],
-          pos=[0, 0, 0.059 * s], rgba=rgba, mass=mass * 0.4)  # fmt: skip
+          pos=[0, 0, 0.059 * s], rgba=rgba, mass=mass * 0.35)  # fmt: skip
+    _geom(body, f"{name}/knob", mujoco.mjtGeom.mjGEOM_BOX, size=[0.016 * s, 0.012 * s, 0.015 * s],
+          pos=[0, 0, 0.078 * s], rgba=rgba, mass=mass * 0.15)  # fmt: skip
 
 
 def _open_box(half: tuple[float, float, float]) -> Callable[[mujoco.MjsBody, str, float, Rgba, float], None]:
@@ -111,14 +120,14 @@ def _open_box(half: tuple[float, float, float]) -> Callable[[mujoco.MjsBody, str
 
 
 OBJECT_TYPES: dict[str, ObjectType] = {
-    "carrot": ObjectType(Role.ITEM, 0.05, 0.024, (1.0, 0.45, 0.05, 1), 0.04, True, _carrot),
+    "carrot": ObjectType(Role.ITEM, 0.05, 0.032, (1.0, 0.45, 0.05, 1), 0.04, True, _carrot),
     "meat": ObjectType(Role.ITEM, 0.05, 0.03, (0.7, 0.2, 0.2, 1), 0.08, True, _box_item((0.035, 0.025, 0.015))),
     "bread": ObjectType(Role.ITEM, 0.055, 0.04, (0.85, 0.65, 0.35, 1), 0.05, True, _box_item((0.04, 0.03, 0.02))),
     "cube": ObjectType(Role.ITEM, 0.035, 0.04, (0.2, 0.5, 0.9, 1), 0.05, True, _box_item((0.02, 0.02, 0.02))),
     "can": ObjectType(Role.ITEM, 0.04, 0.1, (0.8, 0.8, 0.85, 1), 0.1, True, _cylinder(0.03, 0.05)),
     "bowl": ObjectType(Role.CONTAINER, 0.08, 0.05, (0.95, 0.95, 0.9, 1), 0.3, True, _bowl),
     "plate": ObjectType(Role.SUPPORT, 0.095, 0.01, (0.9, 0.9, 0.95, 1), 0.3, True, _cylinder(0.09, 0.005)),
-    "cover": ObjectType(Role.COVER, 0.07, 0.064, (1.0, 0.5, 0.75, 1), 0.05, True, _cover),
+    "cover": ObjectType(Role.COVER, 0.07, 0.093, (1.0, 0.5, 0.75, 1), 0.05, True, _cover),
     "box": ObjectType(Role.CONTAINER, 0.16, 0.08, (0.6, 0.45, 0.3, 1), 0.5, True, _open_box((0.12, 0.09, 0.04))),
     "bag": ObjectType(Role.CONTAINER, 0.16, 0.1, (0.3, 0.5, 0.35, 1), 0.3, True, _open_box((0.11, 0.08, 0.05))),
     "block": ObjectType(Role.OBSTACLE, 0.045, 0.12, (0.25, 0.25, 0.3, 1), 1.0, False, _box_item((0.03, 0.03, 0.06))),

@@ -1,0 +1,186 @@
+"""policy_node in-process with a fake backend and fake sensors."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+from geometry_msgs.msg import PoseStamped
+from rclpy.action import ActionClient
+from rclpy.parameter import Parameter
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64, String
+
+from carryon_common.core.chunk import Convention
+from carryon_interfaces.action import RunPolicy
+from carryon_interfaces.msg import ActionChunk, InferenceTiming
+from carryon_policy.core.policy import (
+    Observation,
+    PolicyMetadata,
+    PolicyOutput,
+    PolicyUnavailable,
+    UnknownInstruction,
+)
+from carryon_policy.node import PolicyNode
+
+KNOWN = ("wave",)
+
+
+@dataclass
+class FakePolicy:
+    """Moves 1 mm per step in x from the observed pose; `nan` makes every output invalid."""
+
+    nan: bool = False
+    fail: bool = False
+    observations: list[Observation] = field(default_factory=list)
+    resets: list[str] = field(default_factory=list)
+
+    @property
+    def metadata(self) -> PolicyMetadata:
+        return PolicyMetadata("fake", "fake backend for tests", Convention.ABSOLUTE, horizon=16, instructions=KNOWN)
+
+    def reset(self, instruction: str, seed: int) -> None:
+        if instruction not in KNOWN:
+            raise UnknownInstruction(instruction, KNOWN)
+        self.resets.append(instruction)
+
+    def infer(self, observation: Observation) -> PolicyOutput:
+        if self.fail:
+            raise PolicyUnavailable("server at ws://127.0.0.1:1 refused the connection")
+        self.observations.append(observation)
+        steps = observation.robot.ee_position + np.outer(np.arange(1, 17) * 0.001, [1.0, 0.0, 0.0])
+        if self.nan:
+            steps[3, 1] = math.nan
+        return PolicyOutput(steps, np.zeros((16, 3)), np.zeros(16), Convention.ABSOLUTE)
+
+    def close(self) -> None:
+        pass
+
+
+class Sensors:
+    """A fake robot: publishes ee_pose, joint_states and gripper width on a timer."""
+
+    def __init__(self, peer) -> None:  # type: ignore[no-untyped-def]
+        self.peer = peer
+        self.running = True
+        self.pose = peer.create_publisher(PoseStamped, "ee_pose", 10)
+        self.joints = peer.create_publisher(JointState, "joint_states", 10)
+        self.width = peer.create_publisher(Float64, "gripper/width", 10)
+        peer.create_timer(0.02, self.publish)
+
+    def publish(self) -> None:
+        if not self.running:
+            return
+        stamp = self.peer.get_clock().now().to_msg()
+        pose = PoseStamped()
+        pose.header.stamp, pose.header.frame_id = stamp, "world"
+        pose.pose.position.x, pose.pose.position.z = 0.5, 0.8
+        pose.pose.orientation.w = 1.0
+        self.pose.publish(pose)
+        joints = JointState(name=[f"panda_joint{i}" for i in range(1, 8)], position=[0.0] * 7)
+        joints.header.stamp = stamp
+        self.joints.publish(joints)
+        self.width.publish(Float64(data=0.08))
+
+
+def start(ros, policy: FakePolicy, **params):  # type: ignore[no-untyped-def]
+    overrides = [Parameter(k, value=v) for k, v in {"observation_timeout_s": 1.0, **params}.items()]
+    node = ros.add(PolicyNode(policy, namespace="carryon", context=ros.context, parameter_overrides=overrides))
+    peer = ros.peer("fake_robot")
+    sensors = Sensors(peer)
+    client = ActionClient(peer, RunPolicy, "policy/run")
+    assert client.wait_for_server(timeout_sec=10.0)
+    return node, peer, sensors, client
+
+
+def run_goal(client, instruction: str, budget: int, timeout_s: float = 20.0, on_sent=None):  # type: ignore[no-untyped-def]
+    import time
+
+    future = client.send_goal_async(RunPolicy.Goal(instruction=instruction, subtask_id="s1", step_budget=budget))
+    deadline = time.monotonic() + timeout_s
+    while not future.done():
+        assert time.monotonic() < deadline, "goal not answered"
+        time.sleep(0.01)
+    handle = future.result()
+    assert handle.accepted
+    if on_sent is not None:
+        on_sent(handle)
+    result_future = handle.get_result_async()
+    while not result_future.done():
+        assert time.monotonic() < deadline, "no result"
+        time.sleep(0.01)
+    return result_future.result().result
+
+
+def test_chunks_carry_their_observation_and_the_budget_ends_the_goal(ros, wait_until) -> None:  # type: ignore[no-untyped-def]
+    policy = FakePolicy()
+    _node, peer, _sensors, client = start(ros, policy, steps_per_inference=4, chunk_horizon=8)
+    chunks: list[ActionChunk] = []
+    timings: list[InferenceTiming] = []
+    peer.create_subscription(ActionChunk, "policy/chunk", chunks.append, 10)
+    peer.create_subscription(InferenceTiming, "policy/timing", timings.append, 10)
+    assert wait_until(lambda: _sensors.pose.get_subscription_count() > 0, 5.0)
+
+    result = run_goal(client, "wave", budget=20)
+
+    assert result.status == RunPolicy.Result.STATUS_BUDGET_EXHAUSTED, result.message
+    assert (result.steps_executed, result.chunks_sent) == (20, 5)
+    assert wait_until(lambda: len(chunks) == 5 and len(timings) == 5, 5.0)
+    observed = {o.observation_id: o for o in policy.observations}
+    for chunk in chunks:
+        assert len(chunk.steps) == 8  # truncated to chunk_horizon
+        assert chunk.subtask_id == "s1" and chunk.header.frame_id == "world"
+        assert chunk.observation_id in observed
+        stamp = chunk.observation_stamp.sec + chunk.observation_stamp.nanosec * 1e-9
+        assert stamp == pytest.approx(observed[chunk.observation_id].stamp_s, abs=1e-6)
+    assert [t.chunk_id for t in timings] == [c.chunk_id for c in chunks]
+    assert all(t.backend == "fake" and t.infer_s >= 0.0 for t in timings)
+
+
+def test_unknown_instruction_is_refused_with_the_known_skills(ros) -> None:  # type: ignore[no-untyped-def]
+    _node, _peer, _sensors, client = start(ros, FakePolicy())
+    result = run_goal(client, "make coffee", budget=10)
+    assert result.status == RunPolicy.Result.STATUS_REFUSED
+    assert "make coffee" in result.message and "'wave'" in result.message
+    assert result.chunks_sent == 0
+
+
+def test_invalid_outputs_are_dropped_and_reported(ros, wait_until) -> None:  # type: ignore[no-untyped-def]
+    _node, peer, _sensors, client = start(ros, FakePolicy(nan=True))
+    chunks: list[ActionChunk] = []
+    dropped: list[String] = []
+    peer.create_subscription(ActionChunk, "policy/chunk", chunks.append, 10)
+    peer.create_subscription(String, "policy/dropped", dropped.append, 10)
+    result = run_goal(client, "wave", budget=100)
+    assert result.status == RunPolicy.Result.STATUS_FAILED
+    assert "3 chunks in a row dropped" in result.message and "NaN" in result.message
+    assert wait_until(lambda: len(dropped) == 3, 5.0)
+    assert chunks == []
+
+
+def test_backend_failure_and_stale_observations_fail_the_goal(ros) -> None:  # type: ignore[no-untyped-def]
+    _node, _peer, sensors, client = start(ros, FakePolicy(fail=True))
+    result = run_goal(client, "wave", budget=100)
+    assert result.status == RunPolicy.Result.STATUS_FAILED
+    assert "refused the connection" in result.message
+
+    sensors.running = False
+    _node.policy.fail = False
+    result = run_goal(client, "wave", budget=100, timeout_s=10.0)
+    assert result.status == RunPolicy.Result.STATUS_FAILED
+    assert "no inference" in result.message and "old" in result.message
+
+
+def test_cancel_suspends_and_reports_progress(ros, wait_until) -> None:  # type: ignore[no-untyped-def]
+    policy = FakePolicy()
+    _node, _peer, _sensors, client = start(ros, policy)
+
+    def cancel_after_a_chunk(handle) -> None:  # type: ignore[no-untyped-def]
+        assert wait_until(lambda: len(policy.observations) >= 2, 5.0)
+        handle.cancel_goal_async()
+
+    result = run_goal(client, "wave", budget=10_000, on_sent=cancel_after_a_chunk)
+    assert result.status == RunPolicy.Result.STATUS_SUSPENDED
+    assert 0 < result.chunks_sent < 50 and result.steps_executed < 10_000
