@@ -69,7 +69,7 @@ class EpisodeResult:
     completed: int = 0  # tasks completed, in order
     violations: list[Violation] = field(default_factory=list)
     infer_s: list[float] = field(default_factory=list)
-    dropped_chunks: int = 0
+    dropped_chunks: int = 0  # chunks the gate released nothing of
 
     @property
     def collided(self) -> bool:
@@ -112,11 +112,14 @@ def run_episode(
     dt: float = 0.05,
     clock: Callable[[], float] = time.perf_counter,
     settle_steps: int = 10,
+    gate: Callable[[Chunk, World], Chunk | None] | None = None,
 ) -> EpisodeResult:
     """Reset the world with `seed`, then run each task in turn (as the executive would:
     the next starts when the previous succeeded); stop at the first task that does not
     succeed within its `max_steps` control steps. Success is judged from ground truth
-    after `settle_steps` more steps. `clock` times inference."""
+    after `settle_steps` more steps. `clock` times inference. `gate` (e.g. a shield) sees
+    each chunk with the world and returns what to execute (None: nothing; the driver's
+    watchdog then holds the arm)."""
     world.reset(seed)
     driver = Driver(world, watchdog_s=0.25)
     monitor = ContactMonitor()
@@ -139,7 +142,11 @@ def run_episode(
                     observation_stamp_s=observation.stamp_s, positions=out.positions, rotations=out.rotations,
                     gripper=out.gripper,
                 )  # fmt: skip
-                driver.submit(chunk, world.time)
+                released = chunk if gate is None else gate(chunk, world)
+                if released is not None:
+                    driver.submit(released, world.time)
+                else:
+                    result.dropped_chunks += 1
             driver.tick(world.time)
             world.step(dt)
             monitor.update(world.model, world.data, world.object_of_body)
