@@ -1,0 +1,80 @@
+"""The planner's context for one request (paper §3.2, appendix A, B.1, F.2): the rules,
+the active user's memory and scene memory (rendered by memory_node), the endpoints and
+the skill library. Deterministic: the same inputs give the same messages, byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from carryon_planner.core.llm import ChatMessage
+from carryon_planner.core.plan import plan_json_schema
+
+RULES = """You are the planner of a robot arm that assists one user at a time. Answer every
+request with ONE JSON object that follows the plan schema below, and nothing else.
+
+Rules:
+1. The memory shown is the active user's; use only it. Never use or mention anything you
+   may know about other users.
+2. When the user states a lasting preference ("I'm vegetarian", "remember ..."), add an
+   update_user operation with durable=true (a new value replaces the old one). A one-off
+   wish for this request only ("today I'd like tea") gets durable=false.
+3. Do not move anything unless the user asked for an action. Questions and statements are
+   answered with a reply (and memory operations), not with vla subtasks.
+4. vla subtasks copy their instruction VERBATIM from the skill library. If no listed
+   instruction does what is needed, say so in the reply instead of inventing one.
+5. Scene memory says where to look, not what is there now. Before acting on something
+   remembered at a location, add an observe subtask for that location and make the
+   physical subtasks depend on it. A subtask that only makes sense if something is true
+   carries a condition such as "carrot under pink_cover".
+6. When an observation (listed under "Observed since the last plan") contradicts or adds
+   to scene memory, add update_scene set_contents for that location in this plan.
+7. The reply and the subtasks describe the same actions; name the objects you act on.
+8. If the request conflicts with the user's preferences (e.g. meat for a vegetarian),
+   do not plan it: explain why in the reply, and set refusal when nothing else is done.
+"""
+
+
+@dataclass(frozen=True)
+class LibraryEntry:
+    instruction: str
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A named location the arm can look at (observe subtasks)."""
+
+    name: str
+    description: str = ""
+
+
+def build_messages(
+    *,
+    request: str,
+    user_id: str,
+    memory: str,
+    endpoints: Sequence[Endpoint],
+    library: Sequence[LibraryEntry],
+    control_skills: Sequence[str] = (),
+    observations: Mapping[str, Sequence[str]] | None = None,
+) -> list[ChatMessage]:
+    """System message (rules + schema) and user message (context + request). `memory` is
+    GetContext.rendered for `user_id` (that user's facts and the shared scene only)."""
+    schema = json.dumps(plan_json_schema(), sort_keys=True, separators=(",", ":"))
+    system = f"{RULES}\nPlan schema (JSON Schema):\n{schema}\n"
+    lines = [f"Active user: {user_id or '(anonymous)'}", "", "## Memory", memory.strip() or "(empty)", ""]
+    lines += ["## Endpoints (locations you can observe)"]
+    lines += [f"- {e.name}" + (f": {e.description}" if e.description else "") for e in endpoints] or ["(none)"]
+    lines += ["", "## Skill library", "VLA instructions (copy verbatim):"]
+    for entry in library:
+        lines.append(f'- "{entry.instruction}"' + (f" — {entry.description}" if entry.description else ""))
+    lines += ["Control skills: " + (", ".join(control_skills) if control_skills else "(none)")]
+    lines += ["Other subtask kinds: observe (target = an endpoint), say (tell the user the objective)."]
+    if observations:
+        lines += ["", "## Observed since the last plan"]
+        lines += [f"- {loc}: {', '.join(items) or 'nothing'}" for loc, items in sorted(observations.items())]
+    lines += ["", "## Request", request.strip()]
+    return [ChatMessage("system", system), ChatMessage("user", "\n".join(lines))]

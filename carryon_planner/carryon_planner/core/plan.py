@@ -1,0 +1,117 @@
+"""The plan schema the LLM must answer with (paper appendix A, F.2), and its parser.
+
+The schema is a pydantic model; `plan_json_schema()` exports it for the LLM's JSON mode.
+Parsing is strict: malformed JSON, unknown fields, wrong types or missing fields raise
+PlanParseError with every problem listed, so the repair loop can hand them back.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from carryon_common.core.errors import CarryOnError
+
+Name = Annotated[str, Field(max_length=64, pattern=r"^[A-Za-z0-9_ -]*$")]
+SubtaskId = Annotated[str, Field(min_length=1, max_length=16, pattern=r"^[A-Za-z0-9_-]+$")]
+
+
+class PlanParseError(CarryOnError):
+    """The LLM's reply is not a plan; `problems` lists each reason."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("not a valid plan: " + "; ".join(problems))
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PlannedSubtask(_Strict):
+    """One subtask. kind: vla (a skill-library instruction for the VLA), observe (look at
+    `target` location from its endpoint and report), say (tell the user `objective`),
+    control (a named control skill)."""
+
+    id: SubtaskId
+    kind: Literal["vla", "observe", "say", "control"]
+    objective: str = Field(max_length=300, description="What should be true afterwards, in words.")
+    instruction: str = Field("", max_length=200, description="vla: copied verbatim from the skill library.")
+    target: Name = Field("", description="Object acted on (vla) or location looked at (observe).")
+    source: Name = Field("", description="Named location the target comes from.")
+    destination: Name = Field("", description="Location or container it should end up in.")
+    depends_on: list[SubtaskId] = Field(default_factory=list, max_length=16)
+    condition: str = Field(
+        "", max_length=120, description='Observable condition to run it, e.g. "carrot under pink_cover" ("" = always).'
+    )
+
+
+class UpdateUser(_Strict):
+    """Remember a fact about the active user. durable=False: a one-off wish, kept only
+    for this request."""
+
+    op: Literal["update_user"]
+    entity: Name
+    key: Name
+    value: str = Field(max_length=200)
+    durable: bool
+
+
+class UpdateScene(_Strict):
+    """Record what is at a location (set_contents) or that an item moved (move_item)."""
+
+    op: Literal["update_scene"]
+    action: Literal["set_contents", "move_item", "remove_item"]
+    location: Name = ""
+    contents: list[Annotated[str, Field(max_length=80)]] = Field(default_factory=list, max_length=32)
+    item: Name = ""
+    before_subtask: SubtaskId | None = Field(
+        None, description="Apply before this subtask starts (e.g. the next physical step after an observation)."
+    )
+
+
+MemoryOperation = Annotated[UpdateUser | UpdateScene, Field(discriminator="op")]
+
+
+class Plan(_Strict):
+    """The planner's answer to one request."""
+
+    reply: str = Field(min_length=1, max_length=600, description="What the assistant says to the user.")
+    subtasks: list[PlannedSubtask] = Field(default_factory=list, max_length=24)
+    memory_operations: list[MemoryOperation] = Field(default_factory=list, max_length=16)
+    refusal: str | None = Field(None, max_length=300, description="Why the request is refused (then no subtasks).")
+
+    @property
+    def physical(self) -> list[PlannedSubtask]:
+        """Subtasks that move the arm."""
+        return [s for s in self.subtasks if s.kind in ("vla", "control", "observe")]
+
+
+def plan_json_schema() -> dict[str, Any]:
+    """JSON Schema of a plan (for JSON mode / grammar-constrained decoding)."""
+    return Plan.model_json_schema()
+
+
+def parse_plan(text: str) -> Plan:
+    """A Plan from the LLM's reply text. Accepts the JSON object alone or wrapped in a
+    ```json fence; anything else raises PlanParseError listing every problem."""
+    body = text.strip()
+    if body.startswith("```"):
+        body = body.strip("`")
+        body = body.removeprefix("json").strip()
+    try:
+        raw = json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise PlanParseError([f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"]) from None
+    if not isinstance(raw, dict):
+        raise PlanParseError([f"expected a JSON object, got {type(raw).__name__}"])
+    try:
+        return Plan.model_validate(raw)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            where = ".".join(str(p) for p in error["loc"]) or "plan"
+            problems.append(f"{where}: {error['msg']}")
+        raise PlanParseError(problems) from None

@@ -1,0 +1,69 @@
+"""Plan, validate, repair: failed checks go back to the LLM up to `max_repairs` times,
+then the request is refused safely. An invalid plan is never returned as dispatchable."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from carryon_planner.core.llm import ChatMessage, LlmClient, LlmError
+from carryon_planner.core.plan import Plan, PlanParseError, parse_plan, plan_json_schema
+from carryon_planner.core.validator import PlanningFacts, ValidationReport, Validator
+
+SAFE_REFUSAL_REPLY = "Sorry, I could not work out a safe plan for that. Nothing was done."
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One LLM round: its raw reply and why it was rejected ("" when accepted)."""
+
+    reply: str
+    rejected_because: str
+
+
+@dataclass(frozen=True)
+class PlanningOutcome:
+    """`plan` is either valid (dispatchable) or a safe refusal (`refused` True, no subtasks)."""
+
+    plan: Plan
+    refused: bool
+    attempts: tuple[Attempt, ...]
+
+    @property
+    def repairs(self) -> int:
+        return max(0, len(self.attempts) - 1)
+
+
+def safe_refusal(reason: str) -> Plan:
+    return Plan(reply=SAFE_REFUSAL_REPLY, subtasks=[], memory_operations=[], refusal=reason[:300])
+
+
+def plan_with_repair(
+    llm: LlmClient, messages: list[ChatMessage], facts: PlanningFacts, *, max_repairs: int, validator: Validator
+) -> PlanningOutcome:
+    """Ask `llm` for a plan; hand parse errors and failed checks back up to `max_repairs`
+    times. A plan the LLM itself refuses is returned as such (after validation)."""
+    schema = plan_json_schema()
+    conversation = list(messages)
+    attempts: list[Attempt] = []
+    for _ in range(max_repairs + 1):
+        try:
+            text = llm.complete(conversation, schema)
+        except LlmError as exc:
+            attempts.append(Attempt("", f"LLM unavailable: {exc}"))
+            return PlanningOutcome(safe_refusal(f"the planner's LLM ({llm.name}) failed: {exc}"), True, tuple(attempts))
+        try:
+            plan = parse_plan(text)
+        except PlanParseError as exc:
+            feedback = f"Your answer is not a valid plan ({'; '.join(exc.problems)}). Answer with one JSON plan."
+            attempts.append(Attempt(text, str(exc)))
+        else:
+            report: ValidationReport = validator.validate(plan, facts)
+            if report.ok:
+                attempts.append(Attempt(text, ""))
+                return PlanningOutcome(plan, plan.refusal is not None, tuple(attempts))
+            feedback = report.feedback()
+            attempts.append(Attempt(text, "; ".join(str(v) for v in report.violations)))
+        conversation += [ChatMessage("assistant", text), ChatMessage("user", feedback)]
+    last = attempts[-1].rejected_because
+    reason = f"no valid plan after {max_repairs} repair round(s); last problem: {last}"
+    return PlanningOutcome(safe_refusal(reason), True, tuple(attempts))

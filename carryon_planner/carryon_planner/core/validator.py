@@ -1,0 +1,298 @@
+"""The plan validator: every rule a named check with a message (paper appendix A, F.2).
+
+A plan is dispatched only when no check fails; failures go back to the LLM (repair loop)
+as the list of messages. Checks are deliberately conservative: they reject what is
+certainly wrong (a paraphrased instruction, a name that exists nowhere, a dependency
+cycle) and the cheap-to-detect forms of what the paper's prompt forbids (acting on a mere
+question, another user's facts, an observation not written to scene memory).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene
+
+# Requests that ask for information or state a fact, not for an action (first word).
+_QUESTION_WORDS = ("what", "where", "which", "who", "whose", "when", "why", "how", "is", "are", "do", "does", "did")
+_STATEMENT_STARTS = ("i", "i'm", "im", "my", "remember", "note", "fyi", "from now on")
+_ACTION_PROMISES = re.compile(r"\b(i will|i'll|let me|i am going to|i'm going to|on it)\b", re.IGNORECASE)
+_CONDITION = re.compile(r"^\s*([a-z0-9_]+)\s+(?:is\s+)?(under|in|on|at|inside|near)\s+(?:the\s+)?([a-z0-9_]+)\s*$")
+_PRESENCE = re.compile(r"^\s*([a-z0-9_]+)\s+(?:is\s+)?(present|visible|absent|missing)\s*$")
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One failed check. `check` is its stable name (tests and benchmarks count them)."""
+
+    check: str
+    message: str
+    subtask_id: str = ""
+
+    def __str__(self) -> str:
+        where = f" (subtask {self.subtask_id})" if self.subtask_id else ""
+        return f"[{self.check}]{where} {self.message}"
+
+
+@dataclass(frozen=True)
+class PlanningFacts:
+    """What a plan is checked against.
+
+    instructions: the skill library's VLA instructions; control_skills: names of control
+    skills; objects / locations: every name the plan may use (scene memory + library);
+    user_facts: values of the active user's facts; foreign_facts: values that only other
+    users' memories hold (never to appear in this user's plan); pending_observations:
+    location -> contents revealed since the last plan, which the plan must write to scene
+    memory.
+    """
+
+    request: str
+    instructions: tuple[str, ...]
+    objects: frozenset[str]
+    locations: frozenset[str]
+    control_skills: tuple[str, ...] = ()
+    user_facts: frozenset[str] = frozenset()
+    foreign_facts: frozenset[str] = frozenset()
+    pending_observations: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    violations: tuple[Violation, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def feedback(self) -> str:
+        """The failures as a message for the LLM's repair round."""
+        lines = "\n".join(f"- {v}" for v in self.violations)
+        return f"The plan was rejected by these checks; answer again with a corrected plan:\n{lines}"
+
+
+def _spoken(name: str) -> str:
+    return name.replace("_", " ").lower()
+
+
+def _mentions(text: str, name: str) -> bool:
+    lowered = text.lower()
+    return name.lower() in lowered or _spoken(name) in lowered
+
+
+def request_asks_for_action(request: str) -> bool:
+    """False for questions ("where is my mug?") and statements ("I'm vegetarian", "remember
+    that ..."); True for everything else ("Serve me food", "put the carrot in the bowl")."""
+    words = re.findall(r"[a-z']+", request.lower())
+    if not words:
+        return False
+    text = " ".join(words)
+    if request.strip().endswith("?") and words[0] in _QUESTION_WORDS:
+        return False
+    return not any(text == s or text.startswith(s + " ") for s in _STATEMENT_STARTS)
+
+
+def _dependency_cycle(subtasks: list[PlannedSubtask]) -> list[str]:
+    graph = {s.id: list(s.depends_on) for s in subtasks}
+    state: dict[str, int] = {}  # 1 = on the stack, 2 = done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        path.append(node)
+        for nxt in graph.get(node, []):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt in graph and state.get(nxt) is None:
+                found = visit(nxt)
+                if found:
+                    return found
+        path.pop()
+        state[node] = 2
+        return []
+
+    for node in graph:
+        if state.get(node) is None:
+            found = visit(node)
+            if found:
+                return found
+    return []
+
+
+def _ancestors(subtask: PlannedSubtask, by_id: Mapping[str, PlannedSubtask]) -> set[str]:
+    seen: set[str] = set()
+    stack = list(subtask.depends_on)
+    while stack:
+        current = stack.pop()
+        if current in seen or current not in by_id:
+            continue
+        seen.add(current)
+        stack.extend(by_id[current].depends_on)
+    return seen
+
+
+class Validator:
+    """Runs every check; `validate(plan, facts)` returns all failures (not just the first)."""
+
+    def validate(self, plan: Plan, facts: PlanningFacts) -> ValidationReport:
+        violations: list[Violation] = []
+        for check in (
+            self._refusal,
+            self._ids_and_dependencies,
+            self._instructions,
+            self._names,
+            self._conditions,
+            self._action_requested,
+            self._reply_matches,
+            self._observations_recorded,
+            self._foreign_facts,
+        ):
+            violations.extend(check(plan, facts))
+        return ValidationReport(tuple(violations))
+
+    # -- checks --------------------------------------------------------------------------
+    def _refusal(self, plan: Plan, _facts: PlanningFacts) -> Iterable[Violation]:
+        if plan.refusal is not None and plan.subtasks:
+            yield Violation("refusal_without_subtasks", "a refusal must not dispatch subtasks")
+        if plan.refusal is not None and not plan.refusal.strip():
+            yield Violation("refusal_without_subtasks", "a refusal needs a reason")
+
+    def _ids_and_dependencies(self, plan: Plan, _facts: PlanningFacts) -> Iterable[Violation]:
+        ids = [s.id for s in plan.subtasks]
+        for duplicate in sorted({i for i in ids if ids.count(i) > 1}):
+            yield Violation("unique_ids", f"subtask id {duplicate!r} is used more than once", duplicate)
+        known = set(ids)
+        for subtask in plan.subtasks:
+            for dependency in subtask.depends_on:
+                if dependency not in known:
+                    yield Violation("dependencies_exist", f"depends on unknown subtask {dependency!r}", subtask.id)
+                elif dependency == subtask.id:
+                    yield Violation("no_dependency_cycle", "depends on itself", subtask.id)
+        cycle = _dependency_cycle(plan.subtasks)
+        if len(cycle) > 2:
+            yield Violation("no_dependency_cycle", "dependency cycle " + " -> ".join(cycle))
+
+    def _instructions(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
+        for subtask in plan.subtasks:
+            if subtask.kind == "vla":
+                if subtask.instruction not in facts.instructions:
+                    close = difflib.get_close_matches(subtask.instruction, facts.instructions, n=1, cutoff=0.5)
+                    hint = f"; did you mean {close[0]!r}?" if close else ""
+                    yield Violation(
+                        "instruction_in_library",
+                        f"instruction {subtask.instruction!r} is not copied verbatim from the skill library{hint}",
+                        subtask.id,
+                    )
+            elif subtask.kind == "control" and subtask.instruction not in facts.control_skills:
+                listed = ", ".join(facts.control_skills) or "none"
+                yield Violation(
+                    "instruction_in_library",
+                    f"control skill {subtask.instruction!r} is not in the library (known: {listed})",
+                    subtask.id,
+                )
+
+    def _names(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
+        everything = facts.objects | facts.locations
+        for subtask in plan.subtasks:
+            if subtask.kind == "observe":
+                if subtask.target not in facts.locations:
+                    yield Violation(
+                        "known_names",
+                        f"observe target {subtask.target!r} is not a known location "
+                        f"({', '.join(sorted(facts.locations))})",
+                        subtask.id,
+                    )
+                continue
+            if subtask.kind == "vla" and subtask.target and subtask.target not in facts.objects:
+                yield Violation("known_names", f"target {subtask.target!r} is not a known object", subtask.id)
+            for role, name in (("source", subtask.source), ("destination", subtask.destination)):
+                if name and name not in everything:
+                    yield Violation("known_names", f"{role} {name!r} is neither an object nor a location", subtask.id)
+        for op in plan.memory_operations:
+            if isinstance(op, UpdateScene) and op.location and op.location not in facts.locations:
+                yield Violation("known_names", f"update_scene names unknown location {op.location!r}")
+
+    def _conditions(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
+        by_id = {s.id: s for s in plan.subtasks}
+        everything = facts.objects | facts.locations
+        for subtask in plan.subtasks:
+            if not subtask.condition:
+                continue
+            text = subtask.condition.lower()
+            match = _CONDITION.match(text) or _PRESENCE.match(text)
+            if match is None:
+                yield Violation(
+                    "conditions_observable",
+                    f"condition {subtask.condition!r} must read '<object> under|in|on|at <object or location>' "
+                    "or '<object> present|absent'",
+                    subtask.id,
+                )
+                continue
+            names = [g for g in match.groups() if g not in ("under", "in", "on", "at", "inside", "near")]
+            unknown = [n for n in names if n not in everything and n not in ("present", "visible", "absent", "missing")]
+            if unknown:
+                yield Violation(
+                    "conditions_observable", f"condition names unknown {', '.join(map(repr, unknown))}", subtask.id
+                )
+            observed_first = any(by_id[a].kind == "observe" for a in _ancestors(subtask, by_id))
+            if not observed_first:
+                yield Violation(
+                    "conditions_observable",
+                    "a conditional subtask must depend on an observe subtask that can settle its condition",
+                    subtask.id,
+                )
+
+    def _action_requested(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
+        if request_asks_for_action(facts.request):
+            return
+        for subtask in plan.subtasks:
+            if subtask.kind in ("vla", "control"):
+                yield Violation(
+                    "action_requested",
+                    "the user asked a question or stated a fact; do not move objects unless asked to",
+                    subtask.id,
+                )
+
+    def _reply_matches(self, plan: Plan, _facts: PlanningFacts) -> Iterable[Violation]:
+        for subtask in plan.subtasks:
+            if subtask.kind == "vla" and subtask.target and not _mentions(plan.reply, subtask.target):
+                yield Violation(
+                    "reply_matches_subtasks",
+                    f"the reply does not mention {_spoken(subtask.target)!r}, which subtask {subtask.id} acts on",
+                    subtask.id,
+                )
+        if not plan.physical and plan.refusal is None and _ACTION_PROMISES.search(plan.reply):
+            yield Violation("reply_matches_subtasks", "the reply promises an action but the plan has no subtasks")
+
+    def _observations_recorded(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
+        recorded = {
+            op.location
+            for op in plan.memory_operations
+            if isinstance(op, UpdateScene) and op.action == "set_contents" and op.location
+        }
+        for location in sorted(facts.pending_observations):
+            if location not in recorded:
+                seen = ", ".join(facts.pending_observations[location]) or "nothing"
+                yield Violation(
+                    "observation_updates_scene",
+                    f"an observation of {location} saw {seen}: add update_scene set_contents for {location} "
+                    "in this plan, before the next physical step",
+                )
+
+    def _foreign_facts(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
+        foreign = {f.lower() for f in facts.foreign_facts - facts.user_facts if len(f) >= 3}
+        if not foreign:
+            return
+        texts = [plan.reply, *(s.objective for s in plan.subtasks)]
+        texts += [getattr(op, "value", "") for op in plan.memory_operations]
+        request = facts.request.lower()
+        for value in sorted(foreign):
+            if value in request:
+                continue  # the user said it themselves
+            pattern = re.compile(rf"\b{re.escape(value)}\b")
+            if any(pattern.search(t.lower()) for t in texts):
+                yield Violation(
+                    "no_foreign_facts", f"{value!r} is another user's stored fact, not this user's; do not use it"
+                )

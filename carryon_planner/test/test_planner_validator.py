@@ -1,0 +1,125 @@
+"""Plan parsing and every validator check, one failing case each plus a passing plan."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from carryon_planner.core.plan import PlanParseError, parse_plan, plan_json_schema
+from carryon_planner.core.validator import PlanningFacts, Validator, request_asks_for_action
+
+FACTS = PlanningFacts(
+    request="Serve me food",
+    instructions=("open the pink cover", "put the carrot in the bowl", "put the meat in the bowl"),
+    objects=frozenset({"pink_cover", "carrot", "plate", "bowl", "meat"}),
+    locations=frozenset({"kitchen_counter", "dining_table"}),
+    user_facts=frozenset({"vegetarian", "whole-wheat"}),
+    foreign_facts=frozenset({"ham", "vegetarian"}),
+)
+
+GOOD: dict[str, Any] = {
+    "reply": "I'll check the kitchen counter and, if the carrot is under the pink cover, put the carrot in the bowl.",
+    "subtasks": [
+        {"id": "s1", "kind": "observe", "objective": "see what is on the counter", "target": "kitchen_counter"},
+        {"id": "s2", "kind": "vla", "objective": "the cover is off the carrot", "instruction": "open the pink cover",
+         "target": "pink_cover", "depends_on": ["s1"], "condition": "carrot under pink_cover"},
+        {"id": "s3", "kind": "vla", "objective": "carrot in the bowl", "instruction": "put the carrot in the bowl",
+         "target": "carrot", "destination": "bowl", "depends_on": ["s2"], "condition": "carrot under pink_cover"},
+    ],
+}  # fmt: skip
+
+
+def plan_with(**changes: Any) -> str:
+    raw = json.loads(json.dumps(GOOD))
+    raw.update(changes)
+    return json.dumps(raw)
+
+
+def checks(text: str, facts: PlanningFacts = FACTS) -> set[str]:
+    return {v.check for v in Validator().validate(parse_plan(text), facts).violations}
+
+
+def test_a_good_plan_passes_and_the_schema_exports() -> None:
+    assert checks(json.dumps(GOOD)) == set()
+    schema = plan_json_schema()
+    assert set(schema["required"]) >= {"reply"} and "subtasks" in schema["properties"]
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("not json", "invalid JSON"),
+        ("[1, 2]", "expected a JSON object"),
+        ('{"subtasks": []}', "reply: Field required"),
+        (plan_with(extra_field=1), "extra_field: Extra inputs are not permitted"),
+        (plan_with(subtasks=[{"id": "s1", "kind": "dance", "objective": "x"}]), "subtasks.0.kind"),
+        (plan_with(subtasks=[{"id": "../x", "kind": "say", "objective": "x"}]), "subtasks.0.id"),
+    ],
+)
+def test_malformed_replies_are_parse_errors(text: str, problem: str) -> None:
+    with pytest.raises(PlanParseError, match=problem.replace(".", r"\.")):
+        parse_plan(text)
+
+
+def test_a_fenced_reply_is_accepted() -> None:
+    assert parse_plan("```json\n" + json.dumps(GOOD) + "\n```").reply.startswith("I'll")
+
+
+def sub(**fields: Any) -> dict[str, Any]:
+    return {"id": "s1", "kind": "vla", "objective": "x", **fields}
+
+
+@pytest.mark.parametrize(
+    ("changes", "check"),
+    [
+        ({"subtasks": [sub(instruction="put carrot into bowl", target="carrot")]}, "instruction_in_library"),
+        ({"subtasks": [sub(kind="control", instruction="dance")]}, "instruction_in_library"),
+        ({"subtasks": [sub(instruction="put the carrot in the bowl", target="banana")]}, "known_names"),
+        ({"subtasks": [sub(kind="observe", target="garage")]}, "known_names"),
+        ({"subtasks": [sub(instruction="put the carrot in the bowl", target="carrot", destination="moon")]},
+         "known_names"),
+        ({"subtasks": [sub(instruction="put the carrot in the bowl", target="carrot", depends_on=["s9"])]},
+         "dependencies_exist"),
+        ({"subtasks": [sub(id="s1", kind="say", depends_on=["s2"]), sub(id="s2", kind="say", depends_on=["s1"])]},
+         "no_dependency_cycle"),
+        ({"subtasks": [sub(kind="say"), sub(kind="say")]}, "unique_ids"),
+        ({"refusal": "no", "subtasks": [sub(kind="say")]}, "refusal_without_subtasks"),
+        ({"subtasks": [sub(instruction="put the carrot in the bowl", target="carrot", condition="it looks nice")]},
+         "conditions_observable"),
+        ({"subtasks": [sub(instruction="put the carrot in the bowl", target="carrot",
+                           condition="carrot under pink_cover")]}, "conditions_observable"),  # no observe first
+        ({"reply": "Here you go.", "subtasks": [sub(instruction="put the carrot in the bowl", target="carrot")]},
+         "reply_matches_subtasks"),
+        ({"reply": "I'll bring it right away.", "subtasks": []}, "reply_matches_subtasks"),
+        ({"reply": "A ham sandwich for you, with the carrot.",
+          "subtasks": [sub(instruction="put the carrot in the bowl", target="carrot")]}, "no_foreign_facts"),
+    ],
+)  # fmt: skip
+def test_each_check_rejects_its_case(changes: dict[str, Any], check: str) -> None:
+    assert check in checks(plan_with(**changes))
+
+
+def test_no_physical_action_for_questions_or_statements() -> None:
+    for request in ("Where is my mug?", "I'm vegetarian now", "remember that I like tea"):
+        assert not request_asks_for_action(request)
+        facts = PlanningFacts(**{**FACTS.__dict__, "request": request})
+        assert "action_requested" in checks(json.dumps(GOOD), facts)
+    assert request_asks_for_action("Can you put the carrot in the bowl?") is True  # "can" asks for an action
+    assert request_asks_for_action("Serve me food")
+
+
+def test_a_fact_the_user_said_themselves_is_not_foreign() -> None:
+    facts = PlanningFacts(**{**FACTS.__dict__, "request": "I'd like ham today", "user_facts": frozenset()})
+    text = plan_with(reply="Ham it is, with the carrot.",
+                     subtasks=[sub(instruction="put the carrot in the bowl", target="carrot")])  # fmt: skip
+    assert "no_foreign_facts" not in checks(text, facts)
+
+
+def test_revealed_contents_must_be_written_to_scene_memory() -> None:
+    facts = PlanningFacts(**{**FACTS.__dict__, "pending_observations": {"kitchen_counter": ("meat", "plate")}})
+    assert "observation_updates_scene" in checks(json.dumps(GOOD), facts)
+    update = {"op": "update_scene", "action": "set_contents", "location": "kitchen_counter",
+              "contents": ["meat", "plate"], "before_subtask": "s2"}  # fmt: skip
+    assert "observation_updates_scene" not in checks(plan_with(memory_operations=[update]), facts)
