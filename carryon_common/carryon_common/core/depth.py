@@ -1,7 +1,7 @@
 """Depth images to 3-D points: shared by the shield's grounding and the geometric judge.
 
 Conventions: depth (H, W) float metres along the optical axis, 0 or non-finite = no
-return; K (3, 3) pinhole intrinsics in pixels; world_from_camera (4, 4) pose of the ROS
+return; intrinsics (3, 3) pinhole matrix K in pixels; world_from_camera (4, 4) pose of the ROS
 *optical* frame (z forward, x right, y down) in the world frame.
 """
 
@@ -22,7 +22,7 @@ def pixel_grid(height: int, width: int, stride: int = 1) -> tuple[npt.NDArray[np
 
 def backproject(
     depth: npt.NDArray[np.floating],
-    K: FloatArray,
+    intrinsics: FloatArray,
     world_from_camera: FloatArray,
     *,
     stride: int = 1,
@@ -39,7 +39,7 @@ def backproject(
     if mask is not None:
         valid &= mask[rows, cols]
     z, r, c = z[valid], rows[valid], cols[valid]
-    fx, fy, cx, cy = K[0, 0], K[1, 1], K[0, 2], K[1, 2]
+    fx, fy, cx, cy = intrinsics[0, 0], intrinsics[1, 1], intrinsics[0, 2], intrinsics[1, 2]
     camera_points = np.stack([(c - cx) * z / fx, (r - cy) * z / fy, z], axis=1)
     world: FloatArray = camera_points @ world_from_camera[:3, :3].T + world_from_camera[:3, 3]
     return world, r * width + c
@@ -48,13 +48,13 @@ def backproject(
 def points_by_label(
     depth: npt.NDArray[np.floating],
     segmentation: IntArray,
-    K: FloatArray,
+    intrinsics: FloatArray,
     world_from_camera: FloatArray,
     *,
     stride: int = 1,
     max_depth_m: float = np.inf,
 ) -> tuple[FloatArray, IntArray]:
     """World points (N, 3) of the valid pixels and the segmentation id (N,) of each."""
-    points, flat = backproject(depth, K, world_from_camera, stride=stride, max_depth_m=max_depth_m)
+    points, flat = backproject(depth, intrinsics, world_from_camera, stride=stride, max_depth_m=max_depth_m)
     labels: IntArray = np.asarray(segmentation).reshape(-1)[flat].astype(np.int32)
     return points, labels
