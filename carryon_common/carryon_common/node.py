@@ -11,6 +11,7 @@ import ctypes
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping
@@ -69,6 +70,10 @@ def declare_config(node: Node, config_cls: type[C]) -> C:
             f"{node.get_name()}: {', '.join(extra)}: unknown parameter(s) (not fields of {config_cls.__name__})"
         )
     return build_config(config_cls, values, {}, f"node {node.get_fully_qualified_name()} parameters")
+
+
+class ServiceUnavailable(CarryOnError):
+    """A service another node should offer did not appear or did not answer in time."""
 
 
 class CarryOnNode(Node):
@@ -131,6 +136,28 @@ class CarryOnNode(Node):
     def _on_get_status(self, _request: GetStatus.Request, response: GetStatus.Response) -> GetStatus.Response:
         response.status = convert.health_to_msg(self.health(), self.get_clock().now().to_msg())
         return response
+
+    # -- calling other nodes from a callback ----------------------------------------------
+    def call_service(self, srv_type: Any, name: str, request: Any, timeout_s: float) -> Any:
+        """Call another node's service from inside a callback (a service handler, an action's
+        execute) and wait for the answer. The client gets its own reentrant callback group,
+        so the multi-threaded executor delivers the response while this thread waits.
+        Raises ServiceUnavailable when the service does not appear or answer in `timeout_s`."""
+        clients: dict[tuple[Any, str], Any] = self.__dict__.setdefault("_service_clients", {})
+        key = (srv_type, name)
+        if key not in clients:
+            clients[key] = self.create_client(srv_type, name, callback_group=ReentrantCallbackGroup())
+        client = clients[key]
+        deadline = time.monotonic() + timeout_s
+        if not client.wait_for_service(timeout_sec=timeout_s):
+            raise ServiceUnavailable(f"service {name} is not available after {timeout_s:.1f} s")
+        done = threading.Event()
+        future = client.call_async(request)
+        future.add_done_callback(lambda _f: done.set())
+        if not done.wait(max(0.0, deadline - time.monotonic())):
+            client.remove_pending_request(future)
+            raise ServiceUnavailable(f"service {name} did not answer within {timeout_s:.1f} s")
+        return future.result()
 
     # -- scaffolding ---------------------------------------------------------------
     def capability(self, name: str) -> Capability:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from carryon_interfaces.msg import Subtask
+from carryon_interfaces.msg import Subtask, SubtaskState
+from carryon_planner.core.plan import PlannedSubtask
 from carryon_planner.core.types import SubtaskKind, SubtaskSpec
 
 
@@ -33,3 +34,19 @@ def subtask_from_msg(msg: Subtask) -> SubtaskSpec:
         depends_on=tuple(msg.depends_on),
         condition=msg.condition,
     )
+
+
+def planned_subtask_to_state(subtask: PlannedSubtask) -> SubtaskState:
+    """A validated plan's subtask as a pending SubtaskState."""
+    msg = Subtask(
+        id=subtask.id,
+        kind=subtask.kind,
+        objective=subtask.objective,
+        instruction=subtask.instruction,
+        target=subtask.target,
+        source=subtask.source,
+        destination=subtask.destination,
+        depends_on=list(subtask.depends_on),
+        condition=subtask.condition,
+    )
+    return SubtaskState(subtask=msg, state=SubtaskState.STATE_PENDING)

@@ -25,3 +25,12 @@ class PlannerConfig(NodeConfig):
     llm_timeout_s: float = Field(60.0, gt=0.0, description="Timeout of one LLM request, seconds.")
     max_repairs: int = Field(2, ge=0, description="Validation-repair rounds before a safe refusal.")
     service_timeout_s: float = Field(5.0, gt=0.0, description="Timeout of calls to other nodes' services, seconds.")
+    llm_schema_in_request: bool = Field(
+        False,
+        description="Send the plan's JSON Schema inside response_format (llama.cpp's server then constrains "
+        "decoding to it); off: JSON mode with the schema in the prompt only.",
+    )
+    skills_file: str = Field(
+        "",
+        description="Skill library YAML ('' = <config dir>/skills/library.yaml, config dir from $CARRYON_CONFIG_DIR).",
+    )

@@ -1,0 +1,101 @@
+"""planner_node in-process with a real memory_node (seeded from config/memory) and a
+scripted LLM: Ask plans with this user's memory only, writes durable facts, refuses
+safely, and plan_only changes nothing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rclpy.parameter import Parameter
+
+from carryon_common.calls import RosSession
+from carryon_interfaces.msg import PlanState
+from carryon_interfaces.srv import Ask
+from carryon_memory.node import MemoryNode
+from carryon_planner.core.llm import ChatMessage
+from carryon_planner.node import PlannerNode
+
+REPO = Path(__file__).resolve().parents[2]
+FOOD_PLAN = {
+    "reply": "I'll look at the kitchen counter, then put the carrot in the bowl if it is under the pink cover.",
+    "subtasks": [
+        {"id": "s1", "kind": "observe", "objective": "see the counter", "target": "kitchen_counter"},
+        {"id": "s2", "kind": "vla", "objective": "cover off", "instruction": "open the pink cover",
+         "target": "pink_cover", "depends_on": ["s1"], "condition": "carrot under pink_cover"},
+        {"id": "s3", "kind": "vla", "objective": "carrot in bowl", "instruction": "put the carrot in the bowl",
+         "target": "carrot", "destination": "bowl", "depends_on": ["s2"], "condition": "carrot under pink_cover"},
+    ],
+}  # fmt: skip
+REMEMBER = {
+    "reply": "Noted: you prefer rye bread now.",
+    "memory_operations": [{"op": "update_user", "entity": "bread", "key": "preference", "value": "rye",
+                           "durable": True}],
+}  # fmt: skip
+
+
+@dataclass
+class ScriptedLlm:
+    replies: list[str]
+    seen: list[list[ChatMessage]] = field(default_factory=list)
+    name: str = "scripted"
+
+    def complete(self, messages: Sequence[ChatMessage], schema: dict[str, Any]) -> str:
+        self.seen.append(list(messages))
+        return self.replies.pop(0)
+
+
+def start(ros, tmp_path: Path, replies: list[str]) -> ScriptedLlm:  # type: ignore[no-untyped-def]
+    memory = [Parameter("memory_dir", value=str(tmp_path / "memory")),
+              Parameter("seed_dir", value=str(REPO / "config" / "memory"))]  # fmt: skip
+    ros.add(MemoryNode(namespace="carryon", context=ros.context, parameter_overrides=memory))
+    llm = ScriptedLlm(replies)
+    ros.add(PlannerNode(llm, namespace="carryon", context=ros.context))
+    return llm
+
+
+def ask(text: str, user: str = "alice", plan_only: bool = False) -> Ask.Response:
+    with RosSession("planner_client") as session:
+        return session.call(Ask, "/carryon/planner/ask", Ask.Request(user_id=user, text=text, plan_only=plan_only),
+                            timeout_s=20.0)  # fmt: skip
+
+
+def test_a_request_is_planned_with_this_users_memory_only(ros, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    llm = start(ros, tmp_path, [json.dumps(FOOD_PLAN)])
+    response = ask("Serve me food")
+    assert response.status == Ask.Response.STATUS_OK, response.message
+    assert response.plan.state == PlanState.STATE_VALIDATING
+    assert [s.subtask.id for s in response.plan.subtasks] == ["s1", "s2", "s3"]
+    assert "not dispatched" in response.message and response.reply.startswith("I'll look")
+    prompt = llm.seen[0][1].content
+    assert "vegetarian" in prompt and "carrot under pink_cover" in prompt
+    assert "no restrictions" not in prompt  # bob's diet never reaches alice's planner
+
+
+def test_durable_facts_are_written_unless_plan_only(ros, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    start(ros, tmp_path, [json.dumps(REMEMBER), json.dumps(REMEMBER)])
+    alice = tmp_path / "memory" / "users" / "alice.md"
+    response = ask("remember that I prefer rye bread", plan_only=True)
+    assert response.status == Ask.Response.STATUS_OK and "rye" not in alice.read_text()
+    response = ask("remember that I prefer rye bread")
+    assert response.status == Ask.Response.STATUS_OK, response.message
+    assert "- preference: rye" in alice.read_text() and "memory:" in response.message
+
+
+def test_exhausted_repairs_are_a_safe_refusal(ros, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    bad = json.dumps({**FOOD_PLAN, "subtasks": [{**FOOD_PLAN["subtasks"][1], "instruction": "lift the cover",
+                                                 "depends_on": [], "condition": ""}]})  # fmt: skip
+    start(ros, tmp_path, [bad, bad, bad])
+    response = ask("open the cover")
+    assert response.status == Ask.Response.STATUS_OK
+    assert response.plan.state == PlanState.STATE_REFUSED and response.plan.subtasks == []
+    assert "no valid plan after 2 repair round(s)" in response.message
+
+
+def test_an_unknown_user_is_reported_by_memory(ros, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    start(ros, tmp_path, [])
+    response = ask("Serve me food", user="../etc")
+    assert response.status == Ask.Response.STATUS_INVALID_ARGUMENT and "memory:" in response.message
