@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from builtin_interfaces.msg import Time as TimeMsg
+from typing import Any
 
-from carryon_interfaces.msg import Verdict
-from carryon_judge.core.types import JudgeVerdict, VerdictStatus
+import numpy as np
+import numpy.typing as npt
+from builtin_interfaces.msg import Time as TimeMsg
+from geometry_msgs.msg import PoseStamped
+from sensor_msgs.msg import CameraInfo, Image
+
+from carryon_interfaces.msg import SegmentationLabels, SimTruth, Subtask, Verdict
+from carryon_judge.core.types import JudgeVerdict, SubtaskSpec, TruthObject, VerdictStatus
 
 
 def verdict_to_msg(verdict: JudgeVerdict, stamp: TimeMsg) -> Verdict:
@@ -34,3 +40,71 @@ def verdict_from_msg(msg: Verdict) -> JudgeVerdict:
         confidence=msg.confidence,
         observation_id=msg.observation_id,
     )
+
+
+def stamp_s(stamp: TimeMsg) -> float:
+    return stamp.sec + stamp.nanosec * 1e-9
+
+
+def subtask_from_msg(msg: Subtask) -> SubtaskSpec:
+    return SubtaskSpec(
+        id=msg.id, kind=msg.kind, objective=msg.objective, instruction=msg.instruction, target=msg.target,
+        source=msg.source, destination=msg.destination,
+    )  # fmt: skip
+
+
+_DTYPES = {"32FC1": np.float32, "32SC1": np.int32, "16UC1": np.uint16, "8UC1": np.uint8, "16SC1": np.int16}
+
+
+def image_array(msg: Image) -> npt.NDArray[Any]:
+    """rgb8 / bgr8 -> (H, W, 3) RGB uint8; 32FC1 / 32SC1 / 16UC1 / ... -> (H, W).
+    Raises ValueError for other encodings or a size that does not match."""
+    if msg.encoding in ("rgb8", "bgr8"):
+        rows = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)
+        rgb = rows[:, : msg.width * 3].reshape(msg.height, msg.width, 3)
+        return np.ascontiguousarray(rgb[:, :, ::-1] if msg.encoding == "bgr8" else rgb)
+    dtype = _DTYPES.get(msg.encoding)
+    if dtype is None:
+        raise ValueError(f"image encoding {msg.encoding!r} is not supported (rgb8, bgr8, {', '.join(_DTYPES)})")
+    item = np.dtype(dtype).newbyteorder(">" if msg.is_bigendian else "<")
+    rows = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)
+    array = rows[:, : msg.width * item.itemsize].copy().view(item).reshape(msg.height, msg.width)
+    return array.astype(dtype)
+
+
+def pose_matrix(msg: PoseStamped) -> npt.NDArray[np.float64]:
+    """4x4 homogeneous transform of a pose (world_from_frame)."""
+    p, q = msg.pose.position, msg.pose.orientation
+    x, y, z, w = q.x, q.y, q.z, q.w
+    out = np.eye(4)
+    out[:3, :3] = [
+        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+    ]
+    out[:3, 3] = [p.x, p.y, p.z]
+    return out
+
+
+def intrinsics(msg: CameraInfo) -> npt.NDArray[np.float64]:
+    return np.array(msg.k, dtype=np.float64).reshape(3, 3)
+
+
+def labels_from_msg(msg: SegmentationLabels) -> dict[int, str]:
+    if len(msg.ids) != len(msg.names):
+        raise ValueError(f"label table has {len(msg.ids)} ids but {len(msg.names)} names")
+    return {int(i): str(n) for i, n in zip(msg.ids, msg.names, strict=True)}
+
+
+def truth_from_msg(msg: SimTruth) -> dict[str, TruthObject]:
+    return {
+        o.name: TruthObject(
+            name=o.name,
+            position=(o.pose.position.x, o.pose.position.y, o.pose.position.z),
+            grasped=o.grasped,
+            inside=o.inside,
+            covered_by=o.covered_by,
+            offstage=not o.location and o.pose.position.z < 0.2,
+        )
+        for o in msg.objects
+    }

@@ -1,34 +1,293 @@
 """judge_node: decides running / success / failed for the active subtask.
 
-Scaffolding: the judge backends arrive with issue #7. Judge requests are answered with
-STATUS_NOT_IMPLEMENTED; no verdicts are published.
+* One-shot: the `judge/judge` service (Judge.srv) judges a subtask now against its
+  baseline observation (captured when the node first saw the subtask start) with the
+  caller's time since progress.
+* Monitor mode (`monitor: true`): the node follows `planner/plan_state` (no extra
+  interface: the executive already publishes which subtask is active). When a subtask
+  becomes active the node captures the baseline, then publishes a Verdict on
+  `judge/verdict` every `period_s` until the subtask is no longer active, tracking the
+  time since the target's last task-relevant progress itself.
+
+Missing or stale images (older than `max_image_age_s` on the node clock) give an
+UNABLE_TO_JUDGE verdict with the reason (the service answers STATUS_UNAVAILABLE with it).
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+from geometry_msgs.msg import PoseStamped
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import CameraInfo, Image
+from std_msgs.msg import Float64
+
 from carryon_common.core import names
-from carryon_common.core.status import planned
-from carryon_common.node import CarryOnNode, run_node
-from carryon_interfaces.msg import Verdict
-from carryon_interfaces.srv import Judge
+from carryon_common.core.status import implemented
+from carryon_common.node import CarryOnNode, latched_qos, run_node
+from carryon_interfaces.msg import PlanState, SegmentationLabels, SimTruth, SubtaskState, Verdict
+from carryon_interfaces.srv import Judge as JudgeSrv
+from carryon_judge import convert
+from carryon_judge.core.backends import make_judge, perception_params, shapes_for
 from carryon_judge.core.config import JudgeConfig
+from carryon_judge.core.geometry import ShapeTable
+from carryon_judge.core.perception import facts_from_perception, facts_from_truth
+from carryon_judge.core.progress import ProgressTracker, tracker_for
+from carryon_judge.core.rules import GoalSpec, ObjectFacts, goal_of
+from carryon_judge.core.types import (
+    CameraView,
+    Judge,
+    JudgeError,
+    JudgeRequest,
+    JudgeVerdict,
+    Observation,
+    ObservationUnusable,
+    SubtaskSpec,
+    VerdictStatus,
+)
 
 CAPABILITIES = (
-    planned("judge.judge", 7, "verdict on a subtask against its baseline observation"),
-    planned("judge.backend", 7, "backends vlm, geometric, sim_state"),
-    planned("judge.observe", 7, "newly revealed contents for observe subtasks"),
+    implemented("judge.judge", "one-shot verdict on a subtask against its baseline observation (judge/judge)"),
+    implemented("judge.monitor", "periodic verdicts on judge/verdict for the active subtask of planner/plan_state"),
+    implemented("judge.backend", "backends vlm, geometric, sim_oracle"),
+    implemented("judge.observe", "newly revealed contents for observe subtasks"),
 )
+_STREAMS = ("color", "depth", "segmentation", "labels", "camera_info", "pose")
+# What each backend needs from every camera.
+_NEEDS = {
+    "vlm": ("color",),
+    "geometric": ("depth", "segmentation", "labels", "camera_info", "pose"),
+    "sim_oracle": (),
+}
+
+
+@dataclass
+class _Monitor:
+    subtask: SubtaskSpec
+    baseline: Observation
+    started_s: float
+    goal: GoalSpec
+    tracker: ProgressTracker
 
 
 class JudgeNode(CarryOnNode):
-    def __init__(self, **node_kwargs: Any) -> None:
+    def __init__(self, judge: Judge | None = None, shapes: ShapeTable | None = None, **node_kwargs: Any) -> None:
         super().__init__(names.JUDGE_NODE, JudgeConfig, capabilities=CAPABILITIES, **node_kwargs)
-        self.set_backends({"judge": self.config.backend})
+        cfg: JudgeConfig = self.config
+        self.judge = judge if judge is not None else make_judge(cfg)
+        self.shapes = shapes if shapes is not None else shapes_for(cfg)
+        self.set_backends({"judge": self.judge.name})
+        self.lock = threading.Lock()
+        self._latest: dict[tuple[str, str], Any] = {}
+        self._ee: PoseStamped | None = None
+        self._width: Float64 | None = None
+        self._truth: SimTruth | None = None
+        self._next_id = 0
+        self._baselines: dict[str, tuple[Observation, float]] = {}  # subtask id -> (baseline, started_s)
+        self._known: dict[str, SubtaskSpec] = {}
+        self._completed: tuple[str, ...] = ()
+        self._monitor: _Monitor | None = None
+        types = {"color": Image, "depth": Image, "segmentation": Image, "labels": SegmentationLabels,
+                 "camera_info": CameraInfo, "pose": PoseStamped}  # fmt: skip
+        for camera in cfg.cameras:
+            for stream in _STREAMS:
+                qos = qos_profile_sensor_data if types[stream] is Image else 10
+                self.create_subscription(
+                    types[stream], names.camera_topic(camera, stream), self._keeper(camera, stream), qos
+                )
+        self.create_subscription(PoseStamped, names.EE_POSE, lambda m: setattr(self, "_ee", m), 10)
+        self.create_subscription(Float64, names.GRIPPER_WIDTH, lambda m: setattr(self, "_width", m), 10)
+        self.create_subscription(SimTruth, names.SIM_TRUTH, lambda m: setattr(self, "_truth", m), 10)
         self.verdict_pub = self.create_publisher(Verdict, names.VERDICT, 10)
-        self.serve_not_implemented(Judge, names.JUDGE, "judge.judge")
+        self.create_service(JudgeSrv, names.JUDGE, self._on_judge, callback_group=self.service_group)
+        if cfg.monitor:
+            self.create_subscription(PlanState, names.PLAN_STATE, self._on_plan_state, latched_qos(10))
+            self.create_timer(cfg.period_s, self._on_tick, callback_group=MutuallyExclusiveCallbackGroup())
         self.set_ready()
+
+    # -- sensors -------------------------------------------------------------------------
+    def _keeper(self, camera: str, stream: str) -> Callable[[Any], None]:
+        def keep(msg: Any) -> None:
+            with self.lock:
+                self._latest[(camera, stream)] = msg
+
+        return keep
+
+    def now_s(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    def snapshot(self) -> Observation:
+        """The latest sensor data as an Observation; ObservationUnusable when something the
+        backend needs is missing, stale or malformed."""
+        cfg: JudgeConfig = self.config
+        now = self.now_s()
+        needs = _NEEDS.get(self.judge.name, ("color",))
+        with self.lock:
+            latest, ee, width, truth = dict(self._latest), self._ee, self._width, self._truth
+        views = []
+        for camera in cfg.cameras:
+            msgs = {s: latest.get((camera, s)) for s in _STREAMS}
+            missing = [s for s in needs if msgs[s] is None]
+            if missing:
+                raise ObservationUnusable(f"camera {camera}: no {', '.join(missing)} received yet")
+            for stream in needs:
+                age = now - convert.stamp_s(msgs[stream].header.stamp)
+                if age > cfg.max_image_age_s:
+                    raise ObservationUnusable(
+                        f"camera {camera}: {stream} is stale ({age:.2f} s old, max_image_age_s {cfg.max_image_age_s})"
+                    )
+            try:
+                views.append(self._view(camera, msgs))
+            except ValueError as exc:
+                raise ObservationUnusable(f"camera {camera}: {exc}") from None
+        truth_objects = None
+        if truth is not None and now - convert.stamp_s(truth.header.stamp) <= cfg.max_image_age_s:
+            truth_objects = convert.truth_from_msg(truth)
+        if self.judge.name == "sim_oracle" and truth_objects is None:
+            raise ObservationUnusable("no fresh sim/truth (the SIMULATOR ORACLE needs simulator ground truth)")
+        self._next_id += 1
+        ee_position = None
+        if ee is not None:
+            p = ee.pose.position
+            ee_position = np.array([p.x, p.y, p.z])
+        return Observation(
+            observation_id=self._next_id, stamp_s=now, views=tuple(views), ee_position=ee_position,
+            gripper_width_m=None if width is None else float(width.data), truth=truth_objects,
+        )  # fmt: skip
+
+    @staticmethod
+    def _view(camera: str, msgs: dict[str, Any]) -> CameraView:
+        def array(stream: str) -> Any:
+            return None if msgs[stream] is None else convert.image_array(msgs[stream])
+
+        stamps = [convert.stamp_s(m.header.stamp) for m in msgs.values() if m is not None and hasattr(m, "header")]
+        seg = array("segmentation")
+        return CameraView(
+            camera=camera, stamp_s=max(stamps) if stamps else 0.0, rgb=array("color"),
+            depth=None if msgs["depth"] is None else array("depth").astype(np.float32),
+            segmentation=None if seg is None else seg.astype(np.int32),
+            labels={} if msgs["labels"] is None else convert.labels_from_msg(msgs["labels"]),
+            intrinsics=None if msgs["camera_info"] is None else convert.intrinsics(msgs["camera_info"]),
+            world_from_camera=None if msgs["pose"] is None else convert.pose_matrix(msgs["pose"]),
+        )  # fmt: skip
+
+    def target_facts(self, observation: Observation, name: str) -> ObjectFacts | None:
+        """The target's facts for progress tracking (perception, else ground truth)."""
+        try:
+            if any(v.has_geometry for v in observation.views):
+                cfg: JudgeConfig = self.config
+                return facts_from_perception(observation, self.shapes, perception_params(cfg)).visible(name)
+            if observation.truth is not None:
+                return facts_from_truth(observation.truth, self.shapes).visible(name)
+        except JudgeError:
+            return None
+        return None
+
+    # -- one-shot service ----------------------------------------------------------------
+    def _on_judge(self, request: JudgeSrv.Request, response: JudgeSrv.Response) -> JudgeSrv.Response:
+        subtask = convert.subtask_from_msg(request.subtask)
+        if not subtask.id:
+            response.status = JudgeSrv.Response.STATUS_INVALID_ARGUMENT
+            response.message = "subtask.id is empty"
+            return response
+        self._known[subtask.id] = subtask
+        completed = tuple(self._known.get(i, SubtaskSpec(id=i, kind="")) for i in request.completed_subtask_ids)
+        since = request.since_progress_s
+        try:
+            current = self.snapshot()
+            monitor = self._monitor
+            if monitor is not None and monitor.subtask.id == subtask.id:
+                baseline, started = monitor.baseline, monitor.started_s
+                if since < 0:
+                    since = monitor.tracker.update(current.stamp_s, self.target_facts(current, subtask.target))
+            elif subtask.id in self._baselines:
+                baseline, started = self._baselines[subtask.id]
+            else:  # first sight of this subtask: the baseline is now
+                baseline, started = current, current.stamp_s
+                self._baselines[subtask.id] = (baseline, started)
+            verdict = self.judge.judge(
+                JudgeRequest(subtask, baseline, current, current.stamp_s - started, since, completed)
+            )
+        except ObservationUnusable as exc:
+            verdict = JudgeVerdict(subtask.id, VerdictStatus.UNABLE_TO_JUDGE, str(exc), self.judge.name, confidence=0.0)
+            response.status = JudgeSrv.Response.STATUS_UNAVAILABLE
+            response.message = str(exc)
+            response.verdict = convert.verdict_to_msg(verdict, self.get_clock().now().to_msg())
+            return response
+        response.status = JudgeSrv.Response.STATUS_OK
+        response.message = f"{verdict.status.label}: {verdict.reason}"
+        response.verdict = convert.verdict_to_msg(verdict, self.get_clock().now().to_msg())
+        return response
+
+    # -- monitor mode --------------------------------------------------------------------
+    def _on_plan_state(self, msg: PlanState) -> None:
+        states: dict[str, SubtaskState] = {s.subtask.id: s for s in msg.subtasks}
+        for state in states.values():
+            self._known[state.subtask.id] = convert.subtask_from_msg(state.subtask)
+        self._completed = tuple(i for i, s in states.items() if s.state == SubtaskState.STATE_SUCCEEDED)
+        active = msg.active_subtask_id if msg.state == PlanState.STATE_EXECUTING else ""
+        current = self._monitor
+        if current is not None and current.subtask.id != active:
+            self._monitor = None
+            self.get_logger().info(f"monitoring stopped: {current.subtask.id}")
+        if active and (self._monitor is None) and active in states:
+            self._start(self._known[active])
+
+    def _start(self, subtask: SubtaskSpec) -> None:
+        try:
+            baseline = self.snapshot()
+        except ObservationUnusable as exc:
+            self._publish(JudgeVerdict(subtask.id, VerdictStatus.UNABLE_TO_JUDGE, f"no baseline: {exc}",
+                                       self.judge.name, confidence=0.0))  # fmt: skip
+            self._pending = subtask
+            return
+        self._pending = None
+        goal = goal_of(subtask, self.shapes.role)
+        try:
+            base_facts = (
+                facts_from_perception(baseline, self.shapes, perception_params(self.config))
+                if any(v.has_geometry for v in baseline.views)
+                else facts_from_truth(baseline.truth or {}, self.shapes)
+            )
+        except JudgeError:
+            base_facts = facts_from_truth({}, self.shapes)
+        tracker = tracker_for(goal, base_facts, self.config.progress_m)
+        tracker.start(baseline.stamp_s, self.target_facts(baseline, goal.target))
+        self._monitor = _Monitor(subtask, baseline, baseline.stamp_s, goal, tracker)
+        self._baselines[subtask.id] = (baseline, baseline.stamp_s)
+        self.get_logger().info(f"monitoring {subtask.id}: {subtask.objective or subtask.instruction}")
+
+    _pending: SubtaskSpec | None = None
+
+    def _on_tick(self) -> None:
+        if self._monitor is None and self._pending is not None:
+            self._start(self._pending)
+        monitor = self._monitor
+        if monitor is None:
+            return
+        subtask = monitor.subtask
+        try:
+            current = self.snapshot()
+        except ObservationUnusable as exc:
+            self._publish(JudgeVerdict(subtask.id, VerdictStatus.UNABLE_TO_JUDGE, str(exc), self.judge.name,
+                                       confidence=0.0))  # fmt: skip
+            return
+        since = monitor.tracker.update(current.stamp_s, self.target_facts(current, monitor.goal.target))
+        completed = tuple(self._known[i] for i in self._completed if i in self._known)
+        request = JudgeRequest(
+            subtask, monitor.baseline, current, current.stamp_s - monitor.started_s, since, completed
+        )
+        verdict = self.judge.judge(request)
+        if self._monitor is monitor:  # still the active subtask
+            self._publish(verdict)
+
+    def _publish(self, verdict: JudgeVerdict) -> None:
+        self.verdict_pub.publish(convert.verdict_to_msg(verdict, self.get_clock().now().to_msg()))
 
 
 def main() -> int:

@@ -1,9 +1,25 @@
-"""Verdicts as plain data."""
+"""The judge's inputs and outputs as plain data, and the `Judge` interface every backend
+implements.
+
+Frames and units: points and positions are metres in `world` (z up); images follow ROS
+conventions (rgb (H, W, 3) uint8, depth (H, W) float32 metres along the optical axis with
+0 = no return, segmentation (H, W) int32 instance ids with a label table id -> name);
+`intrinsics` is the 3x3 pinhole matrix K in pixels; `world_from_camera` the 4x4 pose of the
+*optical* frame (z forward, x right, y down). Times are seconds on the caller's clock
+(the node clock: simulation time in simulation).
+"""
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from carryon_common.core.errors import CarryOnError
 
 
 class VerdictStatus(enum.IntEnum):
@@ -13,6 +29,10 @@ class VerdictStatus(enum.IntEnum):
     SUCCESS = 1
     FAILED = 2
     UNABLE_TO_JUDGE = 3
+
+    @property
+    def label(self) -> str:
+        return self.name.lower().replace("_", "-")
 
 
 @dataclass(frozen=True)
@@ -27,3 +47,138 @@ class JudgeVerdict:
     scene_update_required: bool = False
     confidence: float = 1.0
     observation_id: int = 0
+
+
+class SubtaskKind(enum.StrEnum):
+    """Mirrors Subtask.KIND_*."""
+
+    VLA = "vla"
+    OBSERVE = "observe"
+    SAY = "say"
+    CONTROL = "control"
+
+
+@dataclass(frozen=True)
+class SubtaskSpec:
+    """The subtask being judged, as dispatched (core form of carryon_interfaces/Subtask).
+
+    `objective` is what the planner wants achieved and outranks `instruction` (the skill
+    text copied verbatim from the library) whenever the two disagree.
+    """
+
+    id: str
+    kind: str
+    objective: str = ""
+    instruction: str = ""
+    target: str = ""
+    source: str = ""
+    destination: str = ""
+
+
+@dataclass(frozen=True)
+class CameraView:
+    """One camera's images at one instant (see the module docstring for conventions).
+
+    `rgb` is what a VLM sees; `depth` + `segmentation` + `labels` + `intrinsics` (K) +
+    `world_from_camera` are what the geometric judge needs. Any of the arrays may be
+    None when a camera does not provide it.
+    """
+
+    camera: str
+    stamp_s: float
+    rgb: npt.NDArray[np.uint8] | None = None
+    depth: npt.NDArray[np.float32] | None = None
+    segmentation: npt.NDArray[np.int32] | None = None
+    labels: Mapping[int, str] = field(default_factory=dict)
+    intrinsics: npt.NDArray[np.float64] | None = None
+    world_from_camera: npt.NDArray[np.float64] | None = None
+
+    @property
+    def has_geometry(self) -> bool:
+        return all(x is not None for x in (self.depth, self.segmentation, self.intrinsics, self.world_from_camera))
+
+
+@dataclass(frozen=True)
+class TruthObject:
+    """Simulator ground truth of one object (core form of carryon_interfaces/ObjectState).
+
+    Only the `sim_oracle` backend and benchmarks read it; nothing a robot could use.
+    `offstage`: off the table, out of every camera's view (sim only).
+    """
+
+    name: str
+    position: tuple[float, float, float]
+    grasped: bool = False
+    inside: str = ""
+    covered_by: str = ""
+    offstage: bool = False
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Everything the judge may look at for one instant.
+
+    `ee_position`: tool centre point (3,) in world, metres, and `gripper_width_m`: measured
+    distance between the fingers; both None when unknown. `truth`: simulator ground truth
+    (None on a robot).
+    """
+
+    observation_id: int
+    stamp_s: float
+    views: tuple[CameraView, ...] = ()
+    ee_position: npt.NDArray[np.float64] | None = None
+    gripper_width_m: float | None = None
+    truth: Mapping[str, TruthObject] | None = None
+
+    def view(self, camera: str) -> CameraView | None:
+        return next((v for v in self.views if v.camera == camera), None)
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    """One question to a judge: how is `subtask` doing now?
+
+    `baseline`: the observation taken when the subtask started; `current`: the latest one;
+    `recent`: optional older frames between the two (oldest first, for judges that look at
+    a short history). `elapsed_s`: seconds since the subtask started; `since_progress_s`:
+    seconds since the last task-relevant change of the target (< 0 = unknown).
+    `completed`: subtasks already completed in this plan (their effects are not credited).
+    """
+
+    subtask: SubtaskSpec
+    baseline: Observation
+    current: Observation
+    elapsed_s: float
+    since_progress_s: float = -1.0
+    completed: tuple[SubtaskSpec, ...] = ()
+    recent: tuple[Observation, ...] = ()
+
+
+class Judge(Protocol):
+    """A judge backend. `judge` never raises for bad or missing inputs or a failing model:
+    it returns UNABLE_TO_JUDGE with the reason (never SUCCESS on doubt)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def judge(self, request: JudgeRequest) -> JudgeVerdict: ...
+
+
+class JudgeError(CarryOnError):
+    """A judge could not decide; the message says why (becomes UNABLE_TO_JUDGE)."""
+
+
+class ObservationUnusable(JudgeError):
+    """Images are missing, stale or malformed."""
+
+
+def unable(request: JudgeRequest, backend: str, reason: str) -> JudgeVerdict:
+    """The UNABLE_TO_JUDGE verdict for `request`, with `reason`."""
+    return JudgeVerdict(
+        subtask_id=request.subtask.id,
+        status=VerdictStatus.UNABLE_TO_JUDGE,
+        reason=reason,
+        backend=backend,
+        confidence=0.0,
+        observation_id=request.current.observation_id,
+    )

@@ -1,0 +1,88 @@
+"""What the geometric judge knows about objects: role, footprint radius and height.
+
+A small description per object name, read from a YAML file on a robot
+(`config/judge/objects.yaml` layout below) or derived from a simulator scene file
+(`carryon_sim`'s object catalogue, imported lazily so a robot install never needs it)::
+
+    objects:
+      bowl: {role: container, radius_m: 0.08, height_m: 0.05}
+      pink_cover: {role: cover, radius_m: 0.07, height_m: 0.093}
+      carrot: {role: item, radius_m: 0.05, height_m: 0.032}
+
+Roles: item, container, support, cover, obstacle. Metres.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from carryon_common.core.config import format_validation_error, read_yaml
+from carryon_common.core.errors import ConfigError, UnknownNameError
+from carryon_common.core.registry import unknown_name_message
+
+Role = Literal["item", "container", "support", "cover", "obstacle"]
+
+
+class ObjectShape(BaseModel):
+    """role; radius_m: radius of the circle the object covers on the table; height_m:
+    its height above its base (metres)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    role: Role
+    radius_m: float = Field(gt=0.0, le=1.0)
+    height_m: float = Field(gt=0.0, le=2.0)
+
+
+class _ShapesFile(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    objects: dict[str, ObjectShape]
+
+
+@dataclass(frozen=True)
+class ShapeTable:
+    """Object name -> shape; `source` says where it came from (for reasons and docs)."""
+
+    shapes: dict[str, ObjectShape]
+    source: str
+
+    def get(self, name: str) -> ObjectShape:
+        try:
+            return self.shapes[name]
+        except KeyError:
+            raise UnknownNameError(unknown_name_message(f"object (in {self.source})", name, self.shapes)) from None
+
+    def role(self, name: str) -> Role | None:
+        shape = self.shapes.get(name)
+        return None if shape is None else shape.role
+
+
+def load_shapes(path: Path) -> ShapeTable:
+    """Read an objects file (layout in the module docstring); errors name the file and key."""
+    raw = read_yaml(path)
+    try:
+        parsed = _ShapesFile.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, {}, str(path))) from None
+    return ShapeTable(dict(parsed.objects), str(path))
+
+
+def scene_shapes(scene_file: Path) -> ShapeTable:
+    """Shapes of every object of a simulator scene file (scaled catalogue geometry)."""
+    from carryon_sim.core.scene import load_scene
+
+    scene = load_scene(scene_file)
+    shapes = {
+        obj.name: ObjectShape(
+            role=obj.kind.role.value,
+            radius_m=obj.kind.footprint_m * obj.scale,
+            height_m=obj.kind.height_m * obj.scale,
+        )
+        for obj in scene.spec.objects
+    }
+    return ShapeTable(shapes, f"scene {scene_file}")

@@ -1,0 +1,186 @@
+"""Facts about objects from instance masks + depth (the `geometric` judge's eyes), and
+from simulator ground truth (the `sim_oracle`'s).
+
+Perception fuses every camera that has depth, segmentation, intrinsics and a pose: each
+labelled pixel is back-projected to a world point (carryon_common.core.depth, the same
+code the shield's grounding uses), and points are grouped by object name through the
+label table, so any segmentation source with the same interface (simulator masks, a
+text-prompted segmenter on a robot) works.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from carryon_common.core.depth import points_by_label
+from carryon_judge.core.geometry import ShapeTable
+from carryon_judge.core.rules import NOT_OBJECTS, ObjectFacts, SceneFacts
+from carryon_judge.core.types import Observation, ObservationUnusable, TruthObject
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class PerceptionParams:
+    """stride: use every stride-th pixel; min_points: fewer points = not visible;
+    open_width_m: a gripper at least this wide is open (holds nothing); hold_radius_m:
+    an object with a point this close to the tool centre point of a closed gripper is held;
+    inside_margin_m: how far above a container's rim an object still counts as in it;
+    max_depth_m: ignore returns beyond this (metres)."""
+
+    stride: int = 1
+    min_points: int = 12
+    open_width_m: float = 0.075
+    hold_radius_m: float = 0.035
+    inside_margin_m: float = 0.03
+    max_depth_m: float = 3.0
+
+
+def object_clouds(observation: Observation, params: PerceptionParams) -> dict[str, FloatArray]:
+    """World points (N, 3) per object name, fused over every camera with geometry.
+
+    Raises ObservationUnusable when no camera provides depth + segmentation + pose."""
+    views = [v for v in observation.views if v.has_geometry]
+    if not views:
+        raise ObservationUnusable("no camera with depth, segmentation, intrinsics and pose")
+    parts: dict[str, list[FloatArray]] = {}
+    for view in views:
+        assert view.depth is not None and view.segmentation is not None
+        assert view.intrinsics is not None and view.world_from_camera is not None
+        if view.depth.shape != view.segmentation.shape:
+            raise ObservationUnusable(
+                f"camera {view.camera}: depth {view.depth.shape} and segmentation {view.segmentation.shape} differ"
+            )
+        points, labels = points_by_label(
+            view.depth, view.segmentation, view.intrinsics, view.world_from_camera, stride=params.stride,
+            max_depth_m=params.max_depth_m,
+        )  # fmt: skip
+        for label in np.unique(labels):
+            name = view.labels.get(int(label), "")
+            if name == "" or int(label) == 0:
+                continue
+            parts.setdefault(name, []).append(points[labels == label])
+    return {name: np.concatenate(chunks) for name, chunks in parts.items()}
+
+
+def _center(points: FloatArray, role: str | None) -> FloatArray:
+    """x, y of an object: the middle of the trimmed extent for hollow or flat hosts (a
+    bowl's visible inside is lopsided), the median for items."""
+    xy = points[:, :2]
+    if role in ("container", "support", "cover"):
+        lo, hi = np.percentile(xy, 2, axis=0), np.percentile(xy, 98, axis=0)
+        return np.asarray((lo + hi) / 2, dtype=np.float64)
+    return np.asarray(np.median(xy, axis=0), dtype=np.float64)
+
+
+def facts_from_perception(
+    observation: Observation, shapes: ShapeTable, params: PerceptionParams, source: str = "geometric"
+) -> SceneFacts:
+    """Facts from masks + depth (+ the gripper's state when known, for `held`)."""
+    clouds = object_clouds(observation, params)
+    robot = clouds.get("robot")
+    ee, width = observation.ee_position, observation.gripper_width_m
+    closed = width is not None and width < params.open_width_m
+    raw: dict[str, ObjectFacts] = {}
+    for name, points in clouds.items():
+        if name in NOT_OBJECTS or len(points) < params.min_points:
+            continue
+        role = shapes.role(name)
+        if ee is not None and width is not None:
+            held = closed and float(np.min(np.linalg.norm(points - ee, axis=1))) < params.hold_radius_m
+        else:  # no robot state: touching the robot's mask while off the table
+            held = _touching(points, robot) and float(np.percentile(points[:, 2], 2)) > _floor(clouds) + 0.02
+        raw[name] = ObjectFacts(
+            name=name, visible=True, center=_center(points, role), bottom_z=float(np.percentile(points[:, 2], 2)),
+            top_z=float(np.max(points[:, 2])), held=bool(held) and role not in ("obstacle",),
+        )  # fmt: skip
+    facts = {name: _with_host(f, raw, shapes, params) for name, f in raw.items()}
+    return SceneFacts(facts, source)
+
+
+def _floor(clouds: Mapping[str, FloatArray]) -> float:
+    table = clouds.get("table")
+    if table is not None and len(table):
+        return float(np.median(table[:, 2]))
+    return float(min(np.percentile(p[:, 2], 2) for p in clouds.values()))
+
+
+def _touching(points: FloatArray, robot: FloatArray | None, within_m: float = 0.015) -> bool:
+    if robot is None or not len(robot):
+        return False
+    lo, hi = points.min(axis=0) - within_m, points.max(axis=0) + within_m
+    near = robot[np.all((robot >= lo) & (robot <= hi), axis=1)]
+    if not len(near):
+        return False
+    sample = points[:: max(1, len(points) // 200)]
+    distances = np.linalg.norm(sample[:, None, :] - near[None, :: max(1, len(near) // 400), :], axis=2)
+    return bool(distances.min() < within_m)
+
+
+def _with_host(
+    facts: ObjectFacts, raw: Mapping[str, ObjectFacts], shapes: ShapeTable, params: PerceptionParams
+) -> ObjectFacts:
+    """The container / support whose volume holds the object's centre and base."""
+    if shapes.role(facts.name) not in ("item", None):
+        return facts
+    best, best_distance = "", float("inf")
+    for host, h in raw.items():
+        shape = shapes.shapes.get(host)
+        if host == facts.name or shape is None or shape.role not in ("container", "support"):
+            continue
+        distance = float(np.linalg.norm(facts.center - h.center))
+        rim = h.bottom_z + shape.height_m + params.inside_margin_m
+        if distance < shape.radius_m and h.bottom_z - 0.01 <= facts.bottom_z <= rim and distance < best_distance:
+            best, best_distance = host, distance
+    if not best:
+        return facts
+    return ObjectFacts(facts.name, facts.visible, facts.center, facts.bottom_z, facts.top_z, facts.held, best)
+
+
+# A cover lifted less than this above an item's top still hides it from the cameras, metres.
+COVER_GAP_M = 0.03
+
+
+def _hidden_by(obj: TruthObject, truth: Mapping[str, TruthObject], shapes: ShapeTable) -> str:
+    """The cover hiding `obj`: its covered_by, or a cover over its footprint whose rim is
+    still below the item's top + COVER_GAP_M (the simulator's predicate stops counting a
+    cover as covering once it is lifted a centimetre; the cameras still see nothing)."""
+    if obj.covered_by:
+        return obj.covered_by
+    shape = shapes.shapes.get(obj.name)
+    top = obj.position[2] + (shape.height_m if shape is not None else 0.0)
+    for cover in truth.values():
+        c = shapes.shapes.get(cover.name)
+        if c is None or c.role != "cover" or cover.name == obj.name:
+            continue
+        distance = float(np.hypot(cover.position[0] - obj.position[0], cover.position[1] - obj.position[1]))
+        if distance < c.radius_m and obj.position[2] - 0.01 <= cover.position[2] < top + COVER_GAP_M:
+            return cover.name
+    return ""
+
+
+def facts_from_truth(truth: Mapping[str, TruthObject], shapes: ShapeTable, source: str = "sim_oracle") -> SceneFacts:
+    """Facts from simulator ground truth: hidden (under a cover, or offstage) objects are
+    not visible; each cover knows what it hides."""
+    hides: dict[str, set[str]] = {}
+    hidden: dict[str, str] = {}
+    for obj in truth.values():
+        if cover := _hidden_by(obj, truth, shapes):
+            hides.setdefault(cover, set()).add(obj.name)
+            hidden[obj.name] = cover
+    facts = {}
+    for obj in truth.values():
+        shape = shapes.shapes.get(obj.name)
+        height = shape.height_m if shape is not None else 0.0
+        role = shape.role if shape is not None else None
+        facts[obj.name] = ObjectFacts(
+            name=obj.name, visible=obj.name not in hidden and not obj.offstage,
+            center=np.array(obj.position[:2], dtype=np.float64), bottom_z=obj.position[2],
+            top_z=obj.position[2] + height, held=obj.grasped, inside=obj.inside,
+            hides=frozenset(hides.get(obj.name, ())) if role == "cover" else None,
+        )  # fmt: skip
+    return SceneFacts(facts, source)

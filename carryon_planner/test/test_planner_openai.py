@@ -1,0 +1,67 @@
+"""The openai backend over real HTTP against the local stub server: JSON mode, the plan
+schema in the prompt, repair across requests, errors and timeouts -> safe refusal."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from carryon_common.core.errors import ConfigError
+from carryon_common.openai_stub import StubReply, StubVlmServer
+from carryon_planner.core.context import Endpoint, LibraryEntry, build_messages
+from carryon_planner.core.openai_llm import OpenAiLlm, make_openai_llm
+from carryon_planner.core.repair import plan_with_repair
+from carryon_planner.core.validator import PlanningFacts, Validator
+
+FACTS = PlanningFacts(
+    request="Put the carrot in the bowl",
+    instructions=("put the carrot in the bowl",),
+    objects=frozenset({"carrot", "bowl"}),
+    locations=frozenset({"kitchen_counter"}),
+)
+VALID = {
+    "reply": "Putting the carrot in the bowl.",
+    "subtasks": [{"id": "s1", "kind": "vla", "objective": "carrot in bowl", "instruction": "put the carrot in the bowl",
+                  "target": "carrot", "destination": "bowl"}],
+}  # fmt: skip
+
+
+def messages():  # type: ignore[no-untyped-def]
+    return build_messages(request=FACTS.request, user_id="alice", memory="", endpoints=[Endpoint("kitchen_counter")],
+                          library=[LibraryEntry("put the carrot in the bowl")])  # fmt: skip
+
+
+def llm(stub: StubVlmServer, timeout_s: float = 5.0) -> OpenAiLlm:
+    return OpenAiLlm(base_url=stub.base_url, model="stub", api_key="x", timeout_s=timeout_s, attempts=2)
+
+
+def test_a_plan_over_http_with_a_repair_round() -> None:
+    paraphrased = json.loads(json.dumps(VALID))
+    paraphrased["subtasks"][0]["instruction"] = "carrot to bowl"
+    with StubVlmServer([paraphrased, VALID]) as stub:
+        outcome = plan_with_repair(llm(stub), messages(), FACTS, max_repairs=2, validator=Validator())
+        assert not outcome.refused and outcome.repairs == 1
+        first, second = stub.requests
+        assert first.body["response_format"] == {"type": "json_object"} and first.body["temperature"] == 0.0
+        assert '"title":"Plan"' in first.messages[0]["content"]
+        assert "instruction_in_library" in second.messages[-1]["content"]
+
+
+def test_http_errors_and_timeouts_are_safe_refusals() -> None:
+    with StubVlmServer([StubReply(status=500), StubReply(status=500)]) as stub:
+        outcome = plan_with_repair(llm(stub), messages(), FACTS, max_repairs=2, validator=Validator())
+        assert outcome.refused and outcome.plan.subtasks == [] and len(stub.requests) == 2  # retried once
+    with StubVlmServer([StubReply(status=401, content="bad key")]) as stub:
+        outcome = plan_with_repair(llm(stub), messages(), FACTS, max_repairs=2, validator=Validator())
+        assert outcome.refused and "HTTP 401" in (outcome.plan.refusal or "") and len(stub.requests) == 1
+    with StubVlmServer([StubReply(VALID, delay_s=2.0), StubReply(VALID, delay_s=2.0)]) as stub:
+        outcome = plan_with_repair(llm(stub, timeout_s=0.5), messages(), FACTS, max_repairs=0, validator=Validator())
+        assert outcome.refused and "Timeout" in (outcome.plan.refusal or "")
+
+
+def test_a_remote_endpoint_needs_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CARRYON_TEST_KEY", raising=False)
+    with pytest.raises(ConfigError, match="needs an API key"):
+        make_openai_llm("https://llm.example.com/v1", "m", "CARRYON_TEST_KEY", 5.0)
+    assert make_openai_llm("http://127.0.0.1:8089/v1", "m", "CARRYON_TEST_KEY", 5.0).model == "m"
