@@ -26,7 +26,7 @@ from carryon_interfaces.srv import Ask, GetContext, UpdateScene, UpdateUser
 from carryon_planner import convert
 from carryon_planner.core.config import PlannerConfig
 from carryon_planner.core.context import Endpoint, LibraryEntry, build_messages
-from carryon_planner.core.facts import planning_facts
+from carryon_planner.core.facts import load_preference_rules, planning_facts, preferences_path
 from carryon_planner.core.llm import LlmClient
 from carryon_planner.core.plan import Plan
 from carryon_planner.core.plan import UpdateScene as PlannedSceneUpdate
@@ -80,6 +80,7 @@ class PlannerNode(CarryOnNode):
         super().__init__(names.PLANNER_NODE, PlannerConfig, capabilities=CAPABILITIES, **node_kwargs)
         cfg: PlannerConfig = self.config
         self.library: SkillLibrary = load_skill_library(skills_path(cfg.skills_file))
+        self.preferences = load_preference_rules(preferences_path(cfg.preferences_file))
         self.llm: LlmClient | None = llm
         self._llm_problem = ""
         if self.llm is None:
@@ -115,8 +116,9 @@ class PlannerNode(CarryOnNode):
             return response
         scene = {loc.name: tuple(loc.contents) for loc in context.scene}
         facts = planning_facts(
-            request=request.text, scene=scene, library=self.library, user_facts=(f.value for f in context.user_facts)
-        )
+            request=request.text, scene=scene, library=self.library, user_facts=[f.value for f in context.user_facts],
+            preference_rules=self.preferences,
+        )  # fmt: skip
         messages = build_messages(
             request=request.text,
             user_id=request.user_id,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -123,3 +124,16 @@ def test_revealed_contents_must_be_written_to_scene_memory() -> None:
     update = {"op": "update_scene", "action": "set_contents", "location": "kitchen_counter",
               "contents": ["meat", "plate"], "before_subtask": "s2"}  # fmt: skip
     assert "observation_updates_scene" not in checks(plan_with(memory_operations=[update]), facts)
+
+
+def test_serving_what_the_users_preference_rules_out_is_rejected() -> None:
+    from carryon_planner.core.facts import load_preference_rules, ruled_out_objects
+
+    rules = load_preference_rules(Path(__file__).resolve().parents[2] / "config" / "planner" / "preferences.yaml")
+    facts = PlanningFacts(**{**FACTS.__dict__, "ruled_out": ruled_out_objects(["vegetarian"], rules)})
+    meat = plan_with(reply="I'll put the meat in the bowl.",
+                     subtasks=[sub(instruction="put the meat in the bowl", target="meat")])  # fmt: skip
+    violations = Validator().validate(parse_plan(meat), facts).violations
+    assert [v.check for v in violations] == ["preference_conflict"]
+    assert "'vegetarian'" in violations[0].message
+    assert checks(json.dumps(GOOD), facts) == set()  # the carrot is fine

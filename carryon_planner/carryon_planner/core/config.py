@@ -34,3 +34,8 @@ class PlannerConfig(NodeConfig):
         "",
         description="Skill library YAML ('' = <config dir>/skills/library.yaml, config dir from $CARRYON_CONFIG_DIR).",
     )
+    preferences_file: str = Field(
+        "",
+        description="Preferences the validator enforces, e.g. vegetarian rules out meat ('' = "
+        "<config dir>/planner/preferences.yaml).",
+    )

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 
+from carryon_common.core.config import read_yaml
+from carryon_common.core.errors import ConfigError
 from carryon_planner.core.validator import PlanningFacts
 from carryon_policy.core.skills import SkillLibrary
 
@@ -20,6 +24,31 @@ def objects_in_contents(items: Iterable[str]) -> set[str]:
     return names
 
 
+def preferences_path(configured: str = "") -> Path:
+    """`configured`, else `<$CARRYON_CONFIG_DIR or ./config>/planner/preferences.yaml`."""
+    if configured:
+        return Path(configured)
+    return Path(os.environ.get("CARRYON_CONFIG_DIR", "config")) / "planner" / "preferences.yaml"
+
+
+def load_preference_rules(path: Path) -> dict[str, tuple[str, ...]]:
+    """`rules_out` of config/planner/preferences.yaml: preference value -> object names."""
+    raw = read_yaml(path) or {}
+    table = raw.get("rules_out", {}) if isinstance(raw, dict) else None
+    if not isinstance(table, dict) or not all(isinstance(v, list) for v in table.values()):
+        raise ConfigError(f"{path}: expected 'rules_out: {{preference: [object, ...]}}'")
+    return {str(k).lower(): tuple(str(o) for o in v) for k, v in table.items()}
+
+
+def ruled_out_objects(user_facts: Iterable[str], rules: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """Objects the user's fact values rule out (object -> the preference)."""
+    out: dict[str, str] = {}
+    for value in user_facts:
+        for obj in rules.get(value.strip().lower(), ()):
+            out.setdefault(obj, value.strip())
+    return out
+
+
 def planning_facts(
     *,
     request: str,
@@ -28,6 +57,7 @@ def planning_facts(
     user_facts: Iterable[str] = (),
     foreign_facts: Iterable[str] = (),
     pending_observations: Mapping[str, tuple[str, ...]] | None = None,
+    preference_rules: Mapping[str, Sequence[str]] | None = None,
 ) -> PlanningFacts:
     """Objects: everything scene memory mentions plus what the library's skills act on;
     locations: scene memory's named locations."""
@@ -35,6 +65,7 @@ def planning_facts(
     for skill in library.vla:
         if skill.script is not None:
             objects |= {skill.script.object, skill.script.destination} - {""}
+    user_facts = tuple(user_facts)
     return PlanningFacts(
         request=request,
         instructions=library.instructions,
@@ -43,4 +74,5 @@ def planning_facts(
         user_facts=frozenset(user_facts),
         foreign_facts=frozenset(foreign_facts),
         pending_observations=dict(pending_observations or {}),
+        ruled_out=ruled_out_objects(user_facts, preference_rules or {}),
     )

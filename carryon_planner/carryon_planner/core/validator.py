@@ -46,7 +46,7 @@ class PlanningFacts:
     user_facts: values of the active user's facts; foreign_facts: values that only other
     users' memories hold (never to appear in this user's plan); pending_observations:
     location -> contents revealed since the last plan, which the plan must write to scene
-    memory.
+    memory; ruled_out: objects the user's preferences exclude (object -> preference).
     """
 
     request: str
@@ -57,6 +57,7 @@ class PlanningFacts:
     user_facts: frozenset[str] = frozenset()
     foreign_facts: frozenset[str] = frozenset()
     pending_observations: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    ruled_out: Mapping[str, str] = field(default_factory=dict)  # object -> the preference ruling it out
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,7 @@ class Validator:
             self._reply_matches,
             self._observations_recorded,
             self._foreign_facts,
+            self._preferences,
         ):
             violations.extend(check(plan, facts))
         return ValidationReport(tuple(violations))
@@ -296,3 +298,17 @@ class Validator:
                 yield Violation(
                     "no_foreign_facts", f"{value!r} is another user's stored fact, not this user's; do not use it"
                 )
+
+    def _preferences(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
+        for subtask in plan.subtasks:
+            if subtask.kind != "vla":
+                continue
+            for name in (subtask.target, *re.findall(r"[a-z_]+", subtask.instruction.lower())):
+                if name in facts.ruled_out:
+                    yield Violation(
+                        "preference_conflict",
+                        f"{_spoken(name)} conflicts with the user's preference '{facts.ruled_out[name]}': do not "
+                        "serve it; tell the user why in the reply",
+                        subtask.id,
+                    )
+                    break
