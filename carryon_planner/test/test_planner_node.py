@@ -102,9 +102,9 @@ def test_an_unknown_user_is_reported_by_memory(ros, tmp_path: Path) -> None:  # 
 
 
 def test_meat_for_a_vegetarian_is_repaired_into_a_refusal_that_says_why(ros, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    meat = {"reply": "I'll put the meat in the bowl.",
-            "subtasks": [{"id": "s1", "kind": "vla", "objective": "meat in bowl",
-                          "instruction": "put the meat in the bowl", "target": "meat", "destination": "bowl"}]}  # fmt: skip
+    step = {"id": "s1", "kind": "vla", "objective": "meat in bowl", "instruction": "put the meat in the bowl",
+            "target": "meat", "destination": "bowl"}  # fmt: skip
+    meat = {"reply": "I'll put the meat in the bowl.", "subtasks": [step]}
     refusal = {"reply": "Sorry, you are vegetarian, so I won't serve you the meat.", "refusal": "meat vs vegetarian"}
     llm = start(ros, tmp_path, [json.dumps(meat), json.dumps(refusal)])
     response = ask("Give me the meat")
