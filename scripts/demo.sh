@@ -2,10 +2,10 @@
 # `make demo`: start the CarryOn graph on the simulator and talk to it like an operator.
 #
 # PARTIAL: today this shows the real process graph, DDS, readiness, the operator CLI,
-# user + scene memory, the policy server (with the SCRIPTED stand-in for a VLA), the
-# emergency stop and the simulated arm. The assistant itself (planner, shield filter,
-# judge, recovery: "Serve me food") arrives with issues #6-#10; each node says plainly
-# which of its capabilities are not implemented yet.
+# user + scene memory, the policy server (with the SCRIPTED stand-in for a VLA) running
+# through the geometric shield, the emergency stop and the simulated arm. The assistant
+# itself ("Serve me food": planner LLM offline, executive, recovery) arrives with issues
+# #8-#10; each node says plainly which of its capabilities are not implemented yet.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -28,10 +28,10 @@ cat <<'BANNER'
 +--------------------------------------------------------------------------------+
 | CarryOn demo: PARTIAL                                                          |
 | Real: the graph, its processes, DDS, the operator CLI, user + scene memory,   |
-| the e-stop, the simulated arm + cameras, and the policy server running a       |
-| SCRIPTED STAND-IN for a VLA (not a learned policy). Not built yet (issues      |
-| #6-#10): shield filter, planner, judge, recovery. The shield fails closed      |
-| until its filter lands, so no policy chunk reaches the arm yet.                |
+| the e-stop, the simulated arm + cameras, the geometric shield, the judge, and  |
+| the policy server running a SCRIPTED STAND-IN for a VLA (not a learned        |
+| policy). Not built yet (issues #8-#10): the planner's offline LLM and          |
+| executive ("Serve me food" is not carried out), recovery.                      |
 +--------------------------------------------------------------------------------+
 BANNER
 
@@ -55,8 +55,8 @@ done
 operator carryon status
 operator carryon ask --user alice "Serve me food"
 operator carryon memory show --user alice
-operator carryon policy run "open the pink cover" --steps 40
-bold "(the shield held every chunk: its filter arrives with issue #6, and it never releases unchecked motion)"
+operator carryon policy run "open the pink cover" --target pink_cover --steps 120
+bold "(every chunk went through the shield: see shield/events, or shield/markers in rviz)"
 operator carryon estop --reason "demo: operator presses the e-stop"
 operator carryon estop --release --reason "demo: all clear"
 operator carryon bench --list

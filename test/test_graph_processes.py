@@ -75,7 +75,7 @@ def test_up_status_cli_round_trip_and_sigterm(spec: GraphSpec, tmp_path: Path) -
         assert all(node["ready"] for node in report.values())
         assert {node["pid"] for node in report.values()} == set(pids.values())
         shield_caps = {c["name"]: c["implemented"] for c in report["shield_node"]["capabilities"]}
-        assert shield_caps["shield.estop"] and not shield_caps["shield.filter"]  # scaffolding says so
+        assert shield_caps["shield.estop"] and shield_caps["shield.filter"]
 
         memory, _ = cli(["memory", "show", "--user", "alice"], graph.domain_id)
         assert memory.returncode == 0, memory.stderr  # a real round trip to memory_node, seeded from config/memory

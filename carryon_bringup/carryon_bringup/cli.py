@@ -119,6 +119,9 @@ def _parser() -> argparse.ArgumentParser:
     prun.add_argument("instruction", help='e.g. "open the pink cover"')
     prun.add_argument("--steps", type=int, default=200, help="step budget (default 200 = 10 s at 20 Hz)")
     prun.add_argument("--subtask", default="cli", help="subtask id stamped on the chunks (default cli)")
+    prun.add_argument("--target", default="", help="object acted on: the shield does not treat it as an obstacle")
+    prun.add_argument("--source", default="", help="where the target is taken from (a patch beneath it is exempt)")
+    prun.add_argument("--destination", default="", help="where it goes (exempt from the obstacles)")
 
     estop = sub.add_parser("estop", parents=[common], help="engage (or --release) the emergency stop")
     estop.add_argument("--release", action="store_true", help="release instead of engage")
@@ -298,6 +301,10 @@ def cmd_policy(args: argparse.Namespace) -> int:
             )
 
     with GraphClient(_namespace(args), args.timeout) as client:
+        if args.target or args.source or args.destination:
+            task = client.set_task(args.subtask, args.target, args.source, args.destination)
+            if task.status != task.STATUS_OK:
+                return _service_outcome(task.status, f"shield/set_task: {task.message}")
         status, result = client.run_policy(args.instruction, args.steps, args.subtask, progress)
     outcome = {
         RunPolicy.Result.STATUS_BUDGET_EXHAUSTED: "budget spent",
@@ -306,7 +313,7 @@ def cmd_policy(args: argparse.Namespace) -> int:
         RunPolicy.Result.STATUS_FAILED: "failed",
         RunPolicy.Result.STATUS_NOT_IMPLEMENTED: "not implemented",
     }.get(result.status, f"status {result.status}")
-    line = f"{outcome}: {result.message} ({result.steps_executed} steps, {result.chunks_sent} chunks)"
+    line = f"{outcome}: {result.message}"
     if status == GoalStatus.STATUS_SUCCEEDED:
         console.print(line)
         return EXIT_OK

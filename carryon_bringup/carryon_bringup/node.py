@@ -15,7 +15,7 @@ from carryon_common.core import names
 from carryon_common.core.status import NodeHealth
 from carryon_interfaces.action import RunPolicy
 from carryon_interfaces.msg import MemoryFact
-from carryon_interfaces.srv import Ask, GetContext, GetStatus, MemoryHistory, SetEstop, UpdateUser
+from carryon_interfaces.srv import Ask, GetContext, GetStatus, MemoryHistory, SetEstop, SetTask, UpdateUser
 
 # Seconds between repeated status requests to a node that is not ready yet.
 _REPOLL_S = 0.5
@@ -125,6 +125,12 @@ class GraphClient:
         # A restore is never resent: another change may land between the two requests.
         resend = _RESEND_S if restore_version == 0 else None
         return self.session.call(MemoryHistory, name, request, self.timeout_s, resend_s=resend)
+
+    def set_task(self, subtask_id: str, target: str, source: str, destination: str) -> SetTask.Response:
+        """Tell the shield what the task's target, source and destination are (not obstacles)."""
+        request = SetTask.Request(subtask_id=subtask_id, target=target, source=source, destination=destination)
+        name = self._name(names.SHIELD_SET_TASK)
+        return self.session.call(SetTask, name, request, self.timeout_s, resend_s=_RESEND_S)
 
     def run_policy(
         self, instruction: str, step_budget: int, subtask_id: str, feedback: Callable[[Any], None] | None = None

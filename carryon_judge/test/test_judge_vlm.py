@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from judge_fixtures import OBSERVE, PLACE, rgb_request
 
+from carryon_common.openai_stub import StubReply, StubVlmServer
 from carryon_judge.core.config import JudgeConfig
 from carryon_judge.core.types import JudgeRequest, VerdictStatus
 from carryon_judge.core.vlm import RULE_MARKERS, OpenAIChat, VlmJudge, VlmParams
-from carryon_common.openai_stub import StubReply, StubVlmServer
 
 
 def reply(status: str = "running", **fields: Any) -> dict[str, Any]:

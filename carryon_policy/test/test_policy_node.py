@@ -168,7 +168,7 @@ def test_backend_failure_and_stale_observations_fail_the_goal(ros) -> None:  # t
 
     sensors.running = False
     _node.policy.fail = False
-    result = run_goal(client, "wave", budget=100, timeout_s=10.0)
+    result = run_goal(client, "wave", budget=100, timeout_s=30.0)
     assert result.status == RunPolicy.Result.STATUS_FAILED
     assert "no inference" in result.message and "old" in result.message
 

@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
-from builtin_interfaces.msg import Time as TimeMsg
-from geometry_msgs.msg import Point
+import sys
 
-from carryon_interfaces.msg import ShieldEvent
-from carryon_shield.core.gate import ShieldDecision
+import numpy as np
+import numpy.typing as npt
+from builtin_interfaces.msg import Duration
+from builtin_interfaces.msg import Time as TimeMsg
+from geometry_msgs.msg import Point, PoseStamped, Vector3
+from scipy.spatial.transform import Rotation
+from sensor_msgs.msg import CameraInfo, Image, PointCloud2, PointField
+from std_msgs.msg import ColorRGBA
+from visualization_msgs.msg import Marker, MarkerArray
+
+from carryon_interfaces.msg import SegmentationLabels, ShieldEvent
+from carryon_shield.core.gate import Decision, ShieldDecision
+from carryon_shield.core.types import FloatArray, ObstacleSet
+
+_DTYPES = {"32FC1": np.float32, "32SC1": np.int32, "16UC1": np.uint16, "rgb8": np.uint8, "8UC1": np.uint8}
+_CHANNELS = {"rgb8": 3}
+
+
+class UnsupportedImage(ValueError):
+    """An image encoding the shield cannot read."""
 
 
 def decision_to_event(decision: ShieldDecision, stamp: TimeMsg) -> ShieldEvent:
@@ -29,3 +46,126 @@ def decision_to_event(decision: ShieldDecision, stamp: TimeMsg) -> ShieldEvent:
     msg.compute_time_s = float(decision.compute_time_s)
     msg.reason = decision.reason
     return msg
+
+
+def image_to_array(msg: Image) -> npt.NDArray[np.generic]:
+    """sensor_msgs/Image -> (H, W) or (H, W, 3) array (32FC1, 32SC1, 16UC1, 8UC1, rgb8)."""
+    dtype = _DTYPES.get(msg.encoding)
+    if dtype is None:
+        raise UnsupportedImage(f"image encoding {msg.encoding!r} is not supported ({', '.join(_DTYPES)})")
+    channels = _CHANNELS.get(msg.encoding, 1)
+    itemsize = np.dtype(dtype).itemsize
+    row = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)
+    data = row[:, : msg.width * channels * itemsize].copy().view(dtype)
+    if bool(msg.is_bigendian) != (sys.byteorder == "big") and itemsize > 1:
+        data = data.byteswap()
+    return data.reshape(msg.height, msg.width, channels) if channels > 1 else data.reshape(msg.height, msg.width)
+
+
+def camera_matrix(msg: CameraInfo) -> FloatArray:
+    return np.asarray(msg.k, dtype=np.float64).reshape(3, 3)
+
+
+def labels_to_dict(msg: SegmentationLabels) -> dict[int, str]:
+    return {int(i): str(n) for i, n in zip(msg.ids, msg.names, strict=False)}
+
+
+def pose_to_matrix(msg: PoseStamped) -> FloatArray:
+    """4x4 pose of `msg` in its header frame."""
+    q = msg.pose.orientation
+    out = np.eye(4)
+    out[:3, :3] = Rotation.from_quat([q.x, q.y, q.z, q.w]).as_matrix()
+    p = msg.pose.position
+    out[:3, 3] = [p.x, p.y, p.z]
+    return out
+
+
+def stamp_seconds(stamp: TimeMsg) -> float:
+    return float(stamp.sec) + 1e-9 * float(stamp.nanosec)
+
+
+def obstacle_cloud(obstacles: ObstacleSet, stamp: TimeMsg) -> PointCloud2:
+    """PointCloud2 (x, y, z float32; label uint32 = index into the obstacle names) in the
+    obstacle set's frame. Built with numpy (sensor_msgs_py is not always available)."""
+    n = len(obstacles)
+    record = np.zeros(n, dtype=[("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("label", "<u4")])
+    record["x"], record["y"], record["z"] = obstacles.points.T if n else ([], [], [])
+    record["label"] = obstacles.label_index
+    msg = PointCloud2(height=1, width=n, is_bigendian=False, point_step=16, row_step=16 * n, is_dense=True)
+    msg.header.stamp = stamp
+    msg.header.frame_id = obstacles.frame_id
+    msg.fields = [
+        PointField(name="x", offset=0, datatype=PointField.FLOAT32, count=1),
+        PointField(name="y", offset=4, datatype=PointField.FLOAT32, count=1),
+        PointField(name="z", offset=8, datatype=PointField.FLOAT32, count=1),
+        PointField(name="label", offset=12, datatype=PointField.UINT32, count=1),
+    ]
+    msg.data = record.tobytes()
+    return msg
+
+
+def cloud_points(msg: PointCloud2) -> FloatArray:
+    """x, y, z (N, 3) of a cloud made by `obstacle_cloud` (for tests and tools)."""
+    record = np.frombuffer(bytes(msg.data), dtype=[("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("label", "<u4")])
+    return np.column_stack([record["x"], record["y"], record["z"]]).astype(np.float64)
+
+
+# Marker ids in the "shield" namespace: one of each per decision, replaced every chunk.
+RELEASED, BLOCKED, RETREAT, NEAREST, LABEL = range(5)
+_GREEN = ColorRGBA(r=0.1, g=0.8, b=0.2, a=1.0)
+_RED = ColorRGBA(r=0.9, g=0.1, b=0.1, a=1.0)
+_ORANGE = ColorRGBA(r=1.0, g=0.55, b=0.0, a=1.0)
+_WHITE = ColorRGBA(r=1.0, g=1.0, b=1.0, a=1.0)
+
+
+def _marker(kind: int, marker_id: int, frame_id: str, stamp: TimeMsg, *, color: ColorRGBA, scale: float) -> Marker:
+    m = Marker(ns="shield", id=marker_id, type=kind, action=Marker.ADD, color=color)
+    m.header.frame_id = frame_id
+    m.header.stamp = stamp
+    m.scale = Vector3(x=scale, y=scale, z=scale)
+    m.pose.orientation.w = 1.0
+    m.lifetime = Duration(sec=2)
+    return m
+
+
+def _points(array: FloatArray) -> list[Point]:
+    return [Point(x=float(p[0]), y=float(p[1]), z=float(p[2])) for p in array]
+
+
+def decision_markers(decision: ShieldDecision, stamp: TimeMsg) -> MarkerArray:
+    """What an operator watches in rviz: the predicted tool path of the chunk (green:
+    released, red: held back), the retreat (orange), the nearest obstacle point at the
+    first blocked step (red sphere) and the decision as text. Markers with nothing to
+    show are deleted, so the display always matches the latest decision."""
+    frame = decision.frame_id or "world"
+    path = decision.predicted_path if decision.predicted_path is not None else np.zeros((0, 3))
+    split = decision.released_steps if decision.decision in (Decision.RELEASED_ALL, Decision.RELEASED_PREFIX) else 0
+    if decision.would_block:  # disabled shield: show what it would have held back
+        split = max(decision.first_blocked_step, 0)
+    segments = {
+        RELEASED: (path[: split + 1] if split < len(path) else path[:split], _GREEN),
+        BLOCKED: (path[split:] if split < len(path) else np.zeros((0, 3)), _RED),
+        RETREAT: (decision.retreat_path if decision.retreat_path is not None else np.zeros((0, 3)), _ORANGE),
+    }
+    out = MarkerArray()
+    for marker_id, (points, color) in segments.items():
+        marker = _marker(Marker.LINE_STRIP, marker_id, frame, stamp, color=color, scale=0.006)
+        if len(points) >= 2:
+            marker.points = _points(points)
+        else:
+            marker.action = Marker.DELETE
+        out.markers.append(marker)
+    nearest = _marker(Marker.SPHERE_LIST, NEAREST, frame, stamp, color=_RED, scale=0.02)
+    if decision.nearest_points is not None and len(decision.nearest_points):
+        nearest.points = _points(decision.nearest_points)
+    else:
+        nearest.action = Marker.DELETE
+    out.markers.append(nearest)
+    label = _marker(Marker.TEXT_VIEW_FACING, LABEL, frame, stamp, color=_WHITE, scale=0.03)
+    if len(path):
+        label.pose.position = Point(x=float(path[0][0]), y=float(path[0][1]), z=float(path[0][2]) + 0.12)
+        label.text = f"{decision.decision.name.lower()} {decision.released_steps}/{decision.total_steps}"
+    else:
+        label.action = Marker.DELETE
+    out.markers.append(label)
+    return out

@@ -1,64 +1,243 @@
 """shield_node: the gate every motion command passes on its way to the robot driver.
 
-Implemented now: the emergency stop (latched, published transient-local) and the
-fail-closed gate: every incoming chunk is answered with a ShieldEvent, and while the
-collision filter is missing (issue #6) nothing is released.
+Policy and recovery chunks come in; what is predicted to stay clear of obstacles goes
+out on shield/chunk (a prefix, or a short retreat when the first step is blocked). Every
+chunk is answered with a ShieldEvent, and with markers of the predicted tool path
+(released vs blocked), the retreat and the nearest obstacle point; the obstacle cloud is
+published as PointCloud2. Sensors are cached with their stamps; anything missing, stale
+or in an unknown frame, and any exception inside the shield, releases nothing.
 """
 
 from __future__ import annotations
 
 import time
+import traceback
+from dataclasses import replace
 from typing import Any
 
+import numpy as np
+from geometry_msgs.msg import PoseStamped
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import CameraInfo, Image, PointCloud2
+from std_msgs.msg import Float64
 from visualization_msgs.msg import MarkerArray
 
 from carryon_common import convert as common_convert
 from carryon_common.core import names
 from carryon_common.core.chunk import InvalidChunk
-from carryon_common.core.status import implemented, planned
+from carryon_common.core.status import implemented
 from carryon_common.node import CarryOnNode, latched_qos, run_node
-from carryon_interfaces.msg import ActionChunk, EstopState, ShieldEvent
+from carryon_interfaces.msg import ActionChunk, EstopState, SegmentationLabels, ShieldEvent
 from carryon_interfaces.srv import SetEstop, SetTask
 from carryon_shield import convert
 from carryon_shield.core.config import ShieldConfig
+from carryon_shield.core.filter import GeometricShield, RetreatParams, Snapshot, Thresholds
 from carryon_shield.core.gate import Decision, ShieldGate
+from carryon_shield.core.geometry import HoldingLatch
+from carryon_shield.core.grounding import Grounder, GroundingParams, SimMaskGrounder, TextPromptedGrounder
+from carryon_shield.core.perception import CommandTracker, ShieldPerception
+from carryon_shield.core.response import commanded_poses, load_response_model
+from carryon_shield.core.types import PerceptionUnavailable, RgbdFrame, RobotState, TaskSpec
 
 CAPABILITIES = (
     implemented("shield.estop", "latched emergency stop: estop/set service, estop/state topic"),
     implemented(
         "shield.fail_closed",
-        "every chunk answered with a ShieldEvent; invalid, stale or unfiltered chunks never released",
+        "every chunk answered with a ShieldEvent; invalid, stale, unperceived chunks and shield errors release nothing",
     ),
-    planned("shield.filter", 6, "predict gripper/carried-object motion and release the safe prefix or a retreat"),
-    planned("shield.grounding", 6, "obstacle sets from RGB-D and masks (sim_masks, text_prompted)"),
-    planned("shield.set_task", 6, "exempt target, source support and destination from obstacles"),
-    planned("shield.markers", 6, "rviz/Foxglove markers of released, blocked and retreat segments"),
+    implemented("shield.filter", "response-model prediction, per-part distance checks, prefix release or retreat"),
+    implemented("shield.grounding", "obstacle sets from RGB-D + masks (sim_masks; text_prompted from a local model)"),
+    implemented("shield.set_task", "target, source-support patch, destination and permitted contacts exempt"),
+    implemented("shield.markers", "rviz markers of released / blocked / retreat paths, nearest points; obstacle cloud"),
 )
+
+
+def make_grounder(config: ShieldConfig, params: GroundingParams) -> Grounder:
+    """The grounder named by the config (text_prompted needs the optional transformers extra)."""
+    if config.grounder == "sim_masks":
+        return SimMaskGrounder(params)
+    from carryon_shield.text_segmenter import ClipSegSegmenter
+
+    return TextPromptedGrounder(params, ClipSegSegmenter(config.text_model_dir, config.text_mask_threshold),
+                                config.robot_prompts)  # fmt: skip
 
 
 class ShieldNode(CarryOnNode):
     def __init__(self, **node_kwargs: Any) -> None:
         super().__init__(names.SHIELD_NODE, ShieldConfig, capabilities=CAPABILITIES, **node_kwargs)
-        self.set_backends({"grounder": self.config.grounder})
-        self.gate = ShieldGate(
-            max_observation_age_s=self.config.max_observation_age_s,
-            threshold_m=self.config.distance_threshold_m,
-            estop_active=self.config.estop_engaged_at_start,
+        cfg: ShieldConfig = self.config
+        response, response_source = load_response_model(cfg.response_model_file)
+        self.set_backends({"grounder": cfg.grounder, "response_model": response_source})
+        if response_source.startswith("no "):
+            self.get_logger().warning(response_source)
+        params = GroundingParams(
+            cfg.voxel_size_m, cfg.pixel_stride, cfg.max_depth_m, cfg.source_patch_margin_m, cfg.world_frame
         )
+        self.perception = ShieldPerception(
+            make_grounder(cfg, params), HoldingLatch(cfg.holding_min_width_m, cfg.holding_max_width_m),
+            cameras=cfg.cameras, max_depth_age_s=cfg.max_depth_age_s, max_mask_age_s=cfg.max_mask_age_s,
+            max_state_age_s=cfg.max_state_age_s, carried_voxel_m=cfg.carried_voxel_m,
+            uses_masks=cfg.grounder == "sim_masks", self_filter=cfg.grounder != "sim_masks",
+        )  # fmt: skip
+        self.shield = GeometricShield(
+            self._perceive, response,
+            Thresholds(cfg.hand_threshold_m, cfg.finger_threshold_m, cfg.carried_threshold_m),
+            RetreatParams(cfg.retreat_steps, cfg.retreat_distance_m, cfg.retreat_up_weight),
+            world_frame=cfg.world_frame, enabled=cfg.enabled,
+        )  # fmt: skip
+        self.gate = ShieldGate(
+            max_observation_age_s=cfg.max_observation_age_s,
+            threshold_m=cfg.hand_threshold_m,
+            chunk_filter=self.shield,
+            estop_active=cfg.estop_engaged_at_start,
+        )
+        self.tracker = CommandTracker()
+        self._camera: dict[str, dict[str, Any]] = {c: {} for c in cfg.cameras}
+        self._frame_errors: dict[str, str] = {}
+        self._width: tuple[float, float] | None = None  # (metres, receive time)
+        self._last_pose: tuple[float, np.ndarray] | None = None
+        self._published_groundings = 0
+        self._logged_errors: set[str] = set()
+
         self.safe_pub = self.create_publisher(ActionChunk, names.SHIELD_CHUNK, 10)
         self.event_pub = self.create_publisher(ShieldEvent, names.SHIELD_EVENTS, 10)
         self.marker_pub = self.create_publisher(MarkerArray, names.SHIELD_MARKERS, 10)
+        self.cloud_pub = self.create_publisher(PointCloud2, names.SHIELD_OBSTACLES, 1)
         self.estop_pub = self.create_publisher(EstopState, names.ESTOP_STATE, latched_qos())
-        engaged = self.config.estop_engaged_at_start
+        engaged = cfg.estop_engaged_at_start
         reason = "engaged at start-up (estop_engaged_at_start)" if engaged else "not engaged since start-up"
         self._estop = EstopState(active=engaged, reason=reason, source=self.get_name())
         self._estop.header.stamp = self.get_clock().now().to_msg()
         self.estop_pub.publish(self._estop)
         self.create_service(SetEstop, names.ESTOP_SET, self._on_set_estop)
-        self.serve_not_implemented(SetTask, names.SHIELD_SET_TASK, "shield.set_task")
+        self.create_service(SetTask, names.SHIELD_SET_TASK, self._on_set_task)
+        for camera in cfg.cameras:
+            self._subscribe_camera(camera, with_masks=cfg.grounder == "sim_masks")
+        self.create_subscription(PoseStamped, names.EE_POSE, self._on_ee_pose, 10)
+        self.create_subscription(Float64, names.GRIPPER_WIDTH, self._on_width, 10)
         for topic in (names.POLICY_CHUNK, names.RECOVERY_CHUNK):
             self.create_subscription(ActionChunk, topic, self._on_chunk, 10)
+        self.create_timer(0.5, self._publish_cloud_if_fresh)
         self.set_ready()
+
+    # -- sensors -----------------------------------------------------------------------
+    def _now_s(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    def _subscribe_camera(self, camera: str, *, with_masks: bool) -> None:
+        def keep(stream: str) -> Any:
+            def callback(msg: Any) -> None:
+                self._camera[camera][stream] = msg
+                if stream in ("depth", "segmentation", "color", "pose"):
+                    self._assemble(camera)
+
+            return callback
+
+        sensor = qos_profile_sensor_data
+        self.create_subscription(Image, names.camera_topic(camera, "depth"), keep("depth"), sensor)
+        if with_masks:
+            self.create_subscription(Image, names.camera_topic(camera, "segmentation"), keep("segmentation"), sensor)
+            self.create_subscription(SegmentationLabels, names.camera_topic(camera, "labels"), keep("labels"), 10)
+        else:
+            self.create_subscription(Image, names.camera_topic(camera, "color"), keep("color"), sensor)
+        self.create_subscription(CameraInfo, names.camera_topic(camera, "camera_info"), keep("info"), 10)
+        self.create_subscription(PoseStamped, names.camera_topic(camera, "pose"), keep("pose"), 10)
+
+    def _assemble(self, camera: str) -> None:
+        """Combine depth, masks (or color) and camera pose of the same instant (equal
+        stamps: a moving wrist camera must not pair an image with another frame's pose or
+        masks) with the latest intrinsics and label table."""
+        parts = self._camera[camera]
+        depth, info, pose = parts.get("depth"), parts.get("info"), parts.get("pose")
+        mask = parts.get("segmentation" if self.config.grounder == "sim_masks" else "color")
+        if depth is None or info is None or pose is None or mask is None:
+            return
+        stamp = convert.stamp_seconds(depth.header.stamp)
+        if not all(abs(convert.stamp_seconds(m.header.stamp) - stamp) < 1e-6 for m in (pose, mask)):
+            return  # wait for the rest of this instant
+        if parts.get("assembled") == stamp or (self.config.grounder == "sim_masks" and "labels" not in parts):
+            return
+        parts["assembled"] = stamp
+        if pose.header.frame_id != self.config.world_frame:
+            self._frame_errors[camera] = (
+                f"camera {camera!r} pose is in unknown frame {pose.header.frame_id!r} "
+                f"(expected {self.config.world_frame!r})"
+            )
+            return
+        self._frame_errors.pop(camera, None)
+        segmentation, labels, color = parts.get("segmentation"), parts.get("labels"), parts.get("color")
+        try:
+            frame = RgbdFrame(
+                camera, convert.image_to_array(depth), convert.camera_matrix(info), convert.pose_to_matrix(pose),
+                stamp,
+                rgb=convert.image_to_array(color) if color is not None else None,  # type: ignore[arg-type]
+                segmentation=convert.image_to_array(segmentation) if segmentation is not None else None,  # type: ignore[arg-type]
+                labels=convert.labels_to_dict(labels) if labels is not None else {},
+                mask_stamp_s=stamp,
+            )  # fmt: skip
+        except convert.UnsupportedImage as exc:
+            self._frame_errors[camera] = f"camera {camera!r}: {exc}"
+            return
+        self.perception.update_frame(frame)
+
+    def _on_width(self, msg: Float64) -> None:
+        self._width = (float(msg.data), self._now_s())
+
+    def _on_ee_pose(self, msg: PoseStamped) -> None:
+        if msg.header.frame_id != self.config.world_frame or self._width is None:
+            return  # an unknown frame never becomes state: the snapshot then reports it stale
+        stamp = convert.stamp_seconds(msg.header.stamp)
+        matrix = convert.pose_to_matrix(msg)
+        velocity = np.zeros(3)
+        if self._last_pose is not None and stamp - self._last_pose[0] > 1e-4:
+            velocity = (matrix[:3, 3] - self._last_pose[1]) / (stamp - self._last_pose[0])
+        self._last_pose = (stamp, matrix[:3, 3].copy())
+        target_position, target_rotation = self.tracker.target(stamp)
+        self.perception.update_state(
+            RobotState(
+                matrix[:3, 3],
+                matrix[:3, :3],
+                velocity,
+                self._width[0],
+                self.tracker.gripper_command(stamp),
+                stamp,
+                target_position,
+                target_rotation,
+            )
+        )
+
+    def _perceive(self, now_s: float) -> Snapshot:
+        if self._frame_errors:
+            raise PerceptionUnavailable("; ".join(sorted(self._frame_errors.values())))
+        return self.perception.snapshot(now_s)
+
+    def _publish_cloud_if_fresh(self) -> None:
+        try:
+            self.perception.ground(self._now_s())
+        except PerceptionUnavailable:
+            return
+        self._publish_cloud()
+
+    def _publish_cloud(self) -> None:
+        obstacles = self.perception.obstacles
+        if obstacles is not None and self.perception.groundings != self._published_groundings:
+            self._published_groundings = self.perception.groundings
+            self.cloud_pub.publish(convert.obstacle_cloud(obstacles, self.get_clock().now().to_msg()))
+
+    # -- services ------------------------------------------------------------------------
+    def _on_set_task(self, request: SetTask.Request, response: SetTask.Response) -> SetTask.Response:
+        task = TaskSpec(request.subtask_id, request.target, request.source, request.destination,
+                        tuple(request.permitted_contacts))  # fmt: skip
+        self.perception.set_task(task)
+        seen = set(self.perception.obstacles.names) if self.perception.obstacles is not None else set()
+        unseen = sorted((task.exempt_names() | {task.source}) - {""} - seen)
+        response.status = SetTask.Response.STATUS_OK
+        response.message = f"exempt: {', '.join(sorted(task.exempt_names())) or 'nothing'}" + (
+            f"; source patch beneath the target on {task.source}" if task.source else ""
+        )
+        if unseen and seen:
+            response.message += f"; not seen yet: {', '.join(unseen)}"
+        return response
 
     def _on_set_estop(self, request: SetEstop.Request, response: SetEstop.Response) -> SetEstop.Response:
         self.gate.estop_active = request.active
@@ -75,20 +254,40 @@ class ShieldNode(CarryOnNode):
         response.state = self._estop
         return response
 
+    # -- chunks --------------------------------------------------------------------------
     def _on_chunk(self, msg: ActionChunk) -> None:
         started = time.perf_counter()
-        now_s = self.get_clock().now().nanoseconds * 1e-9
+        now_s = self._now_s()
         try:
             decision = self.gate.decide(common_convert.chunk_from_msg(msg), now_s)
         except InvalidChunk as exc:
             decision = self.gate.reject(
                 msg.chunk_id, msg.subtask_id, len(msg.steps), Decision.REJECTED_INVALID, str(exc)
             )
+        if decision.error is not None:
+            kind = type(decision.error).__name__
+            if kind not in self._logged_errors:  # once per kind, with the traceback
+                self._logged_errors.add(kind)
+                trace = "".join(traceback.format_exception(decision.error))
+                self.get_logger().error(f"shield error, failing closed: {decision.reason}\n{trace}")
+        stamp = self.get_clock().now().to_msg()
         if decision.released is not None:
-            self.safe_pub.publish(common_convert.chunk_to_msg(decision.released, self.get_clock().now().to_msg()))
-        event = convert.decision_to_event(decision, self.get_clock().now().to_msg())
-        event.compute_time_s = time.perf_counter() - started
-        self.event_pub.publish(event)
+            self._record_release(decision.released, now_s)
+            self.safe_pub.publish(common_convert.chunk_to_msg(decision.released, stamp))
+        decision = replace(decision, compute_time_s=time.perf_counter() - started)
+        self.event_pub.publish(convert.decision_to_event(decision, stamp))
+        self.marker_pub.publish(convert.decision_markers(decision, stamp))
+        self._publish_cloud()
+
+    def _record_release(self, released: Any, now_s: float) -> None:
+        state = self.perception.state
+        base_position, base_rotation = self.tracker.target(now_s)
+        if base_position is None or base_rotation is None:
+            if state is None:
+                return
+            base_position, base_rotation = state.position, state.rotation
+        positions, rotations = commanded_poses(released, base_position, base_rotation)
+        self.tracker.record(released.gripper, positions, rotations, dt=released.dt, now_s=now_s)
 
 
 def main() -> int:

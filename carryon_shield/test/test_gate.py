@@ -36,7 +36,7 @@ def test_without_a_filter_the_gate_fails_closed() -> None:
 def test_estop_wins_over_everything() -> None:
     calls: list[Chunk] = []
 
-    def release_all(c: Chunk) -> ShieldDecision:
+    def release_all(c: Chunk, _now_s: float) -> ShieldDecision:
         calls.append(c)
         return ShieldDecision(
             c.chunk_id, c.subtask_id, Decision.RELEASED_ALL, len(c), len(c), 0.03, "clear", released=c
@@ -50,7 +50,7 @@ def test_estop_wins_over_everything() -> None:
 
 
 def test_stale_and_future_observations_are_rejected() -> None:
-    g = gate(chunk_filter=lambda c: None)  # never reached
+    g = gate(chunk_filter=lambda c, now: None)  # never reached
     stale = g.decide(chunk(stamp_s=99.0), now_s=100.0)
     assert stale.decision == Decision.REJECTED_STALE
     assert "1.000 s old" in stale.reason

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+
+import numpy as np
 from builtin_interfaces.msg import Time
 
 from carryon_common.calls import RosSession
@@ -88,3 +91,141 @@ def test_shield_can_start_with_the_estop_engaged(ros, wait_until) -> None:  # ty
     pub.publish(policy_chunk(shield, 1))
     assert wait_until(lambda: events, 5.0)
     assert events[0].decision == ShieldEvent.DECISION_REJECTED_ESTOP
+
+
+def _sensor_peer(ros, shield):  # type: ignore[no-untyped-def]
+    """A fake robot driver: one overhead RGB-D + segmentation camera ('scene'), the tool
+    pose and the gripper width, republished with fresh stamps by `publish()`."""
+    import numpy as np
+    from geometry_msgs.msg import PoseStamped
+    from rclpy.qos import qos_profile_sensor_data
+    from sensor_msgs.msg import CameraInfo, Image
+    from std_msgs.msg import Float64
+    from test_shield_grounding import overhead_frame
+
+    from carryon_interfaces.msg import SegmentationLabels
+    from carryon_sim import convert as sim_convert
+    from carryon_sim.core.cameras import CameraFrame
+
+    peer = ros.peer("fake_driver")
+    topics = ("color", "depth", "segmentation", "labels", "camera_info", "pose")
+    types = (Image, Image, Image, SegmentationLabels, CameraInfo, PoseStamped)
+    pubs = [
+        peer.create_publisher(t, f"camera/scene/{name}", qos_profile_sensor_data if t is Image else 10)
+        for name, t in zip(topics, types, strict=True)
+    ]
+    pose_pub = peer.create_publisher(PoseStamped, "ee_pose", 10)
+    width_pub = peer.create_publisher(Float64, "gripper/width", 10)
+    frame = overhead_frame()
+    down = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])
+
+    def publish() -> None:
+        stamp = shield.get_clock().now().to_msg()
+        camera = CameraFrame("scene", np.zeros((*frame.depth.shape, 3), dtype=np.uint8), frame.depth,
+                             frame.segmentation, frame.labels, frame.K, frame.world_from_camera, 0.0)  # fmt: skip
+        msgs = sim_convert.camera_msgs(camera, "scene_camera_optical", stamp)
+        width_pub.publish(Float64(data=0.08))
+        pose_pub.publish(sim_convert.pose_msg(np.array([0.5, 0.0, 0.6]), down, stamp))
+        for index in (5, 4, 3, 0, 2, 1):  # depth last: it completes a frame
+            pubs[index].publish(msgs[index])
+
+    def publish_until_perceived() -> None:
+        for _ in range(100):
+            publish()
+            time.sleep(0.05)
+            if shield.perception.frames and shield.perception.state is not None:
+                publish()
+                time.sleep(0.05)
+                return
+        raise AssertionError("the shield never received the fake sensors")
+
+    return peer, publish_until_perceived, pubs
+
+
+def line_msg(node, chunk_id: int, dx: float, n: int = 16) -> ActionChunk:  # type: ignore[no-untyped-def]
+    msg = policy_chunk(node, chunk_id)
+    msg.convention = ActionChunk.CONVENTION_DELTA
+    msg.steps = [ActionStep(gripper=0.0) for _ in range(n)]
+    for step in msg.steps:
+        step.position.x = dx
+    return msg
+
+
+def test_shield_filters_chunks_from_fake_sensors(ros, wait_until) -> None:  # type: ignore[no-untyped-def]
+    from rclpy.parameter import Parameter
+    from sensor_msgs.msg import PointCloud2
+    from visualization_msgs.msg import Marker, MarkerArray
+
+    from carryon_interfaces.srv import SetTask
+    from carryon_shield.convert import cloud_points
+
+    shield = ros.add(
+        ShieldNode(
+            namespace="carryon", context=ros.context, parameter_overrides=[Parameter("cameras", value=["scene"])]
+        )
+    )
+    peer, publish, pubs = _sensor_peer(ros, shield)
+    events: list[ShieldEvent] = []
+    released: list[ActionChunk] = []
+    markers: list[MarkerArray] = []
+    clouds: list[PointCloud2] = []
+    peer.create_subscription(ShieldEvent, "shield/events", events.append, 10)
+    peer.create_subscription(ActionChunk, "shield/chunk", released.append, 10)
+    peer.create_subscription(MarkerArray, "shield/markers", markers.append, 10)
+    peer.create_subscription(PointCloud2, "shield/obstacles", clouds.append, 10)
+    chunks = peer.create_publisher(ActionChunk, "policy/chunk", 10)
+    assert wait_until(lambda: chunks.get_subscription_count() > 0 and pubs[1].get_subscription_count() > 0, 10.0)
+
+    with RosSession("task_client") as session:
+        request = SetTask.Request(subtask_id="s1", target="carrot", source="table", destination="bowl")
+        response = session.call(SetTask, "/carryon/shield/set_task", request, 10.0)
+    assert response.status == SetTask.Response.STATUS_OK and "bowl" in response.message
+
+    def send(chunk_id: int, dx: float) -> ShieldEvent:
+        count = len(events)
+        publish()
+        chunks.publish(line_msg(shield, chunk_id, dx))
+        assert wait_until(lambda: len(events) > count, 5.0)
+        return events[-1]
+
+    # Away from the bottle (towards -x): clear, released whole.
+    clear = send(1, -0.01)
+    assert clear.decision == ShieldEvent.DECISION_RELEASED_ALL, clear.reason
+    assert wait_until(lambda: released, 5.0) and len(released[-1].steps) == 16
+    assert clear.obstacle_points > 0 and clear.min_distance_m > 0.0
+
+    # Towards the bottle (+x, bottle at x 0.70-0.76, 0.62 m tall): only a prefix.
+    blocked = send(2, 0.01)
+    assert blocked.decision == ShieldEvent.DECISION_RELEASED_PREFIX, blocked.reason
+    assert 0 < blocked.released_steps < 16 and blocked.blocking_obstacle == "bottle"
+    assert wait_until(lambda: len(released) == 2, 5.0) and len(released[-1].steps) == blocked.released_steps
+
+    assert wait_until(lambda: markers and clouds, 5.0)
+    shown = {m.id: m for m in markers[-1].markers}
+    assert shown[0].action == Marker.ADD and shown[1].action == Marker.ADD  # released and blocked paths
+    assert len(shown[0].points) == blocked.released_steps + 1
+    assert shown[3].action == Marker.ADD and shown[2].action == Marker.DELETE  # nearest point; no retreat
+    points = cloud_points(clouds[-1])
+    assert len(points) == blocked.obstacle_points or len(points) > 0
+    assert np.isclose(points[:, 2].max(), 0.62, atol=1e-3)  # the bottle top is in the cloud
+
+
+def test_disabled_shield_passes_chunks_through_and_reports(ros, wait_until) -> None:  # type: ignore[no-untyped-def]
+    from rclpy.parameter import Parameter
+
+    shield = ros.add(
+        ShieldNode(namespace="carryon", context=ros.context,
+                   parameter_overrides=[Parameter("cameras", value=["scene"]), Parameter("enabled", value=False)])
+    )  # fmt: skip
+    peer, publish, pubs = _sensor_peer(ros, shield)
+    events: list[ShieldEvent] = []
+    released: list[ActionChunk] = []
+    peer.create_subscription(ShieldEvent, "shield/events", events.append, 10)
+    peer.create_subscription(ActionChunk, "shield/chunk", released.append, 10)
+    chunks = peer.create_publisher(ActionChunk, "policy/chunk", 10)
+    assert wait_until(lambda: chunks.get_subscription_count() > 0 and pubs[1].get_subscription_count() > 0, 10.0)
+    publish()
+    chunks.publish(line_msg(shield, 1, 0.01))
+    assert wait_until(lambda: events and released, 5.0)
+    assert events[0].decision == ShieldEvent.DECISION_RELEASED_ALL and len(released[0].steps) == 16
+    assert events[0].first_blocked_step > 0 and "would have released" in events[0].reason

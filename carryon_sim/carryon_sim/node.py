@@ -138,6 +138,8 @@ class SimNode(CarryOnNode):
                 else:
                     time.sleep(0)  # as fast as possible, but let ROS callbacks take the lock
         except Exception as exc:  # noqa: BLE001 - the node must report it, not die silently
+            if self._stop.is_set() or not self.context.ok():
+                return  # shutting down: publishers went away under the loop, nothing failed
             self._failure = exc
             with self.lock:
                 self.driver.hold()

@@ -1,8 +1,10 @@
 """Benchmarks behind `carryon bench NAME`. Importing this package registers them all."""
 
 from carryon_bringup.bench import graph as _graph  # noqa: F401  (registers "graph")
+from carryon_bringup.bench import judge as _judge  # noqa: F401  (registers "judge")
 from carryon_bringup.bench import memory as _memory  # noqa: F401  (registers "memory")
 from carryon_bringup.bench import policy as _policy  # noqa: F401  (registers "policy")
+from carryon_bringup.bench import shield as _shield  # noqa: F401  (registers "shield")
 from carryon_bringup.bench import sim as _sim  # noqa: F401  (registers "sim")
 from carryon_bringup.core.bench import BENCHMARKS, Benchmark
 

@@ -226,8 +226,8 @@ def _time(judge: Callable[[JudgeRequest], JudgeVerdict], states: list[State]) ->
 
 
 def _vlm_latency(states: list[State], calls: int) -> list[float]:
-    from carryon_judge.core.vlm import OpenAIChat, VlmJudge, VlmParams
     from carryon_common.openai_stub import StubVlmServer
+    from carryon_judge.core.vlm import OpenAIChat, VlmJudge, VlmParams
 
     reply = {
         "status": "running", "reason": "stub", "placed_object": None, "identity_certain": False,

@@ -48,6 +48,7 @@ SHIELD_SET_TASK = "shield/set_task"  # srv SetTask
 SHIELD_CHUNK = "shield/chunk"  # msg ActionChunk (released; the driver executes only these)
 SHIELD_EVENTS = "shield/events"  # msg ShieldEvent
 SHIELD_MARKERS = "shield/markers"  # visualization_msgs/MarkerArray
+SHIELD_OBSTACLES = "shield/obstacles"  # sensor_msgs/PointCloud2, the obstacle set (world frame)
 ESTOP_SET = "estop/set"  # srv SetEstop
 ESTOP_STATE = "estop/state"  # msg EstopState, transient local
 

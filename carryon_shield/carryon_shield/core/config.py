@@ -1,4 +1,9 @@
-"""Configuration of shield_node."""
+"""Configuration of shield_node (also read by `carryon bench shield` and the fit command).
+
+Distance thresholds follow the per-part layout of the paper's Table 7: the hand (palm,
+flange and wrist), the fingers and a carried object each have their own minimum allowed
+predicted distance to any obstacle point.
+"""
 
 from __future__ import annotations
 
@@ -12,23 +17,82 @@ GROUNDERS = ("sim_masks", "text_prompted")
 
 
 class ShieldConfig(NodeConfig):
+    enabled: bool = Field(
+        True,
+        description="Filter chunks. False (ablation): chunks pass through unfiltered, but every ShieldEvent still "
+        "reports what the filter would have blocked (emergency stop, invalid and stale chunks are still refused).",
+    )
     grounder: Annotated[str, one_of("grounder", GROUNDERS)] = Field(
         "sim_masks",
         description="Obstacle grounding backend by name: 'sim_masks' (simulator segmentation labels) or "
         "'text_prompted' (open-vocabulary segmentation model from a local path).",
     )
-    distance_threshold_m: float = Field(
-        0.03,
-        gt=0.0,
-        description="Minimum allowed predicted distance between gripper/carried object and obstacles, metres.",
+    text_model_dir: str = Field(
+        "",
+        description="text_prompted: local folder of a transformers CLIPSeg model (nothing is downloaded).",
+    )
+    text_mask_threshold: float = Field(
+        0.5, gt=0.0, lt=1.0, description="text_prompted: per-pixel probability above which a pixel is in a mask."
+    )
+    robot_prompts: list[str] = Field(
+        ["robot arm", "robot gripper"],
+        description="text_prompted: prompts whose masks are the robot (removed from the obstacle set).",
+    )
+    cameras: list[str] = Field(
+        ["scene", "wrist"], description="Cameras fused into the obstacle set (topics camera/<name>/...)."
+    )
+    world_frame: str = Field("world", description="Frame of chunks, poses and obstacle points; others are refused.")
+    hand_threshold_m: float = Field(
+        0.02, gt=0.0, description="Minimum predicted distance between the hand (palm, flange) and obstacles, metres."
+    )
+    finger_threshold_m: float = Field(
+        0.008, gt=0.0, description="Minimum predicted distance between the fingers and obstacles, metres."
+    )
+    carried_threshold_m: float = Field(
+        0.015, gt=0.0, description="Minimum predicted distance between a carried object and obstacles, metres."
     )
     max_observation_age_s: float = Field(
         0.5, gt=0.0, description="Chunks computed from older observations are rejected, seconds."
     )
+    max_depth_age_s: float = Field(
+        0.5, gt=0.0, description="Depth images older than this are not used; none fresh -> nothing released, seconds."
+    )
+    max_mask_age_s: float = Field(
+        0.5, gt=0.0, description="Segmentation masks older than this are not used (fail closed), seconds."
+    )
+    max_state_age_s: float = Field(
+        0.5, gt=0.0, description="Tool pose / gripper width older than this -> nothing released, seconds."
+    )
+    retreat_steps: int = Field(3, ge=1, description="Control steps of the retreat sent when the first step is blocked.")
     retreat_distance_m: float = Field(
-        0.03, gt=0.0, description="Length of the retreat when the first step is blocked, metres."
+        0.03, gt=0.0, description="Length of the whole retreat when the first step is blocked, metres."
+    )
+    retreat_up_weight: float = Field(
+        1.0, ge=0.0, description="Weight of the upward component of the retreat direction (away component: 1)."
     )
     voxel_size_m: float = Field(0.01, gt=0.0, description="Voxel size for obstacle point downsampling, metres.")
+    pixel_stride: int = Field(2, ge=1, description="Back-project every n-th pixel of each depth image (rows, columns).")
+    max_depth_m: float = Field(2.5, gt=0.0, description="Depth returns farther than this are ignored, metres.")
+    source_patch_margin_m: float = Field(
+        0.08,
+        ge=0.0,
+        description="Source support exempt beneath the target: support points within this horizontal distance of "
+        "the target's points, metres.",
+    )
+    holding_min_width_m: float = Field(
+        0.004, ge=0.0, description="Holding latch: closed fingers narrower than this hold nothing, metres."
+    )
+    holding_max_width_m: float = Field(
+        0.075, gt=0.0, description="Holding latch: fingers wider than this hold nothing (open), metres."
+    )
+    carried_voxel_m: float = Field(
+        0.02, gt=0.0, description="Carried-object geometry: its points are summarised by spheres of this cell, metres."
+    )
+    response_model_file: str = Field(
+        "",
+        description="YAML of the fitted response model ('' = config/shield/response_model.yaml; missing file -> "
+        "the pure lag-free model with a warning).",
+    )
     estop_engaged_at_start: bool = Field(
         False,
         description="Start (and restart) with the emergency stop engaged, so a respawned shield never "

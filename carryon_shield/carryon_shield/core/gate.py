@@ -2,15 +2,20 @@
 
 The gate fails closed. A chunk reaches the robot only when it is valid, fresh, the
 emergency stop is released, and a collision filter approved it; with no filter
-configured (the filter arrives with issue #6) nothing is released at all.
+configured nothing is released at all, and an exception inside the filter releases
+nothing either (the decision names it; `error` carries it for the caller to log).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
 
 from carryon_common.core.chunk import Chunk, InvalidChunk
 
@@ -47,10 +52,18 @@ class ShieldDecision:
     obstacle_points: int = 0
     compute_time_s: float = 0.0
     released: Chunk | None = None  # what goes to the driver (None: nothing)
+    # For operators (markers): predicted tool path (n, 3) of the incoming chunk, the
+    # retreat's path (r, 3), nearest obstacle points (k, 3); world frame, metres.
+    predicted_path: npt.NDArray[np.float64] | None = None
+    retreat_path: npt.NDArray[np.float64] | None = None
+    nearest_points: npt.NDArray[np.float64] | None = None
+    would_block: bool = False  # filter disabled (ablation): it would have held back steps
+    error: BaseException | None = None  # an exception inside the filter (nothing released)
 
 
-# A collision filter: given a fresh, valid chunk, returns the decision (issue #6).
-ChunkFilter = Callable[[Chunk], ShieldDecision]
+# A collision filter: given a fresh, valid chunk and the time now (seconds, node clock),
+# returns the decision.
+ChunkFilter = Callable[[Chunk, float], ShieldDecision]
 
 
 @dataclass
@@ -94,6 +107,16 @@ class ShieldGate:
                 chunk.subtask_id,
                 total,
                 Decision.REJECTED_NO_PERCEPTION,
-                "no collision filter configured (arrives with issue #6): failing closed, nothing released",
+                "no collision filter configured: failing closed, nothing released",
             )
-        return self.chunk_filter(chunk)
+        try:
+            return self.chunk_filter(chunk, now_s)
+        except Exception as exc:  # noqa: BLE001 - fail closed on any filter bug, and say so
+            decision = self.reject(
+                chunk.chunk_id,
+                chunk.subtask_id,
+                total,
+                Decision.REJECTED_NO_PERCEPTION,
+                f"shield internal error, nothing released: {type(exc).__name__}: {exc}",
+            )
+            return dataclasses.replace(decision, error=exc)

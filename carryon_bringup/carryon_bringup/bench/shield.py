@@ -1,0 +1,268 @@
+"""`carryon bench shield`: how fast the shield decides, and what it does in episodes.
+
+1. Per-chunk latency (p50/p99) of the filter (response model + per-part checks + prefix
+   or retreat; grounding and the KD-tree build excluded, they happen once per camera
+   frame) against obstacle sets of 1k-100k points and chunk horizons of 8-50 steps. The
+   synthetic scene is a table with a bottle on the chunk's path, so the checks reach the
+   exact box stage. Goal on one core: 16 steps vs 20k points p99 <= 1.6 ms.
+2. Grounding time per 640x480 RGB-D frame (sim_masks: back-projection, labels,
+   exemptions, voxel downsampling; plus the KD-tree build), on rendered food-scene
+   frames. Goal <= 20 ms.
+3. Episodes (in-process MuJoCo, no ROS): the scripted stand-ins with and without the
+   shield on the food-serving scene (bottle on the path) and the safety scene: success,
+   violation rate (episodes with any contact the task does not permit, ground truth),
+   violation-free success (paper Table 3 shape). With the shield the cameras are rendered
+   at 256x256 every inference (sim_node's default size).
+
+Runs on one core: the process pins itself to one CPU (os.sched_setaffinity) and BLAS to
+one thread for the whole benchmark.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+from rich.progress import Progress
+
+from carryon_bringup.bench.policy import FOOD_TASKS, SAFETY_TASKS, _tasks
+from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, percentile
+from carryon_common.core.chunk import Chunk, ChunkSource, Convention
+from carryon_policy.core.backends import make_policy
+from carryon_policy.core.config import PolicyConfig
+from carryon_policy.core.episodes import EpisodeResult, Task, run_episode
+from carryon_policy.core.skills import load_skill_library, skills_path
+from carryon_shield.core.config import ShieldConfig
+from carryon_shield.core.filter import GeometricShield, RetreatParams, Snapshot, Thresholds
+from carryon_shield.core.gate import Decision
+from carryon_shield.core.geometry import GripperGeometry
+from carryon_shield.core.grounding import GroundingParams, SimMaskGrounder
+from carryon_shield.core.response import load_response_model
+from carryon_shield.core.types import ObstacleSet, RgbdFrame, RobotState, TaskSpec
+from carryon_shield.evaluation import CAMERAS, SimShieldGate
+from carryon_sim.core.cameras import CameraRig
+from carryon_sim.core.scene import Scene, load_scene, scenes_dir
+from carryon_sim.core.world import World
+
+POINTS = (1_000, 5_000, 20_000, 100_000)
+HORIZONS = (8, 16, 32, 50)
+# A downward tool (finger axis along world y), as the stand-in holds it.
+DOWN = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])
+
+
+@contextmanager
+def one_core() -> Iterator[str]:
+    """Pin this process to one CPU (and BLAS pools to one thread) while benchmarking."""
+    previous = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    try:
+        from threadpoolctl import threadpool_limits  # type: ignore[import-not-found]
+    except ImportError:
+        threadpool_limits = None
+    limiter = threadpool_limits(1) if threadpool_limits else None
+    try:
+        if previous:
+            cpu = min(previous)
+            os.sched_setaffinity(0, {cpu})
+            yield f"pinned to CPU {cpu} (os.sched_setaffinity), single-threaded queries"
+        else:
+            yield "not pinned (no sched_setaffinity here)"
+    finally:
+        if previous:
+            os.sched_setaffinity(0, previous)
+        if limiter is not None:
+            limiter.unregister()
+
+
+def synthetic_obstacles(n: int, rng: np.random.Generator) -> ObstacleSet:
+    """n points: 85 % a table top (z 0.42) and 15 % a bottle (radius 0.035, 0.2 m) at
+    (0.55, 0.02), world frame."""
+    n_bottle = n * 15 // 100
+    table = np.column_stack([rng.uniform(0.2, 0.9, n - n_bottle), rng.uniform(-0.5, 0.5, n - n_bottle),
+                             np.full(n - n_bottle, 0.42)])  # fmt: skip
+    angle = rng.uniform(0, 2 * np.pi, n_bottle)
+    bottle = np.column_stack([0.55 + 0.035 * np.cos(angle), 0.02 + 0.035 * np.sin(angle),
+                              rng.uniform(0.42, 0.62, n_bottle)])  # fmt: skip
+    labels = np.concatenate([np.full(len(table), 1), np.full(n_bottle, 2)]).astype(np.int32)
+    return ObstacleSet(np.concatenate([table, bottle]), labels, ("unknown", "table", "bottle"), 0.0, "world")
+
+
+def approach_chunk(horizon: int) -> Chunk:
+    """Absolute steps of 1 cm along -y at 0.52 m, from y = 0.20 towards the bottle."""
+    positions = np.column_stack([np.full(horizon, 0.55), 0.20 - 0.01 * (np.arange(horizon) + 1),
+                                 np.full(horizon, 0.52)])  # fmt: skip
+    rotvec = np.array([np.pi / np.sqrt(2), np.pi / np.sqrt(2), 0.0])  # DOWN as a rotation vector
+    return Chunk(1, "bench", ChunkSource.POLICY, Convention.ABSOLUTE, "world", 0.05, 1, 0.0, positions,
+                 np.tile(rotvec, (horizon, 1)), np.ones(horizon))  # fmt: skip
+
+
+def filter_latency(reps: int, result: BenchResult) -> dict[str, Any]:
+    config = ShieldConfig()
+    response, _ = load_response_model()
+    thresholds = Thresholds(config.hand_threshold_m, config.finger_threshold_m, config.carried_threshold_m)
+    rng = np.random.default_rng(0)
+    state = RobotState(np.array([0.55, 0.2, 0.52]), DOWN, np.array([0.0, -0.2, 0.0]), 0.02, 1.0, 0.0)
+    carried = np.array([[0.0, 0.0, 0.02, 0.017], [0.0, 0.0, 0.04, 0.017]])
+    table: dict[str, Any] = {}
+    for n in POINTS:
+        obstacles = synthetic_obstacles(n, rng)
+        began = time.perf_counter()
+        _ = obstacles.tree
+        build_ms = 1e3 * (time.perf_counter() - began)
+        snapshot = Snapshot(obstacles, state, GripperGeometry.build(0.02, carried), True)
+        shield = GeometricShield(lambda _now, s=snapshot: s, response, thresholds, RetreatParams())
+        for horizon in HORIZONS:
+            chunk = approach_chunk(horizon)
+            samples = []
+            decision = shield.decide(chunk, snapshot)
+            for _ in range(reps):
+                began = time.perf_counter()
+                shield.decide(chunk, snapshot)
+                samples.append(1e3 * (time.perf_counter() - began))
+            key = f"{n // 1000}k_pts_{horizon}_steps"
+            table[key] = {
+                "p50_ms": percentile(samples, 50), "p99_ms": percentile(samples, 99),
+                "per_step_p99_ms": percentile(samples, 99) / horizon, "decision": decision.decision.name,
+                "released": decision.released_steps, "tree_build_ms": build_ms,
+            }  # fmt: skip
+            if n == 20_000 and horizon == 16:
+                result.add("filter_16_steps_20k_p50", percentile(samples, 50), "ms", "goal: p99 <= 1.6 ms")
+                result.add("filter_16_steps_20k_p99", percentile(samples, 99), "ms", f"{decision.decision.name}")
+        result.add(f"tree_build_{n // 1000}k", build_ms, "ms", "once per obstacle set (per camera frame)")
+    worst = max(table.values(), key=lambda row: row["p99_ms"])
+    result.add("filter_worst_p99", worst["p99_ms"], "ms", "over 1k-100k points x 8-50 steps")
+    return table
+
+
+def grounding_time(reps: int, result: BenchResult) -> dict[str, Any]:
+    config = ShieldConfig()
+    world = World(load_scene(scenes_dir() / "food_serving.yaml"), seed=0)
+    rig = CameraRig(world.model, world.object_of_body, 640, 480)
+    try:
+        rendered = {name: rig.render(world.data, mujoco_name, rgb=False) for name, mujoco_name in CAMERAS.items()}
+        frames = [
+            RgbdFrame(name, f.depth, f.K, f.world_from_camera, 0.0, segmentation=f.segmentation, labels=f.labels,
+                      mask_stamp_s=0.0)
+            for name, f in rendered.items()
+        ]  # fmt: skip
+    finally:
+        rig.close()
+    task = TaskSpec("bench", "carrot", "table", "bowl")
+    out: dict[str, Any] = {}
+    for stride in (config.pixel_stride, 4):
+        grounder = SimMaskGrounder(
+            GroundingParams(config.voxel_size_m, stride, config.max_depth_m, config.source_patch_margin_m)
+        )
+        for label, subset in (("scene", frames[:1]), ("wrist", frames[1:]), ("fused", frames)):
+            ground_ms, tree_ms = [], []
+            points = 0
+            for _ in range(reps):
+                began = time.perf_counter()
+                obstacles = grounder.ground(subset, task)
+                middle = time.perf_counter()
+                _ = obstacles.tree
+                ground_ms.append(1e3 * (middle - began))
+                tree_ms.append(1e3 * (time.perf_counter() - middle))
+                points = len(obstacles)
+            out[f"stride{stride}_{label}"] = {
+                "frames": len(subset), "ground_p50_ms": percentile(ground_ms, 50),
+                "ground_p99_ms": percentile(ground_ms, 99), "tree_p50_ms": percentile(tree_ms, 50),
+                "obstacle_points": points, "per_frame_p50_ms": percentile([g / len(subset) for g in ground_ms], 50),
+            }  # fmt: skip
+        fused = out[f"stride{stride}_fused"]
+        note = f"640x480, pixel stride {stride}, scene+wrist fused / 2; goal <= 20"
+        result.add(f"grounding_stride{stride}_per_frame_p50", fused["per_frame_p50_ms"], "ms", note)
+        worst = max(out[f"stride{stride}_scene"]["ground_p99_ms"], out[f"stride{stride}_wrist"]["ground_p99_ms"])
+        result.add(f"grounding_stride{stride}_per_frame_p99", worst, "ms", "worst single camera p99")
+        result.add(f"grounding_stride{stride}_tree", fused["tree_p50_ms"], "ms", f"{fused['obstacle_points']} points")
+    return out
+
+
+def _run(
+    world: World, backend: str, tasks: list[Task], seeds: range, gate: SimShieldGate | None
+) -> list[EpisodeResult]:
+    policy = make_policy(PolicyConfig(backend=backend))
+    results = []
+    for seed in seeds:
+        if gate is not None:
+            gate.reset()
+        results.append(run_episode(world, policy, tasks, seed, steps_per_inference=8, gate=gate))
+    return results
+
+
+def _rates(episodes: list[EpisodeResult]) -> dict[str, Any]:
+    n = len(episodes)
+    return {
+        "episodes": n,
+        "success": sum(e.success for e in episodes) / n,
+        "violation_rate": sum(e.collided for e in episodes) / n,
+        "violation_free_success": sum(e.success and not e.collided for e in episodes) / n,
+        "contacts": dict(Counter(f"{v.mover}-{v.touched}" for e in episodes for v in e.violations)),
+    }
+
+
+def episodes(n: int, first_seed: int, result: BenchResult) -> dict[str, Any]:
+    library = load_skill_library(skills_path())
+    scenes: dict[str, tuple[Scene, list[Task]]] = {
+        "food": (load_scene(scenes_dir() / "food_serving.yaml"), _tasks(library, FOOD_TASKS)),
+        "safety": (load_scene(scenes_dir() / "safety.yaml"), _tasks(library, SAFETY_TASKS)),
+    }
+    response, _ = load_response_model()
+    seeds = range(first_seed, first_seed + n)
+    out: dict[str, Any] = {}
+    with Progress() as progress:
+        job = progress.add_task("episodes (without / with shield)", total=2 * 2 * 2 * n)
+        for backend in ("sim_scripted", "sim_scripted_safe"):
+            for name, (scene, tasks) in scenes.items():
+                world = World(scene, seed=first_seed)
+                without = _run(world, backend, tasks, seeds, None)
+                progress.advance(job, n)
+                gate = SimShieldGate(world, ShieldConfig(), tasks, response)
+                try:
+                    began = time.perf_counter()
+                    shielded = _run(world, backend, tasks, seeds, gate)
+                    wall = time.perf_counter() - began
+                finally:
+                    gate.close()
+                progress.advance(job, n)
+                key = f"{backend}_{name}"
+                stats = gate.stats
+                decisions = {d.name: stats.count(d) for d in Decision if stats.count(d)}
+                row = {"without_shield": _rates(without), "with_shield": _rates(shielded), "decisions": decisions,
+                       "filter_p99_ms": percentile([1e3 * s for s in stats.latency_s], 99),
+                       "grounding_p50_ms": percentile([1e3 * s for s in stats.grounding_s], 50),
+                       "wall_s_per_episode": wall / n}  # fmt: skip
+                out[key] = row
+                w, s = row["without_shield"], row["with_shield"]
+                result.add(f"{key}_violations_without", 100 * w["violation_rate"], "%", f"{n} episodes, no shield")
+                result.add(f"{key}_violations_with", 100 * s["violation_rate"], "%", "with the shield")
+                result.add(f"{key}_success_without", 100 * w["success"], "%")
+                result.add(f"{key}_success_with", 100 * s["success"], "%")
+                vf = "violation-free success"
+                result.add(f"{key}_vf_success_without", 100 * w["violation_free_success"], "%", vf)
+                result.add(f"{key}_vf_success_with", 100 * s["violation_free_success"], "%")
+    return out
+
+
+def run(options: BenchOptions) -> BenchResult:
+    result = BenchResult("shield", options.quick, options.seed)
+    with one_core() as pinning:
+        result.details["cpu"] = pinning
+        result.details["filter_latency"] = filter_latency(30 if options.quick else 300, result)
+        result.details["grounding"] = grounding_time(5 if options.quick else 30, result)
+        result.details["episodes"] = episodes(3 if options.quick else 50, options.seed * 1000, result)
+    return result
+
+
+BENCHMARKS.register(
+    "shield",
+    Benchmark(
+        "shield",
+        "filter latency vs obstacle points and horizon, grounding time per frame, episodes with / without shield",
+        run,
+    ),
+)

@@ -1,0 +1,188 @@
+"""What the shield checks: the hand, the fingers and a carried object as spheres.
+
+Every part is a set of spheres fixed in the tool frame (tool centre point between the
+fingertips; tool z = approach direction, tool x = finger axis; the Panda hand's measured
+collision geometry). Boxes are covered by a grid of spheres that each contain one cell,
+so a sphere's clearance (centre distance minus radius) never overstates the box's true
+clearance. A carried object's spheres come from its segmented points at grasp time,
+expressed in the tool frame, so they move with the tool.
+
+The holding latch decides when the carried object is included: it sets when the executed
+gripper command is closed and the measured width stays between "closed on nothing" and
+"open", and clears when the command opens or the fingers close on nothing.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from carryon_shield.core.types import FloatArray
+
+
+class Part(enum.IntEnum):
+    HAND = 0  # palm, flange, wrist camera
+    FINGERS = 1
+    CARRIED = 2
+
+
+PART_NAMES = {Part.HAND: "hand", Part.FINGERS: "fingers", Part.CARRIED: "carried object"}
+
+# Panda hand in the tool frame, metres: axis-aligned boxes (min, max) measured from the
+# simulator's collision meshes (panda_gripper_hand_collision, panda_link7_collision).
+HAND_BOXES = (
+    ((-0.100, -0.032, -0.123), (0.104, 0.032, -0.031)),  # palm
+    ((-0.088, -0.044, -0.152), (0.054, 0.044, -0.097)),  # flange (link 7)
+)
+# One finger at full opening (width 0.08): x from the inner face outwards, y, z.
+FINGER_DEPTH_M = 0.026  # outer face minus inner face along the finger axis
+FINGER_Y = (-0.010, 0.010)
+FINGER_Z = (-0.044, 0.011)
+OPEN_WIDTH_M = 0.08
+_CELL_M = 0.07  # coarse on purpose: exact box distances decide, spheres only find candidates
+
+
+def box_spheres(lo: tuple[float, float, float], hi: tuple[float, float, float], cell_m: float = _CELL_M) -> FloatArray:
+    """Spheres (S, 4) (x, y, z, r) covering the box [lo, hi]: one per grid cell, each
+    containing its cell."""
+    lo_a, hi_a = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
+    extent = hi_a - lo_a
+    counts = np.maximum(1, np.ceil(extent / cell_m - 1e-9)).astype(int)
+    cell = extent / counts
+    axes = [lo_a[i] + cell[i] * (np.arange(counts[i]) + 0.5) for i in range(3)]
+    centres = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3)
+    radius = 0.5 * float(np.linalg.norm(cell))
+    return np.column_stack([centres, np.full(len(centres), radius)])
+
+
+def finger_boxes(width_m: float) -> list[tuple[tuple[float, float, float], tuple[float, float, float]]]:
+    """Boxes (lo, hi) of both fingers opened to `width_m` (clamped to [0, 0.08]), tool frame."""
+    half = 0.5 * min(max(width_m, 0.0), OPEN_WIDTH_M)
+    boxes = []
+    for sign in (-1.0, 1.0):
+        inner, outer = sign * half, sign * (half + FINGER_DEPTH_M)
+        boxes.append(((min(inner, outer), FINGER_Y[0], FINGER_Z[0]), (max(inner, outer), FINGER_Y[1], FINGER_Z[1])))
+    return boxes
+
+
+@dataclass(frozen=True)
+class GripperGeometry:
+    """The checked parts in the tool frame. spheres (S, 4) (x, y, z, r) covering every
+    part; part (S,) its Part; box (S,) index into boxes (B, 2, 3) (lo, hi) of the box the
+    sphere covers, -1 for carried-object spheres (which are the geometry themselves).
+    Spheres find candidates fast; boxes give exact distances for them."""
+
+    spheres: FloatArray
+    part: npt.NDArray[np.int8]
+    box: npt.NDArray[np.intp]
+    boxes: FloatArray
+
+    @classmethod
+    def build(cls, width_m: float, carried: FloatArray | None = None) -> GripperGeometry:
+        return _build(round(min(max(width_m, 0.0), OPEN_WIDTH_M), 3), carried)
+
+    def bounding_sphere(self) -> tuple[FloatArray, float]:
+        """Centre (3,) in the tool frame and radius of one sphere containing every part."""
+        return self._bounding
+
+    @functools.cached_property
+    def _bounding(self) -> tuple[FloatArray, float]:
+        centre = 0.5 * (self.spheres[:, :3].min(axis=0) + self.spheres[:, :3].max(axis=0))
+        radius = float(np.max(np.linalg.norm(self.spheres[:, :3] - centre, axis=1) + self.spheres[:, 3]))
+        return centre, radius
+
+    def groups(self) -> tuple[FloatArray, FloatArray, npt.NDArray[np.intp]]:
+        """Bounding spheres of each box and of the carried object: centres (G, 3), radii
+        (G,), and the group (S,) of every sphere (carried spheres: the last group)."""
+        return self._groups
+
+    @functools.cached_property
+    def _groups(self) -> tuple[FloatArray, FloatArray, npt.NDArray[np.intp]]:
+        group = np.where(self.box >= 0, self.box, len(self.boxes))
+        centres, radii = [], []
+        for g in range(int(group.max()) + 1):
+            members = self.spheres[group == g]
+            if len(members) == 0:
+                centres.append(np.zeros(3))
+                radii.append(0.0)
+                continue
+            centre = 0.5 * (members[:, :3].min(axis=0) + members[:, :3].max(axis=0))
+            centres.append(centre)
+            radii.append(float(np.max(np.linalg.norm(members[:, :3] - centre, axis=1) + members[:, 3])))
+        return np.asarray(centres), np.asarray(radii), group
+
+    def has_carried(self) -> bool:
+        return bool(np.any(self.part == Part.CARRIED))
+
+
+@functools.lru_cache(maxsize=128)
+def _fixed_parts(width_m: float) -> tuple[FloatArray, npt.NDArray[np.int8], npt.NDArray[np.intp], FloatArray]:
+    boxes = [(lo, hi, Part.HAND, _CELL_M) for lo, hi in HAND_BOXES]
+    boxes += [(lo, hi, Part.FINGERS, 0.03) for lo, hi in finger_boxes(width_m)]
+    spheres, part, box = [], [], []
+    for index, (lo, hi, which, cell) in enumerate(boxes):
+        covering = box_spheres(lo, hi, cell)
+        spheres.append(covering)
+        part.append(np.full(len(covering), which, dtype=np.int8))
+        box.append(np.full(len(covering), index, dtype=np.intp))
+    table = np.array([[lo, hi] for lo, hi, _, _ in boxes], dtype=np.float64)
+    return np.concatenate(spheres), np.concatenate(part), np.concatenate(box), table
+
+
+def _build(width_m: float, carried: FloatArray | None) -> GripperGeometry:
+    spheres, part, box, boxes = _fixed_parts(width_m)
+    if carried is not None and len(carried):
+        spheres = np.concatenate([spheres, carried])
+        part = np.concatenate([part, np.full(len(carried), Part.CARRIED, dtype=np.int8)])
+        box = np.concatenate([box, np.full(len(carried), -1, dtype=np.intp)])
+    return GripperGeometry(spheres, part, box, boxes)
+
+
+def box_distance(points: FloatArray, lo: FloatArray, hi: FloatArray) -> FloatArray:
+    """Euclidean distance (N,) of points (N, 3) to the box [lo, hi] (0 inside)."""
+    out: FloatArray = np.linalg.norm(np.maximum(np.maximum(lo - points, points - hi), 0.0), axis=1)
+    return out
+
+
+def carried_spheres(
+    target_points: FloatArray, tool_position: FloatArray, tool_rotation: FloatArray, cell_m: float
+) -> FloatArray:
+    """The carried object's spheres (S, 4) in the tool frame from its world points (K, 3)
+    seen at grasp time with the tool at (tool_position, tool_rotation)."""
+    if len(target_points) == 0:
+        return np.zeros((0, 4))
+    local = (target_points - tool_position) @ tool_rotation
+    cells = np.unique(np.floor(local / cell_m).astype(np.int64), axis=0)
+    centres = (cells + 0.5) * cell_m
+    return np.column_stack([centres, np.full(len(centres), 0.5 * math.sqrt(3.0) * cell_m)])
+
+
+class HoldingLatch:
+    """Holding state from the measured gripper width and the executed gripper command.
+
+    Sets when the command is closed (>= 0.5) and the width lies in (min_width, max_width)
+    (something keeps the fingers apart); clears when the command opens or the fingers
+    close on nothing (width <= min_width: the object slipped out). While the fingers are
+    still closing (width above max_width) the previous state holds."""
+
+    def __init__(self, min_width_m: float, max_width_m: float) -> None:
+        self.min_width_m = min_width_m
+        self.max_width_m = max_width_m
+        self.holding = False
+        self.carried: FloatArray = np.zeros((0, 4))
+
+    def update(self, width_m: float, command: float) -> tuple[bool, bool]:
+        """Feed one measurement; returns (holding, just_grasped)."""
+        was = self.holding
+        if command < 0.5 or width_m <= self.min_width_m:
+            self.holding = False
+        elif width_m < self.max_width_m:
+            self.holding = True
+        if not self.holding:
+            self.carried = np.zeros((0, 4))
+        return self.holding, self.holding and not was

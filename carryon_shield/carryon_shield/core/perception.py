@@ -1,0 +1,167 @@
+"""The shield's view of the world: cached sensor data -> the Snapshot a decision uses.
+
+Fails closed: a missing or stale camera (depth or mask), a stale robot state, or a
+camera pose outside the world frame raises PerceptionUnavailable with the reason. The
+obstacle set is grounded again only when new frames (or a new task) arrived. The holding
+latch is fed with every robot state; on the grasp it captures the target's points (from
+the obstacle set grounded at that moment) as the carried geometry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from carryon_shield.core.filter import Snapshot
+from carryon_shield.core.geometry import OPEN_WIDTH_M, GripperGeometry, HoldingLatch, carried_spheres
+from carryon_shield.core.grounding import Grounder, frames_by_camera
+from carryon_shield.core.types import FloatArray, ObstacleSet, PerceptionUnavailable, RgbdFrame, RobotState, TaskSpec
+
+# Carried geometry when the target was not visible at grasp time: one sphere just below
+# the tool centre point (tool frame x, y, z, r; metres).
+DEFAULT_CARRIED = np.array([[0.0, 0.0, 0.03, 0.035]])
+# Target points farther than this from the tool centre point are not part of what it carries, m.
+CARRIED_REACH_M = 0.2
+
+
+class ShieldPerception:
+    """Sensor cache + grounding + holding latch. Times are seconds on one clock."""
+
+    def __init__(
+        self,
+        grounder: Grounder,
+        latch: HoldingLatch,
+        *,
+        cameras: Sequence[str],
+        max_depth_age_s: float,
+        max_mask_age_s: float,
+        max_state_age_s: float,
+        carried_voxel_m: float,
+        uses_masks: bool = True,
+        self_filter: bool = False,
+    ) -> None:
+        self.grounder = grounder
+        self.latch = latch
+        self.cameras = tuple(cameras)
+        self.max_depth_age_s = max_depth_age_s
+        self.max_mask_age_s = max_mask_age_s
+        self.max_state_age_s = max_state_age_s
+        self.carried_voxel_m = carried_voxel_m
+        self.uses_masks = uses_masks
+        self.self_filter = self_filter
+        self.task = TaskSpec()
+        self.frames: dict[str, RgbdFrame] = {}
+        self.state: RobotState | None = None
+        self.obstacles: ObstacleSet | None = None
+        self._key: tuple[object, ...] | None = None
+        self._capture_pending = False
+        self._captured_from = -1
+        self.groundings = 0  # how many obstacle sets were built (tests, benchmarks)
+
+    def set_task(self, task: TaskSpec) -> None:
+        self.task = task
+        self._key = None
+
+    def update_frame(self, frame: RgbdFrame) -> None:
+        self.frames[frame.camera] = frame
+
+    def update_state(self, state: RobotState) -> None:
+        self.state = state
+        _, grasped = self.latch.update(state.gripper_width_m, state.gripper_command)
+        if grasped:
+            self._capture_pending = True
+
+    def _check_fresh(self, now_s: float) -> list[RgbdFrame]:
+        if self.state is None:
+            raise PerceptionUnavailable("no robot state (tool pose, gripper width) yet")
+        age = now_s - self.state.stamp_s
+        if age > self.max_state_age_s:
+            raise PerceptionUnavailable(f"robot state is {age:.2f} s old (limit {self.max_state_age_s:.2f} s)")
+        frames = frames_by_camera(self.frames, self.cameras)
+        for frame in frames:
+            age = now_s - frame.depth_stamp_s
+            if age > self.max_depth_age_s:
+                raise PerceptionUnavailable(
+                    f"depth from camera {frame.camera!r} is {age:.2f} s old (limit {self.max_depth_age_s:.2f} s)"
+                )
+            if self.uses_masks:
+                age = now_s - frame.mask_stamp_s
+                if age > self.max_mask_age_s:
+                    raise PerceptionUnavailable(
+                        f"masks from camera {frame.camera!r} are {age:.2f} s old (limit {self.max_mask_age_s:.2f} s)"
+                    )
+        return frames
+
+    def hand_spheres_world(self, margin_m: float = 0.01) -> FloatArray:
+        """The hand and fingers now, as world spheres (S, 4) grown by `margin_m`."""
+        assert self.state is not None
+        geometry = GripperGeometry.build(OPEN_WIDTH_M)
+        centres = self.state.position + geometry.spheres[:, :3] @ self.state.rotation.T
+        return np.column_stack([centres, geometry.spheres[:, 3] + margin_m])
+
+    def ground(self, now_s: float) -> ObstacleSet:
+        """The obstacle set from fresh frames (cached until frames or task change)."""
+        frames = self._check_fresh(now_s)
+        key = (self.task, *((f.camera, f.depth_stamp_s, f.mask_stamp_s) for f in frames))
+        if self.obstacles is None or key != self._key:
+            self_filter = self.hand_spheres_world() if self.self_filter else None
+            self.obstacles = self.grounder.ground(frames, self.task, self_filter)
+            _ = self.obstacles.tree  # index once per obstacle set, not per chunk
+            self._key = key
+            self.groundings += 1
+        return self.obstacles
+
+    def snapshot(self, now_s: float) -> Snapshot:
+        obstacles = self.ground(now_s)
+        state = self.state
+        assert state is not None
+        if self.latch.holding and (self._capture_pending or self._captured_from != self.groundings):
+            # Captured at the grasp, then grown with every new view of the target near the
+            # tool (parts hidden by the fingers at grasp time show up once it is lifted).
+            near = obstacles.target_points[
+                np.linalg.norm(obstacles.target_points - state.position, axis=1) < CARRIED_REACH_M
+            ]
+            seen = carried_spheres(near, state.position, state.rotation, self.carried_voxel_m)
+            known = np.zeros((0, 4)) if self._capture_pending else self.latch.carried
+            merged = np.unique(np.concatenate([known, seen]).round(6), axis=0)
+            self.latch.carried = merged if len(merged) else DEFAULT_CARRIED.copy()
+            self._capture_pending = False
+            self._captured_from = self.groundings
+        width = max(state.gripper_width_m, (1.0 - state.gripper_command) * OPEN_WIDTH_M)
+        geometry = GripperGeometry.build(width, self.latch.carried if self.latch.holding else None)
+        return Snapshot(obstacles, state, geometry, self.latch.holding)
+
+
+class CommandTracker:
+    """What the driver is executing, from the chunks the shield released: the gripper
+    command of the step under way (for the holding latch) and its absolute target (the
+    base of delta chunks). Steps run one per chunk.dt from the release time."""
+
+    def __init__(self) -> None:
+        self._gripper: FloatArray = np.zeros(1)
+        self._positions: FloatArray | None = None
+        self._rotations: FloatArray | None = None
+        self._start_s = 0.0
+        self._dt = 0.05
+
+    def record(
+        self, gripper: FloatArray, positions: FloatArray, rotations: FloatArray, *, dt: float, now_s: float
+    ) -> None:
+        """A released chunk: its gripper commands (n,), absolute targets (n, 3) and (n, 3, 3)."""
+        self._gripper = np.asarray(gripper, dtype=np.float64)
+        self._positions, self._rotations = positions, rotations
+        self._dt, self._start_s = dt, now_s
+
+    def _index(self, now_s: float) -> int:
+        return int(np.clip(np.floor((now_s - self._start_s) / self._dt + 1e-6), 0, len(self._gripper) - 1))
+
+    def gripper_command(self, now_s: float) -> float:
+        return float(self._gripper[self._index(now_s)])
+
+    def target(self, now_s: float) -> tuple[FloatArray | None, FloatArray | None]:
+        """Absolute target position (3,) and rotation (3, 3) under way (None before any release)."""
+        if self._positions is None or self._rotations is None:
+            return None, None
+        i = self._index(now_s)
+        return self._positions[i], self._rotations[i]

@@ -1,0 +1,103 @@
+"""Data the shield's core works on: camera frames, the task, the robot state, obstacles.
+
+Frames: everything is in the world frame (z up) unless a field says otherwise. Units:
+metres, radians, seconds (node clock; simulation time in simulation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+from scipy.spatial import cKDTree
+
+from carryon_common.core.errors import CarryOnError
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int32]
+
+
+class PerceptionUnavailable(CarryOnError):
+    """No usable obstacle set or robot state (missing, stale, unknown frame): fail closed."""
+
+
+@dataclass(frozen=True)
+class RgbdFrame:
+    """One camera view. depth (H, W) float metres along the optical axis (0 / non-finite:
+    no return); rgb (H, W, 3) uint8 or None; segmentation (H, W) int instance ids or None,
+    with `labels` id -> name; K (3, 3) intrinsics, pixels; world_from_camera (4, 4) pose
+    of the ROS optical frame. depth_stamp_s / mask_stamp_s: acquisition times."""
+
+    camera: str
+    depth: npt.NDArray[np.floating]
+    K: FloatArray
+    world_from_camera: FloatArray
+    depth_stamp_s: float
+    rgb: npt.NDArray[np.uint8] | None = None
+    segmentation: npt.NDArray[np.integer] | None = None
+    labels: dict[int, str] = field(default_factory=dict)
+    mask_stamp_s: float = -np.inf
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What the current subtask may touch (SetTask): its target, the target's source
+    support (only a patch beneath the target is exempt), the destination, and further
+    permitted contacts. Names are object names ("" when not given)."""
+
+    subtask_id: str = ""
+    target: str = ""
+    source: str = ""
+    destination: str = ""
+    permitted: tuple[str, ...] = ()
+
+    def exempt_names(self) -> set[str]:
+        """Objects exempt as a whole (the source only as a patch)."""
+        return {self.target, self.destination, *self.permitted} - {""}
+
+
+@dataclass(frozen=True)
+class RobotState:
+    """Measured tool centre point: position (3,), rotation (3, 3) (tool z = approach
+    direction, tool x = finger axis), velocity (3,) m/s; gripper width, metres; the
+    gripper command being executed (0 open .. 1 closed); stamp of the measurement."""
+
+    position: FloatArray
+    rotation: FloatArray
+    velocity: FloatArray
+    gripper_width_m: float
+    gripper_command: float
+    stamp_s: float
+    commanded_position: FloatArray | None = None  # the driver's current target, when known (delta chunks)
+    commanded_rotation: FloatArray | None = None
+
+
+@dataclass
+class ObstacleSet:
+    """Obstacle points (N, 3) with the index (N,) into `names` of the object each came
+    from, plus the target's own points (K, 3) (carried geometry, exemption patches).
+    `stamp_s`: the oldest sensor stamp that went into it. The KD-tree is built once."""
+
+    points: FloatArray
+    label_index: IntArray
+    names: tuple[str, ...]
+    stamp_s: float
+    frame_id: str
+    target_points: FloatArray = field(default_factory=lambda: np.zeros((0, 3)))
+    exempt_points: int = 0  # points dropped as target / source patch / destination / permitted
+    robot_points: int = 0  # points dropped as the robot
+    _tree: cKDTree | None = field(default=None, repr=False)
+
+    def __len__(self) -> int:
+        return int(self.points.shape[0])
+
+    @property
+    def tree(self) -> cKDTree:
+        if self._tree is None:
+            # Unbalanced, non-compact trees build 2x faster and query as fast (notes/geometry.md).
+            self._tree = cKDTree(self.points, balanced_tree=False, compact_nodes=False)
+        return self._tree
+
+    def name_of(self, index: int) -> str:
+        return self.names[int(self.label_index[index])] if 0 <= index < len(self) else ""

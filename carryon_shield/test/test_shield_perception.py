@@ -1,0 +1,123 @@
+"""Holding latch, carried geometry, sensor freshness (fail closed)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from shield_fixtures import DOWN
+from test_shield_grounding import overhead_frame
+
+from carryon_shield.core.geometry import (
+    GripperGeometry,
+    HoldingLatch,
+    Part,
+    box_distance,
+    box_spheres,
+    carried_spheres,
+)
+from carryon_shield.core.grounding import GroundingParams, SimMaskGrounder
+from carryon_shield.core.perception import CommandTracker, ShieldPerception
+from carryon_shield.core.types import PerceptionUnavailable, RobotState, TaskSpec
+
+
+def test_holding_latch_sets_on_a_closed_command_with_something_between_the_fingers() -> None:
+    latch = HoldingLatch(min_width_m=0.004, max_width_m=0.075)
+    assert latch.update(0.08, 0.0) == (False, False)  # open
+    assert latch.update(0.078, 1.0) == (False, False)  # closing, not yet on the object
+    assert latch.update(0.02, 1.0) == (True, True)  # closed on a 2 cm object: just grasped
+    assert latch.update(0.021, 1.0) == (True, False)  # still holding
+    assert latch.update(0.002, 1.0) == (False, False)  # fingers closed on nothing: it slipped out
+    latch.update(0.02, 1.0)
+    assert latch.update(0.02, 0.0) == (False, False)  # open command releases at once
+    assert latch.update(0.001, 1.0) == (False, False)  # closed on nothing never latches
+
+
+def test_box_spheres_contain_the_whole_box() -> None:
+    spheres = box_spheres((-0.1, -0.03, -0.12), (0.1, 0.03, -0.03), cell_m=0.07)
+    corners = np.array([[x, y, z] for x in (-0.1, 0.1) for y in (-0.03, 0.03) for z in (-0.12, -0.03)])
+    samples = np.random.default_rng(0).uniform([-0.1, -0.03, -0.12], [0.1, 0.03, -0.03], (500, 3))
+    for point in np.concatenate([corners, samples]):
+        assert np.any(np.linalg.norm(spheres[:, :3] - point, axis=1) <= spheres[:, 3] + 1e-12)
+    assert box_distance(np.array([[0.0, 0.0, 0.0], [0.0, 0.0, -0.05]]), np.array([-0.1, -0.03, -0.12]),
+                        np.array([0.1, 0.03, -0.03])).tolist() == [0.03, 0.0]  # fmt: skip
+
+
+def test_carried_object_spheres_move_with_the_tool() -> None:
+    tool = np.array([0.5, 0.0, 0.5])
+    points = tool + np.array([[0.0, 0.0, -0.03], [0.0, 0.0, -0.05]])  # hanging below the tool
+    carried = carried_spheres(points, tool, DOWN, cell_m=0.02)
+    geometry = GripperGeometry.build(0.03, carried)
+    assert geometry.has_carried() and np.sum(geometry.part == Part.CARRIED) == len(carried)
+    moved = np.array([0.7, 0.1, 0.6]) + carried[:, :3] @ DOWN.T
+    assert np.all(moved[:, 2] < 0.6)  # still below the tool after moving it
+
+
+def perception(**ages: float) -> ShieldPerception:
+    limits = {"max_depth_age_s": 0.5, "max_mask_age_s": 0.5, "max_state_age_s": 0.5, **ages}
+    return ShieldPerception(SimMaskGrounder(GroundingParams(stride=1)), HoldingLatch(0.004, 0.075), cameras=["top"],
+                            carried_voxel_m=0.02, **limits)  # fmt: skip
+
+
+def state(stamp: float, width: float = 0.08, command: float = 0.0) -> RobotState:
+    return RobotState(np.array([0.5, 0.0, 0.47]), DOWN, np.zeros(3), width, command, stamp)
+
+
+def test_stale_or_missing_inputs_fail_closed() -> None:
+    p = perception()
+    with pytest.raises(PerceptionUnavailable, match="no robot state"):
+        p.snapshot(1.0)
+    p.update_state(state(1.0))
+    with pytest.raises(PerceptionUnavailable, match="no frames yet from camera"):
+        p.snapshot(1.0)
+    p.update_frame(overhead_frame("top", 1.0))
+    assert len(p.snapshot(1.2).obstacles) > 0
+    p.update_state(state(1.7))
+    with pytest.raises(PerceptionUnavailable, match=r"depth from camera 'top' is 0.70 s old"):
+        p.snapshot(1.7)
+    frame = overhead_frame("top", 2.0)
+    p.update_frame(replace(frame, mask_stamp_s=1.0))
+    p.update_state(state(2.0))
+    with pytest.raises(PerceptionUnavailable, match=r"masks from camera 'top' are 1.00 s old"):
+        p.snapshot(2.0)
+    p.update_frame(frame)
+    p.snapshot(2.0)
+    with pytest.raises(PerceptionUnavailable, match=r"robot state is 0.60 s old"):
+        p.snapshot(2.6)
+
+
+def test_grounding_is_cached_until_frames_or_task_change() -> None:
+    p = perception()
+    p.update_state(state(1.0))
+    p.update_frame(overhead_frame("top", 1.0))
+    p.snapshot(1.0)
+    p.snapshot(1.1)
+    assert p.groundings == 1
+    p.set_task(TaskSpec("s", "carrot", "table", "bowl"))
+    p.snapshot(1.1)
+    p.update_frame(overhead_frame("top", 1.1))
+    p.snapshot(1.1)
+    assert p.groundings == 3
+
+
+def test_latch_captures_the_target_as_carried_geometry() -> None:
+    p = perception()
+    p.set_task(TaskSpec("s", "carrot", "table", "bowl"))
+    p.update_frame(overhead_frame("top", 1.0))
+    p.update_state(state(1.0))
+    assert not p.snapshot(1.0).geometry.has_carried()
+    p.update_state(state(1.05, width=0.03, command=1.0))
+    snapshot = p.snapshot(1.05)
+    assert snapshot.holding and snapshot.geometry.has_carried()
+    p.update_state(state(1.1, width=0.08, command=0.0))
+    assert not p.snapshot(1.1).geometry.has_carried()
+
+
+def test_command_tracker_follows_the_released_steps() -> None:
+    tracker = CommandTracker()
+    assert tracker.gripper_command(0.0) == 0.0 and tracker.target(0.0) == (None, None)
+    positions = np.array([[0.0, 0.0, float(i)] for i in range(3)])
+    tracker.record(np.array([0.0, 1.0, 1.0]), positions, np.repeat(DOWN[None], 3, 0), dt=0.05, now_s=10.0)
+    assert tracker.gripper_command(10.0) == 0.0 and tracker.gripper_command(10.06) == 1.0
+    assert tracker.target(11.0)[0][2] == 2.0  # type: ignore[index]
