@@ -15,15 +15,7 @@ die() { printf '\033[1;31m[setup] error:\033[0m %s\n' "$*" >&2; exit 1; }
 started_ns=$(date +%s%N)
 
 # --- 1. toolchain: Python 3.11 (the ROS wheels are cp311), cmake and a C/C++ compiler
-PYTHON="${PYTHON:-}"
-if [ -z "$PYTHON" ]; then
-  for candidate in python3.11 python3; do
-    if command -v "$candidate" >/dev/null && "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
-      PYTHON="$candidate"; break
-    fi
-  done
-fi
-[ -n "$PYTHON" ] || die "Python 3.11 is required (the ROS 2 wheels on PyPI are built for CPython 3.11); set PYTHON=/path/to/python3.11"
+PYTHON="$(bash "$ROOT/scripts/find_python311.sh")" || die "Python 3.11 is required (the ROS 2 wheels on PyPI are built for CPython 3.11); set PYTHON=/path/to/python3.11"
 missing=()
 command -v cmake >/dev/null || missing+=(cmake)
 command -v c++ >/dev/null || missing+=(g++)

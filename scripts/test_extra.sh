@@ -23,15 +23,7 @@ VENV="${!VENV_VAR:-$ROOT/.venv-$EXTRA}"
 say() { printf '\033[1m[%s-extra]\033[0m %s\n' "$EXTRA" "$*"; }
 started=$(date +%s)
 
-PYTHON="${PYTHON:-}"
-if [ -z "$PYTHON" ]; then
-  for candidate in python3.11 python3; do
-    if command -v "$candidate" >/dev/null && "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
-      PYTHON="$candidate"; break
-    fi
-  done
-fi
-[ -n "$PYTHON" ] || { echo "Python 3.11 is required; set PYTHON" >&2; exit 1; }
+PYTHON="$(bash "$ROOT/scripts/find_python311.sh")" || { echo "Python 3.11 is required; set PYTHON" >&2; exit 1; }
 
 if [ ! -x "$VENV/bin/python" ]; then
   say "creating virtualenv $VENV"

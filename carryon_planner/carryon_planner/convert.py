@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from carryon_common.core.subtask import SubtaskKind
 from carryon_interfaces.msg import Subtask, SubtaskState
 from carryon_planner.core.plan import PlannedSubtask
-from carryon_planner.core.types import SubtaskKind, SubtaskSpec
+from carryon_planner.core.types import SubtaskSpec
 
 
 def subtask_to_msg(spec: SubtaskSpec) -> Subtask:
@@ -38,15 +39,6 @@ def subtask_from_msg(msg: Subtask) -> SubtaskSpec:
 
 def planned_subtask_to_state(subtask: PlannedSubtask) -> SubtaskState:
     """A validated plan's subtask as a pending SubtaskState."""
-    msg = Subtask(
-        id=subtask.id,
-        kind=subtask.kind,
-        objective=subtask.objective,
-        instruction=subtask.instruction,
-        target=subtask.target,
-        source=subtask.source,
-        destination=subtask.destination,
-        depends_on=list(subtask.depends_on),
-        condition=subtask.condition,
-    )
-    return SubtaskState(subtask=msg, state=SubtaskState.STATE_PENDING)
+    fields = subtask.model_dump()
+    spec = SubtaskSpec(**{**fields, "kind": SubtaskKind(subtask.kind), "depends_on": tuple(subtask.depends_on)})
+    return SubtaskState(subtask=subtask_to_msg(spec), state=SubtaskState.STATE_PENDING)

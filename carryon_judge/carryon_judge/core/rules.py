@@ -30,7 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from carryon_judge.core.types import SubtaskKind, SubtaskSpec, VerdictStatus
+from carryon_common.core.subtask import SubtaskKind
+from carryon_judge.core.types import SubtaskSpec, VerdictStatus
 
 NOT_OBJECTS = frozenset({"robot", "table", ""})
 

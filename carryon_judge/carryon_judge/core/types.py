@@ -49,15 +49,6 @@ class JudgeVerdict:
     observation_id: int = 0
 
 
-class SubtaskKind(enum.StrEnum):
-    """Mirrors Subtask.KIND_*."""
-
-    VLA = "vla"
-    OBSERVE = "observe"
-    SAY = "say"
-    CONTROL = "control"
-
-
 @dataclass(frozen=True)
 class SubtaskSpec:
     """The subtask being judged, as dispatched (core form of carryon_interfaces/Subtask).

@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from carryon_common.core.subtask import SubtaskKind
 from carryon_judge.core.config import JudgeConfig
 from carryon_judge.core.rules import Goal, goal_of
 from carryon_judge.core.types import (
@@ -37,7 +38,6 @@ from carryon_judge.core.types import (
     JudgeRequest,
     JudgeVerdict,
     Observation,
-    SubtaskKind,
     SubtaskSpec,
     VerdictStatus,
     unable,

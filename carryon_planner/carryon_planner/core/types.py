@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
-
-class SubtaskKind(enum.StrEnum):
-    """Mirrors Subtask.KIND_*."""
-
-    VLA = "vla"
-    OBSERVE = "observe"
-    SAY = "say"
-    CONTROL = "control"
+from carryon_common.core.subtask import SubtaskKind
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.spatial.transform import Rotation
 
 from carryon_policy.core.policy import (
     FloatArray,
@@ -116,7 +117,5 @@ class ObservationBuffer:
 
 def quaternion_to_matrix(xyzw: FloatArray) -> FloatArray:
     """Rotation matrix (3, 3) of a unit quaternion given as x, y, z, w (ROS order)."""
-    from scipy.spatial.transform import Rotation
-
     matrix: FloatArray = Rotation.from_quat(np.asarray(xyzw, dtype=np.float64)).as_matrix()
     return matrix

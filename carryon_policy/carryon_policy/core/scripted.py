@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.spatial.transform import Rotation
@@ -477,8 +477,3 @@ class ScriptedPolicy:
             if self._avoid[name]:
                 carry_z = max(carry_z, top + hangs + self.params.obstacle_clearance_m)
         return carry_z
-
-
-def scripted_params_for(safe: bool, params: ScriptedParams, avoid_fraction: float) -> ScriptedParams:
-    """The plain stand-in ignores obstacles; the safe one avoids `avoid_fraction` of them."""
-    return replace(params, avoid_fraction=avoid_fraction if safe else None)

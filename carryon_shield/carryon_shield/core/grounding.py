@@ -16,7 +16,7 @@ Backends differ only in how pixels get names:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -108,6 +108,31 @@ def assemble(
     )  # fmt: skip
 
 
+def fuse_labelled(
+    frames: Sequence[RgbdFrame],
+    labels_of: Callable[[RgbdFrame, npt.NDArray[np.intp]], IntArray],
+    names: list[str],
+    task: TaskSpec,
+    *,
+    params: GroundingParams,
+    stamp_s: float,
+    self_filter: FloatArray | None,
+) -> ObstacleSet:
+    """Back-project every frame, label each point with `labels_of(frame, flat pixel
+    indices)` (indices into `names`), and assemble the fused obstacle set."""
+    all_points, all_labels = [], []
+    for frame in frames:
+        points, flat = backproject(
+            frame.depth, frame.K, frame.world_from_camera, stride=params.stride, max_depth_m=params.max_depth_m
+        )
+        all_points.append(points)
+        all_labels.append(labels_of(frame, flat))
+    return assemble(
+        np.concatenate(all_points), names, np.concatenate(all_labels), task,
+        params=params, stamp_s=stamp_s, self_filter=self_filter,
+    )  # fmt: skip
+
+
 class Grounder(Protocol):
     """Builds the obstacle set from fresh frames. Raises PerceptionUnavailable when it
     cannot (no depth, no masks); never returns a partial set silently."""
@@ -132,7 +157,7 @@ class SimMaskGrounder:
             raise PerceptionUnavailable("no camera frames")
         names: list[str] = [UNKNOWN]
         index_of = {UNKNOWN: 0}
-        all_points, all_labels = [], []
+        luts: dict[str, IntArray] = {}
         for frame in frames:
             if frame.segmentation is None:
                 raise PerceptionUnavailable(f"camera {frame.camera!r}: no segmentation mask")
@@ -141,24 +166,16 @@ class SimMaskGrounder:
                 lut[seg_id] = index_of.setdefault(name, len(index_of))
                 if len(names) < len(index_of):
                     names.append(name)
-            points, flat = backproject(
-                frame.depth, frame.K, frame.world_from_camera, stride=self.params.stride,
-                max_depth_m=self.params.max_depth_m,
-            )  # fmt: skip
+            luts[frame.camera] = lut
+
+        def labels_of(frame: RgbdFrame, flat: npt.NDArray[np.intp]) -> IntArray:
+            lut = luts[frame.camera]
             ids = np.asarray(frame.segmentation).reshape(-1)[flat]
-            ids = np.where((ids >= 0) & (ids < len(lut)), ids, len(lut) - 1)
-            all_points.append(points)
-            all_labels.append(lut[ids])
+            labels: IntArray = lut[np.where((ids >= 0) & (ids < len(lut)), ids, len(lut) - 1)]
+            return labels
+
         stamp = min(min(f.depth_stamp_s, f.mask_stamp_s) for f in frames)
-        return assemble(
-            np.concatenate(all_points),
-            names,
-            np.concatenate(all_labels),
-            task,
-            params=self.params,
-            stamp_s=stamp,
-            self_filter=self_filter,
-        )
+        return fuse_labelled(frames, labels_of, names, task, params=self.params, stamp_s=stamp, self_filter=self_filter)
 
 
 class Segmenter(Protocol):
@@ -243,7 +260,7 @@ class TextPromptedGrounder:
             raise PerceptionUnavailable("no camera frames")
         self.point_prompted = []
         names: list[str] = [UNKNOWN]
-        all_points, all_labels = [], []
+        label_images: dict[str, IntArray] = {}
         for frame in frames:
             masks = self.masks(frame, task)
             label_image = np.zeros(frame.depth.shape, dtype=np.int32)
@@ -252,22 +269,12 @@ class TextPromptedGrounder:
                 if name not in names:
                     names.append(name)
                 label_image[masks[name]] = names.index(name)
-            points, flat = backproject(
-                frame.depth, frame.K, frame.world_from_camera, stride=self.params.stride,
-                max_depth_m=self.params.max_depth_m,
-            )  # fmt: skip
-            all_points.append(points)
-            all_labels.append(label_image.reshape(-1)[flat])
+            label_images[frame.camera] = label_image.reshape(-1)
         stamp = min(f.depth_stamp_s for f in frames)
-        return assemble(
-            np.concatenate(all_points),
-            names,
-            np.concatenate(all_labels),
-            task,
-            params=self.params,
-            stamp_s=stamp,
-            self_filter=self_filter,
-        )
+        return fuse_labelled(
+            frames, lambda frame, flat: label_images[frame.camera][flat], names, task,
+            params=self.params, stamp_s=stamp, self_filter=self_filter,
+        )  # fmt: skip
 
 
 def frames_by_camera(frames: Mapping[str, RgbdFrame], cameras: Sequence[str]) -> list[RgbdFrame]:
