@@ -8,6 +8,7 @@ extra (scripts/test_lerobot_extra.sh builds a virtualenv with it).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
@@ -104,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--latency", type=int, default=20, metavar="CALLS", help="inferences to time")
     args = parser.parse_args(argv)
-    json.dump({"infer_s": latency(args.latency)}, sys.stdout)
+    with contextlib.redirect_stdout(sys.stderr):  # LeRobot prints progress to stdout; stdout is the JSON
+        samples = latency(args.latency)
+    json.dump({"infer_s": samples}, sys.stdout)
     return 0
 
 
