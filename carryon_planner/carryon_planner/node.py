@@ -33,6 +33,7 @@ from carryon_planner.core.plan import UpdateScene as PlannedSceneUpdate
 from carryon_planner.core.plan import UpdateUser as PlannedUserUpdate
 from carryon_planner.core.repair import PlanningOutcome, plan_with_repair
 from carryon_planner.core.validator import Validator
+from carryon_planner.llm_backends import make_llm
 from carryon_policy.core.skills import SkillLibrary, load_skill_library, skills_path
 
 CAPABILITIES = (
@@ -47,24 +48,6 @@ _SCENE_ACTIONS = {
     "move_item": SceneUpdate.OP_MOVE_ITEM,
     "remove_item": SceneUpdate.OP_REMOVE_ITEM,
 }
-
-
-class LlmUnavailable(CarryOnError):
-    """The configured LLM backend cannot be used (not installed, no key)."""
-
-
-def make_llm(config: PlannerConfig) -> LlmClient:
-    if config.llm_backend == "openai":
-        from carryon_planner.core.openai_llm import make_openai_llm
-
-        return make_openai_llm(
-            config.llm_base_url, config.llm_model, config.llm_api_key_env, config.llm_timeout_s,
-            schema_in_request=config.llm_schema_in_request,
-        )  # fmt: skip
-    raise LlmUnavailable(
-        "llm_backend 'local' (an offline model) is not implemented yet (issue 8); use an OpenAI-compatible "
-        "endpoint: --set planner_node.llm_backend=openai --set planner_node.llm_base_url=http://127.0.0.1:8080/v1"
-    )
 
 
 def _assist_not_implemented(result: Assist.Result, message: str) -> None:

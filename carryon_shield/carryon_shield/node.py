@@ -35,6 +35,7 @@ from carryon_shield.core.filter import GeometricShield, RetreatParams, Snapshot,
 from carryon_shield.core.gate import Decision, ShieldGate
 from carryon_shield.core.geometry import HoldingLatch
 from carryon_shield.core.grounding import Grounder, GroundingParams, SimMaskGrounder, TextPromptedGrounder
+from carryon_shield.core.kernel import warm_up
 from carryon_shield.core.perception import CommandTracker, ShieldPerception
 from carryon_shield.core.response import commanded_poses, load_response_model
 from carryon_shield.core.types import PerceptionUnavailable, RgbdFrame, RobotState, TaskSpec
@@ -79,6 +80,9 @@ class ShieldNode(CarryOnNode):
             max_state_age_s=cfg.max_state_age_s, carried_voxel_m=cfg.carried_voxel_m,
             uses_masks=cfg.grounder == "sim_masks", self_filter=cfg.grounder != "sim_masks",
         )  # fmt: skip
+        began = time.perf_counter()
+        warm_up()  # compile (or load) the distance kernel now, not on the first chunk
+        self.get_logger().info(f"distance kernel ready in {time.perf_counter() - began:.2f} s")
         self.shield = GeometricShield(
             self._perceive, response,
             Thresholds(cfg.hand_threshold_m, cfg.finger_threshold_m, cfg.carried_threshold_m),

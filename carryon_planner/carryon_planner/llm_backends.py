@@ -1,0 +1,25 @@
+"""The planner's LLM by configured name: `local` (offline, in-process) or `openai`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from carryon_planner.core.config import PlannerConfig
+from carryon_planner.core.llm import LlmClient
+
+
+def make_llm(config: PlannerConfig) -> LlmClient:
+    """The configured backend. Raises ConfigError when it cannot be built (llama-cpp-python
+    or the model missing for `local`; no key for `openai`)."""
+    if config.llm_backend == "openai":
+        from carryon_planner.core.openai_llm import make_openai_llm
+
+        return make_openai_llm(
+            config.llm_base_url, config.llm_model, config.llm_api_key_env, config.llm_timeout_s,
+            schema_in_request=config.llm_schema_in_request,
+        )  # fmt: skip
+    from carryon_planner.core.local_llm import LocalLlm
+    from carryon_planner.models import assemble
+
+    path = Path(config.llm_model_path) if config.llm_model_path else assemble()
+    return LocalLlm(path, context_tokens=config.llm_context_tokens, threads=config.llm_threads)
