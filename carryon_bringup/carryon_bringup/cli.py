@@ -133,6 +133,11 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--quick", action="store_true", help="a short run (CI-sized)")
     bench.add_argument("--seed", type=int, default=0, help="random seed (recorded)")
     bench.add_argument("--json", metavar="PATH", help="also write the figures to this JSON file")
+    bench.add_argument(
+        "--set", action="append", default=[], metavar="NODE.KEY=VALUE",
+        help="override a node parameter for benchmarks that build a node's backend, e.g. "
+        "--set planner_node.llm_backend=openai (repeatable)",
+    )  # fmt: skip
     return parser
 
 
@@ -351,7 +356,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         err.print(f"benchmark {args.name!r} is not implemented yet (issue #{bench.issue}): {bench.description}")
         return EXIT_NOT_IMPLEMENTED
     run_dir = Path("runs") / f"bench-{args.name}-{dt.datetime.now():%Y%m%d-%H%M%S}"
-    result = bench.run(BenchOptions(quick=args.quick, seed=args.seed, run_dir=run_dir))
+    config_dir = Path(args.config_dir) if args.config_dir else None
+    options = BenchOptions(args.quick, args.seed, run_dir, tuple(args.set), config_dir)
+    result = bench.run(options)
     table = Table(title=f"carryon bench {args.name}{' --quick' if args.quick else ''} (seed {args.seed})")
     for column in ("metric", "value", "unit", "note"):
         table.add_column(column)

@@ -48,6 +48,14 @@ def test_a_good_plan_passes_and_the_schema_exports() -> None:
     assert set(schema["required"]) >= {"reply"} and "subtasks" in schema["properties"]
 
 
+def test_the_decoding_schema_narrows_instructions_and_names() -> None:
+    schema = plan_json_schema(["put the carrot in the bowl"], ["carrot", "bowl"])
+    subtask = schema["$defs"]["PlannedSubtask"]["properties"]
+    assert subtask["instruction"]["enum"] == ["", "put the carrot in the bowl"]
+    assert subtask["target"]["enum"] == subtask["destination"]["enum"] == ["", "bowl", "carrot"]
+    assert "enum" not in plan_json_schema()["$defs"]["PlannedSubtask"]["properties"]["instruction"]  # not mutated
+
+
 @pytest.mark.parametrize(
     ("text", "problem"),
     [
@@ -109,6 +117,10 @@ def test_no_physical_action_for_questions_or_statements() -> None:
         assert "action_requested" in checks(json.dumps(GOOD), facts)
     assert request_asks_for_action("Can you put the carrot in the bowl?") is True  # "can" asks for an action
     assert request_asks_for_action("Serve me food")
+    assert request_asks_for_action("I'm going swimming, pack my bag")  # an order after a statement
+    assert request_asks_for_action("The keys are on the sofa now. Put them in the box.")
+    assert not request_asks_for_action("My keys are not in the hallway any more, they are on the sofa now.")
+    assert not request_asks_for_action("I've switched to tea for good, please remember that. No drink now, thanks.")
 
 
 def test_a_fact_the_user_said_themselves_is_not_foreign() -> None:

@@ -30,6 +30,8 @@ class BenchOptions:
     quick: bool
     seed: int
     run_dir: Path
+    sets: tuple[str, ...] = ()  # NODE.KEY=VALUE overrides of node configs (`--set`)
+    config_dir: Path | None = None
 
 
 @dataclass

@@ -34,6 +34,17 @@ Rules:
 7. The reply and the subtasks describe the same actions; name the objects you act on.
 8. If the request conflicts with the user's preferences (e.g. meat for a vegetarian),
    do not plan it: explain why in the reply, and set refusal when nothing else is done.
+
+Example (a different scene and library; use only the names given below the request):
+request "Bring me my cup", memory "shelf: cloth, cup under cloth",
+library "lift the cloth", "put the cup on the tray":
+{"reply":"I will look at the shelf, lift the cloth if your cup is under it, then put the cup on the tray.",
+"subtasks":[{"id":"s1","kind":"observe","objective":"see what is on the shelf","target":"shelf"},
+{"id":"s2","kind":"vla","objective":"the cup is uncovered","instruction":"lift the cloth","target":"cloth",
+"source":"shelf","depends_on":["s1"],"condition":"cup under cloth"},
+{"id":"s3","kind":"vla","objective":"the cup is on the tray","instruction":"put the cup on the tray",
+"target":"cup","source":"shelf","destination":"tray","depends_on":["s2"]}],
+"memory_operations":[],"refusal":null}
 """
 
 

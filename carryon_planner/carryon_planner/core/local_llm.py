@@ -23,7 +23,13 @@ class LocalLlm:
     length cap (a plan is a few hundred tokens)."""
 
     def __init__(
-        self, model_path: Path, *, context_tokens: int = 4096, threads: int = 2, max_tokens: int = 768
+        self,
+        model_path: Path,
+        *,
+        context_tokens: int = 4096,
+        threads: int = 2,
+        max_tokens: int = 768,
+        repeat_penalty: float = 1.1,
     ) -> None:
         try:
             from llama_cpp import Llama  # type: ignore[import-not-found, unused-ignore]
@@ -35,6 +41,7 @@ class LocalLlm:
             raise ConfigError(f"local model {model_path} is missing: run `bash scripts/setup_llm.sh` to assemble it")
         self.model_path = model_path
         self.max_tokens = max_tokens
+        self.repeat_penalty = repeat_penalty
         self._lock = threading.Lock()  # one decode at a time per model
         self._llama: Any = Llama(
             model_path=str(model_path), n_ctx=context_tokens, n_threads=threads, verbose=False, seed=0
@@ -51,6 +58,7 @@ class LocalLlm:
                     messages=[{"role": m.role, "content": m.content} for m in messages],
                     response_format={"type": "json_object", "schema": schema},
                     temperature=0.0,
+                    repeat_penalty=self.repeat_penalty,
                     max_tokens=self.max_tokens,
                 )
             except (RuntimeError, ValueError) as exc:

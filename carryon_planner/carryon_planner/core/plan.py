@@ -7,7 +7,9 @@ PlanParseError with every problem listed, so the repair loop can hand them back.
 
 from __future__ import annotations
 
+import copy
 import json
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -89,9 +91,24 @@ class Plan(_Strict):
         return [s for s in self.subtasks if s.kind in ("vla", "control", "observe")]
 
 
-def plan_json_schema() -> dict[str, Any]:
-    """JSON Schema of a plan (for JSON mode / grammar-constrained decoding)."""
-    return Plan.model_json_schema()
+def plan_json_schema(instructions: Sequence[str] = (), names: Sequence[str] = ()) -> dict[str, Any]:
+    """JSON Schema of a plan (for JSON mode / grammar-constrained decoding). With
+    `instructions` (the skill library) and `names` (known objects and locations) the
+    subtasks' instruction, target, source and destination and scene updates' location are
+    narrowed to those values (or ""), so constrained decoding can only copy them verbatim."""
+    schema = copy.deepcopy(_SCHEMA)
+    subtask = schema["$defs"]["PlannedSubtask"]["properties"]
+    if instructions:
+        subtask["instruction"]["enum"] = ["", *sorted(set(instructions))]
+    if names:
+        allowed = ["", *sorted(set(names))]
+        for field in ("target", "source", "destination"):
+            subtask[field]["enum"] = allowed
+        schema["$defs"]["UpdateScene"]["properties"]["location"]["enum"] = allowed
+    return schema
+
+
+_SCHEMA = Plan.model_json_schema()
 
 
 def parse_plan(text: str) -> Plan:

@@ -1,0 +1,105 @@
+"""`carryon bench personalization`: plan dispatch accuracy per suite (paper §4.1).
+
+The suites are `config/planner/personalization/*.yaml` (sandwich preferences across
+users, packing by activity with and without habits, preference update, profile
+isolation, covered ingredients with remembered / no / stale memory, relocation
+correction). Each case is planned the way planner_node plans an Ask — same context
+builder, validator and repair loop — with the LLM backend planner_node is configured
+with (config/nodes/planner_node.yaml, overridable with `--set planner_node.KEY=VALUE`),
+and scored on what would be dispatched (see carryon_planner.core.personalization).
+
+    carryon bench personalization                       # the configured backend (local by default)
+    carryon bench personalization --set planner_node.llm_backend=openai \\
+        --set planner_node.llm_base_url=http://127.0.0.1:8080/v1 --set planner_node.llm_model=NAME
+    carryon bench personalization --quick               # the first case of each suite
+
+Per case the run folder's `cases.jsonl` records the dispatched subtasks, the reply, the
+failed expectations, the LLM rounds and the time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import Progress
+
+from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, percentile
+from carryon_bringup.core.graph import find_config_dir
+from carryon_bringup.up import default_config_fallbacks
+from carryon_common.core.config import load_node_config, parse_override
+from carryon_common.core.errors import ConfigError
+from carryon_planner.core.config import PlannerConfig
+from carryon_planner.core.facts import load_preference_rules
+from carryon_planner.core.personalization import CaseResult, accuracy, load_suites, run_suites
+from carryon_planner.llm_backends import make_llm
+
+SUITES_DIR = Path("planner") / "personalization"
+
+
+def planner_config(config_dir: Path, sets: tuple[str, ...]) -> PlannerConfig:
+    overrides: dict[str, Any] = {}
+    for text in sets:
+        node, key, value = parse_override(text)
+        if node != "planner_node":
+            raise ConfigError(f"--set {text!r}: this benchmark only uses planner_node's parameters")
+        overrides[key] = value
+    files = [config_dir / "nodes" / "planner_node.yaml"]
+    return load_node_config(PlannerConfig, [f for f in files if f.is_file()], "planner_node", "/", overrides)
+
+
+def run(options: BenchOptions) -> BenchResult:
+    config_dir = find_config_dir(options.config_dir, default_config_fallbacks())
+    config = planner_config(config_dir, options.sets)
+    suites = load_suites(config_dir / SUITES_DIR)
+    rules = load_preference_rules(config_dir / "planner" / "preferences.yaml")
+    llm = make_llm(config)
+    result = BenchResult("personalization", options.quick, options.seed)
+    result.details["backend"] = llm.name
+    result.details["max_repairs"] = config.max_repairs
+    options.run_dir.mkdir(parents=True, exist_ok=True)
+    log = (options.run_dir / "cases.jsonl").open("w")
+    console = Console(stderr=True)
+    per_suite = 1 if options.quick else 0
+    total = sum(min(len(s.cases), per_suite or len(s.cases)) for s in suites)
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task(f"planning with {llm.name}", total=total)
+
+        def record(case: CaseResult) -> None:
+            log.write(json.dumps(dataclasses.asdict(case)) + "\n")
+            log.flush()
+            mark = "[green]pass[/]" if case.passed else f"[red]FAIL[/] {'; '.join(case.failures)}"
+            console.print(f"{case.suite}/{case.case}: {mark} ({case.llm_rounds} round(s), {case.seconds:.1f} s)")
+            progress.advance(task)
+
+        try:
+            results = run_suites(
+                llm, suites, preference_rules=rules, max_repairs=config.max_repairs, cases_per_suite=per_suite,
+                on_result=record,
+            )  # fmt: skip
+        finally:
+            log.close()
+    scores = accuracy(results)
+    for suite in suites:
+        cases = [r for r in results if r.suite == suite.name]
+        result.add(
+            f"{suite.name}_accuracy", 100 * scores[suite.name], "%", f"{len(cases)} case(s): {suite.description}"
+        )
+    result.add("all_accuracy", 100 * scores["all"], "%", f"{len(results)} cases, backend {llm.name}")
+    seconds = [r.seconds for r in results]
+    result.add("plan_time_p50", percentile(seconds, 50), "s", "per request, repairs included")
+    result.add("plan_time_max", max(seconds), "s")
+    result.add("repair_rounds_mean", sum(r.llm_rounds - 1 for r in results) / len(results), "rounds")
+    result.details["cases"] = [
+        {"suite": r.suite, "case": r.case, "passed": r.passed, "failures": list(r.failures)} for r in results
+    ]
+    return result
+
+
+BENCHMARKS.register(
+    "personalization",
+    Benchmark("personalization", "plan dispatch accuracy per suite (paper section 4.1), any configured LLM", run),
+)

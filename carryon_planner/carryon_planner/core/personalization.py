@@ -1,0 +1,234 @@
+"""Personalization suites (paper §4.1): requests with a user's memory, scored on what the
+planner would dispatch.
+
+A suite file (config/planner/personalization/*.yaml) holds a skill library, users' memory,
+scene memory and cases. Each case is planned exactly as planner_node plans an Ask (the
+same context, validator and repair loop, the configured LLM) and scored against its
+expectations: which VLA instructions must / must not be dispatched, which locations must
+be observed first, refusals, and the memory operations that must appear. A case passes
+when every expectation holds; dispatch accuracy = passed / cases.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from carryon_common.core.config import format_validation_error, read_yaml
+from carryon_common.core.errors import ConfigError
+from carryon_memory.core.render import render_context
+from carryon_memory.core.types import Fact, Location
+from carryon_planner.core.context import Endpoint, LibraryEntry, build_messages
+from carryon_planner.core.facts import planning_facts
+from carryon_planner.core.llm import LlmClient
+from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene, UpdateUser
+from carryon_planner.core.repair import plan_with_repair
+from carryon_planner.core.validator import Validator
+from carryon_policy.core.skills import SkillLibrary, VlaSkill
+
+UserMemory = dict[str, dict[str, str]]  # entity -> key -> value
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Remember(_Strict):
+    """An update_user operation the plan must contain: `key` (and `entity` when given),
+    a value containing `value` (case-insensitive), and the durable flag."""
+
+    key: str
+    value: str
+    durable: bool
+    entity: str = ""
+
+
+class Expect(_Strict):
+    """What a correct answer does. refuse: no physical subtask is dispatched (a refusal
+    or a reply only); include / exclude: VLA instructions that must / must not be
+    dispatched; observe_first: locations observed before (an ancestor of) every VLA
+    subtask; remember: update_user operations; scene_updates: locations the plan must
+    write with update_scene; reply_excludes: words the reply must not contain."""
+
+    refuse: bool = False
+    include: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list)
+    observe_first: list[str] = Field(default_factory=list)
+    remember: list[Remember] = Field(default_factory=list)
+    scene_updates: list[str] = Field(default_factory=list)
+    reply_excludes: list[str] = Field(default_factory=list)
+
+
+class Case(_Strict):
+    """One request. `users` / `scene` replace the suite's memory for this case only;
+    observations: what observe subtasks revealed since the last plan (location -> items)."""
+
+    id: str = Field(pattern=r"^[a-z0-9_]+$")
+    user: str
+    request: str = Field(min_length=1)
+    expect: Expect
+    users: dict[str, UserMemory] | None = None
+    scene: dict[str, list[str]] | None = None
+    observations: dict[str, list[str]] = Field(default_factory=dict)
+    note: str = ""
+
+
+class Suite(_Strict):
+    name: str = Field(pattern=r"^[a-z0-9_]+$")
+    description: str
+    library: list[VlaSkill]
+    users: dict[str, UserMemory] = Field(default_factory=dict)
+    scene: dict[str, list[str]] = Field(default_factory=dict)
+    cases: list[Case] = Field(min_length=1)
+
+
+def load_suite(path: Path) -> Suite:
+    try:
+        return Suite.model_validate(read_yaml(path))
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, {}, str(path))) from None
+
+
+def load_suites(folder: Path, only: Sequence[str] = ()) -> list[Suite]:
+    """Every *.yaml suite in `folder` (sorted by file name), or just the named ones."""
+    suites = [load_suite(path) for path in sorted(folder.glob("*.yaml"))]
+    if not suites:
+        raise ConfigError(f"no personalization suites (*.yaml) in {folder}")
+    unknown = set(only) - {s.name for s in suites}
+    if unknown:
+        raise ConfigError(f"unknown suite(s) {sorted(unknown)}; known: {[s.name for s in suites]}")
+    return [s for s in suites if not only or s.name in only]
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    suite: str
+    case: str
+    passed: bool
+    failures: tuple[str, ...]
+    refused: bool
+    dispatched: tuple[str, ...]  # "kind:instruction-or-target" of every physical subtask
+    reply: str
+    llm_rounds: int
+    seconds: float
+    rejected: tuple[str, ...] = field(default_factory=tuple)  # why earlier rounds were rejected
+
+
+def _ancestors(subtask: PlannedSubtask, by_id: Mapping[str, PlannedSubtask]) -> set[str]:
+    seen: set[str] = set()
+    stack = list(subtask.depends_on)
+    while stack:
+        current = stack.pop()
+        if current in seen or current not in by_id:
+            continue
+        seen.add(current)
+        stack.extend(by_id[current].depends_on)
+    return seen
+
+
+def score(plan: Plan, refused: bool, expect: Expect) -> list[str]:
+    """Every expectation the outcome misses (empty: the case passes)."""
+    failures: list[str] = []
+    physical = [] if refused else plan.physical
+    vla = [s for s in physical if s.kind == "vla"]
+    instructions = {s.instruction for s in vla}
+    if expect.refuse and vla:
+        failures.append(f"expected no dispatch, got {sorted(instructions)}")
+    if not expect.refuse and refused:
+        failures.append(f"refused: {plan.refusal}")
+    failures += [f"missing {wanted!r}" for wanted in expect.include if wanted not in instructions]
+    failures += [f"dispatched forbidden {bad!r}" for bad in expect.exclude if bad in instructions]
+    by_id = {s.id: s for s in plan.subtasks}
+    for location in expect.observe_first:
+        observers = {s.id for s in plan.subtasks if s.kind == "observe" and s.target == location}
+        if not observers:
+            failures.append(f"no observe of {location}")
+        elif any(not observers & _ancestors(s, by_id) for s in vla):
+            failures.append(f"a VLA subtask does not wait for the observe of {location}")
+    users = [op for op in plan.memory_operations if isinstance(op, UpdateUser)]
+    for want in expect.remember:
+        if refused or not any(
+            op.key.lower() == want.key.lower()
+            and (not want.entity or op.entity.lower() == want.entity.lower())
+            and want.value.lower() in op.value.lower()
+            and op.durable == want.durable
+            for op in users
+        ):
+            failures.append(f"no update_user {want.key}~{want.value!r} durable={want.durable}")
+    scenes = {op.location for op in plan.memory_operations if isinstance(op, UpdateScene) and not refused}
+    failures += [f"no update_scene of {loc}" for loc in expect.scene_updates if loc not in scenes]
+    reply = plan.reply.lower()
+    failures += [f"reply mentions {word!r}" for word in expect.reply_excludes if word.lower() in reply]
+    return failures
+
+
+def _facts_of(memory: UserMemory) -> list[Fact]:
+    return [Fact(entity, key, value) for entity, keys in memory.items() for key, value in keys.items()]
+
+
+def run_case(
+    llm: LlmClient, suite: Suite, case: Case, *, preference_rules: Mapping[str, Sequence[str]], max_repairs: int
+) -> CaseResult:
+    """Plan one case as planner_node would and score it."""
+    users = case.users if case.users is not None else suite.users
+    scene_memory = case.scene if case.scene is not None else suite.scene
+    user_facts = _facts_of(users.get(case.user, {}))
+    scene = {name: tuple(items) for name, items in scene_memory.items()}
+    places = [Location(name, items) for name, items in scene.items()]
+    rendered = render_context(case.user, user_facts, (), places, known_user=case.user in users)
+    library = SkillLibrary(vla=list(suite.library))
+    observations = {loc: tuple(items) for loc, items in case.observations.items()}
+    facts = planning_facts(
+        request=case.request, scene=scene, library=library, user_facts=[f.value for f in user_facts],
+        pending_observations=observations, preference_rules=preference_rules,
+    )  # fmt: skip
+    messages = build_messages(
+        request=case.request, user_id=case.user, memory=rendered, endpoints=[Endpoint(n) for n in sorted(scene)],
+        library=[LibraryEntry(s.instruction, s.description) for s in library.vla], observations=observations,
+    )  # fmt: skip
+    began = time.perf_counter()
+    outcome = plan_with_repair(llm, messages, facts, max_repairs=max_repairs, validator=Validator())
+    seconds = time.perf_counter() - began
+    failures = score(outcome.plan, outcome.refused, case.expect)
+    dispatched = (
+        () if outcome.refused else tuple(f"{s.kind}:{s.instruction or s.target}" for s in outcome.plan.physical)
+    )
+    return CaseResult(
+        suite.name, case.id, not failures, tuple(failures), outcome.refused, dispatched, outcome.plan.reply,
+        len(outcome.attempts), seconds, tuple(a.rejected_because for a in outcome.attempts if a.rejected_because),
+    )  # fmt: skip
+
+
+def run_suites(
+    llm: LlmClient,
+    suites: Sequence[Suite],
+    *,
+    preference_rules: Mapping[str, Sequence[str]],
+    max_repairs: int,
+    cases_per_suite: int = 0,
+    on_result: Callable[[CaseResult], None] | None = None,
+) -> list[CaseResult]:
+    """Every case (or the first `cases_per_suite` of each suite when > 0)."""
+    results = []
+    for suite in suites:
+        for case in suite.cases[: cases_per_suite or None]:
+            result = run_case(llm, suite, case, preference_rules=preference_rules, max_repairs=max_repairs)
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
+    return results
+
+
+def accuracy(results: Sequence[CaseResult]) -> dict[str, float]:
+    """Dispatch accuracy (0..1) per suite, plus "all"."""
+    out: dict[str, float] = {}
+    for name in dict.fromkeys(r.suite for r in results):
+        mine = [r for r in results if r.suite == name]
+        out[name] = sum(r.passed for r in mine) / len(mine)
+    if results:
+        out["all"] = sum(r.passed for r in results) / len(results)
+    return out

@@ -1,0 +1,111 @@
+"""Personalization suites: the shipped suites are consistent, scoring catches each kind of
+wrong answer, and a case runs end to end over real HTTP against the stub server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from carryon_common.openai_stub import StubVlmServer
+from carryon_planner.core.facts import load_preference_rules
+from carryon_planner.core.openai_llm import OpenAiLlm
+from carryon_planner.core.personalization import Expect, accuracy, load_suites, run_case, run_suites, score
+from carryon_planner.core.plan import parse_plan
+
+CONFIG = Path(__file__).resolve().parents[2] / "config"
+SUITES = load_suites(CONFIG / "planner" / "personalization")
+RULES = load_preference_rules(CONFIG / "planner" / "preferences.yaml")
+
+
+def test_the_shipped_suites_cover_the_paper_and_name_only_what_exists() -> None:
+    names = {s.name for s in SUITES}
+    assert names == {
+        "sandwich_preferences", "packing_by_activity", "preference_update", "profile_isolation",
+        "covered_ingredients", "relocation_correction",
+    }  # fmt: skip
+    for suite in SUITES:
+        instructions = {skill.instruction for skill in suite.library}
+        for case in suite.cases:
+            scene = case.scene if case.scene is not None else suite.scene
+            for wanted in (*case.expect.include, *case.expect.exclude):
+                assert wanted in instructions, f"{suite.name}/{case.id}: {wanted!r} is not in the suite's library"
+            for location in (*case.expect.observe_first, *case.expect.scene_updates):
+                assert location in scene, f"{suite.name}/{case.id}: unknown location {location!r}"
+            assert not set(case.expect.include) & set(case.expect.exclude)
+
+
+def plan(subtasks: list[dict[str, Any]], memory: list[dict[str, Any]] | None = None, **extra: Any) -> str:
+    names = ", ".join(s["target"] for s in subtasks if s.get("target"))
+    reply = f"I will see to the {names}." if names else "Noted."
+    return json.dumps({"reply": reply, "subtasks": subtasks, "memory_operations": memory or [], **extra})
+
+
+OBSERVE = {"id": "s1", "kind": "observe", "objective": "look", "target": "kitchen_counter"}
+OPEN = {"id": "s2", "kind": "vla", "objective": "uncovered", "instruction": "open the pink cover",
+        "target": "pink_cover", "depends_on": ["s1"], "condition": "carrot under pink_cover"}  # fmt: skip
+CARROT = {"id": "s3", "kind": "vla", "objective": "in the bowl", "instruction": "put the carrot in the bowl",
+          "target": "carrot", "destination": "bowl", "depends_on": ["s2"]}  # fmt: skip
+
+
+def test_scoring_names_each_missed_expectation() -> None:
+    expect = Expect(include=["open the pink cover", "put the carrot in the bowl"],
+                    exclude=["put the meat in the bowl"], observe_first=["kitchen_counter"])  # fmt: skip
+    assert score(parse_plan(plan([OBSERVE, OPEN, CARROT])), False, expect) == []
+    unobserved = {**OPEN, "depends_on": []}
+    assert score(parse_plan(plan([OBSERVE, unobserved, CARROT])), False, expect) == [
+        "a VLA subtask does not wait for the observe of kitchen_counter"
+    ]
+    meat = {**CARROT, "instruction": "put the meat in the bowl", "target": "meat"}
+    failures = score(parse_plan(plan([OBSERVE, OPEN, meat])), False, expect)
+    assert failures == ["missing 'put the carrot in the bowl'", "dispatched forbidden 'put the meat in the bowl'"]
+    refusal = parse_plan(plan([], refusal="no"))
+    assert score(refusal, True, expect)[0] == "refused: no"
+    assert score(refusal, True, Expect(refuse=True)) == []
+    remember = Expect(refuse=True, remember=[{"key": "preference", "value": "tea", "durable": True}])  # type: ignore[list-item]
+    wish = [{"op": "update_user", "entity": "drink", "key": "preference", "value": "tea", "durable": False}]
+    assert score(parse_plan(plan([], wish)), False, remember) == ["no update_user preference~'tea' durable=True"]
+    assert score(parse_plan(plan([], [{**wish[0], "durable": True}])), False, remember) == []
+    leaky = parse_plan(json.dumps({"reply": "Henry likes peanuts.", "subtasks": []}))
+    assert score(leaky, False, Expect(refuse=True, reply_excludes=["henry"])) == ["reply mentions 'henry'"]
+
+
+def test_a_case_runs_over_http_with_repair_and_is_scored() -> None:
+    suite = next(s for s in SUITES if s.name == "covered_ingredients")
+    case = next(c for c in suite.cases if c.id == "remembered_memory")
+    invented = {**CARROT, "instruction": "serve the carrot"}
+    # The first answer invents an instruction: the validator rejects it, the repair fixes it.
+    with StubVlmServer([plan([OBSERVE, OPEN, invented]), plan([OBSERVE, OPEN, CARROT])]) as stub:
+        llm = OpenAiLlm(base_url=stub.base_url, model="stub", api_key="x", timeout_s=5.0, attempts=1)
+        result = run_case(llm, suite, case, preference_rules=RULES, max_repairs=2)
+        prompt = "\n".join(stub.requests[0].texts())
+    assert result.passed and result.llm_rounds == 2, result.rejected
+    assert "instruction_in_library" in result.rejected[0]
+    assert result.dispatched == ("observe:kitchen_counter", "vla:open the pink cover", "vla:put the carrot in the bowl")
+    assert "vegetarian" in prompt and "carrot under pink_cover" in prompt and "## User memory: alice" in prompt
+    assert "dinner" not in prompt  # bob's memory never reaches alice's prompt
+
+
+def test_exhausted_repairs_fail_the_case_and_accuracy_is_per_suite() -> None:
+    suite = next(s for s in SUITES if s.name == "covered_ingredients")
+    with StubVlmServer(["not json"] * 20) as stub:
+        llm = OpenAiLlm(base_url=stub.base_url, model="stub", api_key="x", timeout_s=5.0, attempts=1)
+        results = run_suites(llm, [suite], preference_rules=RULES, max_repairs=1, cases_per_suite=2)
+    assert [r.passed for r in results] == [False, False] and all(r.refused for r in results)
+    assert all(r.llm_rounds == 2 for r in results)
+    assert accuracy(results) == {"covered_ingredients": 0.0, "all": 0.0}
+
+
+@pytest.mark.parametrize("suite", SUITES, ids=lambda s: s.name)
+def test_refusing_everything_passes_only_the_refusal_cases(suite) -> None:  # type: ignore[no-untyped-def]
+    """A planner that always refuses must not score well: only cases that expect no
+    dispatch (and no memory change) can pass."""
+    replies = [plan([], refusal="I will not do anything.")] * len(suite.cases)
+    with StubVlmServer(replies) as stub:
+        llm = OpenAiLlm(base_url=stub.base_url, model="stub", api_key="x", timeout_s=5.0, attempts=1)
+        results = run_suites(llm, [suite], preference_rules=RULES, max_repairs=0)
+    for case, result in zip(suite.cases, results, strict=True):
+        expected = case.expect.refuse and not case.expect.remember and not case.expect.scene_updates
+        assert result.passed == expected, (case.id, result.failures)
