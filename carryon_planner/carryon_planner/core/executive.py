@@ -5,9 +5,9 @@
 * A failed subtask fails its dependents (CANCELLED, with the reason).
 * A subtask with a condition runs only when the observations so far make it true; a
   condition that is false SKIPS it (and its dependents are skipped too).
-* An observe subtask's report that adds to or contradicts scene memory ends the run with
-  `replan` set: the planner must replan with the observation (and a mandatory
-  update_scene) before anything else moves.
+* An observe subtask's report that adds to or contradicts scene memory (objects the plan
+  moves aside) ends the run with `replan` set: the planner must replan with the
+  observation (and a mandatory update_scene) before anything else moves.
 * Physical VLA subtasks go through `run_vla`: policy + judge + recovery with resume.
 
 Everything the executive talks to is injected (`Dispatch`), so it runs the same against
@@ -109,13 +109,36 @@ def condition_holds(condition: str, seen: Mapping[str, tuple[str, ...]]) -> bool
     return None
 
 
+def _subject(item: str) -> str:
+    words = item.lower().split()
+    return words[0] if words else ""
+
+
 def differs_from_memory(
-    revealed: Mapping[str, tuple[str, ...]], memory: Mapping[str, tuple[str, ...]]
+    revealed: Mapping[str, tuple[str, ...]],
+    memory: Mapping[str, tuple[str, ...]],
+    acted_on: frozenset[str] = frozenset(),
 ) -> dict[str, tuple[str, ...]]:
-    """The observed locations whose items differ from what scene memory says."""
-    return {
-        location: items for location, items in revealed.items() if sorted(items) != sorted(memory.get(location, ()))
-    }
+    """The observed locations that contradict scene memory: an object seen that memory does
+    not place there (newly revealed), or one memory places there that is not seen and
+    cannot be hidden ("carrot under pink_cover" while the cover is seen). Objects the plan
+    itself acts on (`acted_on`: targets, destinations) are expected to move and are
+    ignored."""
+    out: dict[str, tuple[str, ...]] = {}
+    for location, items in revealed.items():
+        seen = {_subject(i) for i in items}
+        remembered = memory.get(location, ())
+        known = {_subject(i) for i in remembered}
+        new = seen - known - acted_on
+        missing = set()
+        for item in remembered:
+            name, words = _subject(item), item.lower().split()
+            hidden = len(words) == 3 and words[1] == "under" and words[2] in seen
+            if name not in seen and name not in acted_on and not hidden:
+                missing.add(name)
+        if new or missing:
+            out[location] = items
+    return out
 
 
 class Executive:
@@ -136,6 +159,9 @@ class Executive:
         self.records = {s.id: SubtaskRecord(s) for s in plan.subtasks}
         self.seen: dict[str, tuple[str, ...]] = {}
         self.cancelled = False
+        self.acted_on = frozenset(
+            name.lower() for s in plan.subtasks if s.kind == "vla" for name in (s.target, s.destination) if name
+        )
 
     def cancel(self) -> None:
         """Stop before the next subtask (the one running finishes or is cancelled by its dispatcher)."""
@@ -199,7 +225,7 @@ class Executive:
             if report.revealed:
                 self.seen.update(report.revealed)
             self._set(record, State.SUCCEEDED if report.succeeded else State.FAILED, report.message)
-            changed = differs_from_memory(report.revealed, self.scene)
+            changed = differs_from_memory(report.revealed, self.scene, self.acted_on)
             if changed:
                 for other in self.records.values():
                     if other.state == State.PENDING:

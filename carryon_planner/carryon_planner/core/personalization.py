@@ -26,7 +26,7 @@ from carryon_planner.core.context import Endpoint, LibraryEntry, build_messages
 from carryon_planner.core.facts import planning_facts
 from carryon_planner.core.llm import LlmClient
 from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene, UpdateUser
-from carryon_planner.core.repair import plan_with_repair
+from carryon_planner.core.repair import PlanningOutcome, plan_with_repair
 from carryon_planner.core.validator import Validator
 from carryon_policy.core.skills import SkillLibrary, VlaSkill
 
@@ -170,33 +170,50 @@ def _facts_of(memory: UserMemory) -> list[Fact]:
     return [Fact(entity, key, value) for entity, keys in memory.items() for key, value in keys.items()]
 
 
+def plan_request(
+    llm: LlmClient,
+    *,
+    request: str,
+    user: str,
+    users: Mapping[str, UserMemory],
+    scene: Mapping[str, Sequence[str]],
+    library: SkillLibrary,
+    preference_rules: Mapping[str, Sequence[str]],
+    max_repairs: int,
+    observations: Mapping[str, Sequence[str]] | None = None,
+) -> PlanningOutcome:
+    """Plan one request from in-memory user and scene memory exactly as planner_node plans
+    an Ask from memory_node's context (same rendering, context, validator, repair)."""
+    user_facts = _facts_of(users.get(user, {}))
+    scene_items = {name: tuple(items) for name, items in scene.items()}
+    places = [Location(name, items) for name, items in scene_items.items()]
+    rendered = render_context(user, user_facts, (), places, known_user=user in users)
+    seen = {loc: tuple(items) for loc, items in (observations or {}).items()}
+    facts = planning_facts(
+        request=request, scene=scene_items, library=library, user_facts=[f.value for f in user_facts],
+        pending_observations=seen, preference_rules=preference_rules,
+    )  # fmt: skip
+    messages = build_messages(
+        request=request, user_id=user, memory=rendered, endpoints=[Endpoint(n) for n in sorted(scene_items)],
+        library=[LibraryEntry(s.instruction, s.description) for s in library.vla], observations=seen,
+    )  # fmt: skip
+    return plan_with_repair(llm, messages, facts, max_repairs=max_repairs, validator=Validator())
+
+
 def run_case(
     llm: LlmClient, suite: Suite, case: Case, *, preference_rules: Mapping[str, Sequence[str]], max_repairs: int
 ) -> CaseResult:
     """Plan one case as planner_node would and score it."""
-    users = case.users if case.users is not None else suite.users
-    scene_memory = case.scene if case.scene is not None else suite.scene
-    user_facts = _facts_of(users.get(case.user, {}))
-    scene = {name: tuple(items) for name, items in scene_memory.items()}
-    places = [Location(name, items) for name, items in scene.items()]
-    rendered = render_context(case.user, user_facts, (), places, known_user=case.user in users)
-    library = SkillLibrary(vla=list(suite.library))
-    observations = {loc: tuple(items) for loc, items in case.observations.items()}
-    facts = planning_facts(
-        request=case.request, scene=scene, library=library, user_facts=[f.value for f in user_facts],
-        pending_observations=observations, preference_rules=preference_rules,
-    )  # fmt: skip
-    messages = build_messages(
-        request=case.request, user_id=case.user, memory=rendered, endpoints=[Endpoint(n) for n in sorted(scene)],
-        library=[LibraryEntry(s.instruction, s.description) for s in library.vla], observations=observations,
-    )  # fmt: skip
     began = time.perf_counter()
-    outcome = plan_with_repair(llm, messages, facts, max_repairs=max_repairs, validator=Validator())
+    outcome = plan_request(
+        llm, request=case.request, user=case.user, users=case.users if case.users is not None else suite.users,
+        scene=case.scene if case.scene is not None else suite.scene, library=SkillLibrary(vla=list(suite.library)),
+        preference_rules=preference_rules, max_repairs=max_repairs, observations=case.observations,
+    )  # fmt: skip
     seconds = time.perf_counter() - began
     failures = score(outcome.plan, outcome.refused, case.expect)
-    dispatched = (
-        () if outcome.refused else tuple(f"{s.kind}:{s.instruction or s.target}" for s in outcome.plan.physical)
-    )
+    physical = () if outcome.refused else outcome.plan.physical
+    dispatched = tuple(f"{s.kind}:{s.instruction or s.target}" for s in physical)
     return CaseResult(
         suite.name, case.id, not failures, tuple(failures), outcome.refused, dispatched, outcome.plan.reply,
         len(outcome.attempts), seconds, tuple(a.rejected_because for a in outcome.attempts if a.rejected_because),
