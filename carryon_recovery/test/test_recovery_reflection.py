@@ -1,0 +1,135 @@
+"""Versioned recovery skills and reflection: load / diff / write-next, and proposals from a
+stub LLM over real HTTP — a valid one becomes v2, every invalid one is rejected with the
+reason and writes nothing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from carryon_common.core.errors import ConfigError
+from carryon_common.openai_stub import StubReply, StubVlmServer
+from carryon_planner.core.openai_llm import OpenAiLlm
+from carryon_recovery.core.library import SkillLibrary, diff
+from carryon_recovery.core.reflection import Attempt, reflect
+
+SEED = Path(__file__).resolve().parents[2] / "config" / "skills" / "recovery"
+
+
+@pytest.fixture
+def library(tmp_path: Path) -> SkillLibrary:
+    shutil.copytree(SEED, tmp_path / "recovery")
+    return SkillLibrary(tmp_path / "recovery")
+
+
+def attempt(number: int, completed: bool = False) -> Attempt:
+    """A re-grasp that closed on nothing: the grasp point was too low on a tall bottle."""
+    return Attempt.model_validate({
+        "attempt_id": f"a{number}", "skill": "regrasp", "version": 1, "instruction": "put the bottle in the bowl",
+        "target": "bottle", "outcome": "fallback", "task_completed": completed,
+        "operations": [
+            {"op": "relocalize", "ok": True, "measured": {"target_center": [0.5, 0.1, 0.48]}},
+            {"op": "grasp", "ok": True, "planned": {"tcp_z": 0.44}, "measured": {"tcp_z": 0.452}},
+            {"op": "check_holding", "ok": False, "measured": {"gripper_width_m": 0.0},
+             "note": "fingers closed below the bottle's shoulder and slipped off"},
+        ],
+    })  # fmt: skip
+
+
+def proposal(**changes: Any) -> str:
+    base = {"decision": "UPDATE", "diagnosis": "grasp too low: fingers closed on nothing after the lift",
+            "evidence": ["a1: check_holding width 0.0", "a2: check_holding width 0.0"], "kind": "parameter",
+            "parameter": "grasp_height_m", "value": 0.06}  # fmt: skip
+    return json.dumps({**base, **changes})
+
+
+def run(library: SkillLibrary, *replies: str | StubReply):  # type: ignore[no-untyped-def]
+    with StubVlmServer(list(replies)) as stub:
+        llm = OpenAiLlm(base_url=stub.base_url, model="reflector", api_key="x", timeout_s=5.0, attempts=1)
+        outcome = reflect(llm, library, "regrasp", [attempt(1), attempt(2), attempt(3), attempt(4)])
+        prompt = "\n".join(stub.requests[0].texts()) if stub.requests else ""
+    return outcome, prompt
+
+
+def test_the_seed_version_loads_with_ranges() -> None:
+    version = SkillLibrary(SEED).load("regrasp")
+    assert version.version == 1 and version.parent is None and version.procedure[-1] == "resume"
+    assert version.value("grasp_height_m") == 0.02
+
+
+def test_a_valid_proposal_writes_the_next_version_with_lineage(library: SkillLibrary) -> None:
+    outcome, prompt = run(library, proposal())
+    assert outcome.decision == "UPDATE", outcome.reason
+    v2 = library.load("regrasp")
+    assert v2.version == 2 and v2.parent == 1 and v2.value("grasp_height_m") == 0.06
+    assert v2.revisions[-1].evidence and v2.revisions[-1].source.startswith("reflection:openai:reflector")
+    assert library.load("regrasp", 1).value("grasp_height_m") == 0.02  # v1 untouched
+    assert diff(library.load("regrasp", 1), v2)[0] == "parameters.grasp_height_m: 0.02 -> 0.06"
+    # The reflector saw the rules, the allowed ranges and at most three attempts.
+    assert "Selected target masks are unverified" in prompt and "allowed 0.0 .. 0.12" in prompt
+    assert "### a3" in prompt and "### a4" not in prompt and "PLANNED" in prompt
+
+
+def test_a_strategy_revision_is_validated_too(library: SkillLibrary) -> None:
+    outcome, _ = run(library, proposal(kind="strategy", parameter="", value=None,
+                                       strategy={"retries_with_renewed_perception": 2}))  # fmt: skip
+    assert outcome.decision == "UPDATE" and library.load("regrasp").strategy.retries_with_renewed_perception == 2
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        ("this is not json", "malformed reply"),
+        (json.dumps({"decision": "MAYBE", "diagnosis": "x"}), "malformed reply: decision"),
+        (proposal(parameter="finger_strength"), "unknown parameter 'finger_strength'"),
+        (proposal(value=0.5), "outside its allowed range [0.0, 0.12]"),
+        (proposal(value=0.02), "nothing changes"),
+        (proposal(value=None), "no value given"),
+        (proposal(evidence=[]), "must cite evidence"),
+        (proposal(kind=""), "kind 'parameter' or 'strategy'"),
+        (proposal(kind="strategy", strategy={"teleport": True}), "unknown field(s) ['teleport']"),
+        (proposal(kind="strategy", strategy={"retries_with_renewed_perception": 9}), "strategy:"),
+        (proposal(kind="strategy", strategy={"candidate_order": ["side", "side"]}), "strategy:"),
+        (StubReply(status=500), "reflector unavailable"),
+    ],
+)
+def test_invalid_proposals_are_rejected_and_write_nothing(library: SkillLibrary, reply: Any, reason: str) -> None:
+    outcome, _ = run(library, reply)
+    assert outcome.decision == "REJECTED" and reason in outcome.reason, outcome.reason
+    assert library.versions("regrasp") == [1]
+
+
+def test_no_update_writes_nothing(library: SkillLibrary) -> None:
+    outcome, _ = run(library, json.dumps({"decision": "NO_UPDATE", "diagnosis": "the evidence is insufficient"}))
+    assert outcome.decision == "NO_UPDATE" and library.versions("regrasp") == [1]
+
+
+def test_versions_are_never_overwritten_and_bad_files_are_named(library: SkillLibrary, tmp_path: Path) -> None:
+    v1 = library.load("regrasp")
+    (library.root / "regrasp" / "v2.yaml").write_text("skill: regrasp\nversion: 2\n")
+    with pytest.raises(ConfigError, match=r"v2\.yaml"):
+        library.load("regrasp")
+    with pytest.raises(ConfigError, match="never overwritten"):
+        from carryon_recovery.core.library import Revision
+
+        library.write_next(v1, {}, Revision(version=2, kind="parameter", change="x", reason="y"))
+    with pytest.raises(ConfigError, match="no recovery skill 'nope'"):
+        library.load("nope")
+
+
+def test_carryon_reflect_writes_a_version_and_diffs_it(library: SkillLibrary, tmp_path: Path) -> None:
+    from carryon_bringup.cli import main
+
+    attempts = tmp_path / "attempts.jsonl"
+    attempts.write_text("\n".join(attempt(i).model_dump_json() for i in (1, 2)) + "\n")
+    with StubVlmServer([proposal()]) as stub:
+        code = main(["reflect", "regrasp", "--skills-dir", str(library.root), "--attempts", str(attempts),
+                     "--base-url", stub.base_url])  # fmt: skip
+    assert code == 0 and library.versions("regrasp") == [1, 2]
+    assert main(["reflect", "regrasp", "--skills-dir", str(library.root), "--diff", "1", "2"]) == 0
+    attempts.write_text("{not json\n")
+    assert main(["reflect", "regrasp", "--skills-dir", str(library.root), "--attempts", str(attempts)]) == 2
