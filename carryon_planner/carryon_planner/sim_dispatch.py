@@ -11,9 +11,9 @@
   is not reported; its cover is). This is a SIMULATOR ORACLE stand-in for perception.
 * `say`: appended to `said` (the transcript).
 
-A recovery skill is injected (`recover`); until carryon_recovery's skills land (issue 9)
-`resume_only` is the stand-in: it does nothing and asks to resume, which the scripted
-stand-in (closed loop on ground truth) can use to re-grasp a dropped object.
+A recovery skill is injected (`recover(plant, subtask)`): carryon_recovery's base skill
+(`carryon_recovery.sim_io.base_skill_recovery`), or `resume_only`, a stand-in that does
+nothing and asks to resume.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from carryon_sim.core.predicates import covered_by, inside_of, location_of
 from carryon_sim.core.world import World
 
 Gate = Callable[[Chunk, World], Chunk | None]
-Recover = Callable[[World, PlannedSubtask], tuple[bool, str]]
+Recover = Callable[["SimPlant", PlannedSubtask], tuple[bool, str]]
 
 _VERDICTS = {
     VerdictStatus.RUNNING: Verdict.RUNNING,
@@ -48,7 +48,7 @@ _VERDICTS = {
 }
 
 
-def resume_only(_world: World, _subtask: PlannedSubtask) -> tuple[bool, str]:
+def resume_only(_plant: SimPlant, _subtask: PlannedSubtask) -> tuple[bool, str]:
     """Recovery stand-in (no recovery skill yet): do nothing, resume the instruction."""
     return True, "no recovery skill configured (stand-in): resuming the instruction"
 
@@ -164,7 +164,7 @@ class SimPlant:
         return result, verdict.reason
 
     def recover(self, subtask: PlannedSubtask) -> tuple[bool, str]:
-        resume, message = self.recover_skill(self.world, subtask)
+        resume, message = self.recover_skill(self, subtask)
         self.log.append(f"{subtask.id}: recovery: {message}")
         return resume, message
 

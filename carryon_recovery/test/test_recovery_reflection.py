@@ -58,7 +58,7 @@ def run(library: SkillLibrary, *replies: str | StubReply):  # type: ignore[no-un
 def test_the_seed_version_loads_with_ranges() -> None:
     version = SkillLibrary(SEED).load("regrasp")
     assert version.version == 1 and version.parent is None and version.procedure[-1] == "resume"
-    assert version.value("grasp_height_m") == 0.02
+    assert version.value("grasp_height_m") == 0.008
 
 
 def test_a_valid_proposal_writes_the_next_version_with_lineage(library: SkillLibrary) -> None:
@@ -67,8 +67,8 @@ def test_a_valid_proposal_writes_the_next_version_with_lineage(library: SkillLib
     v2 = library.load("regrasp")
     assert v2.version == 2 and v2.parent == 1 and v2.value("grasp_height_m") == 0.06
     assert v2.revisions[-1].evidence and v2.revisions[-1].source.startswith("reflection:openai:reflector")
-    assert library.load("regrasp", 1).value("grasp_height_m") == 0.02  # v1 untouched
-    assert diff(library.load("regrasp", 1), v2)[0] == "parameters.grasp_height_m: 0.02 -> 0.06"
+    assert library.load("regrasp", 1).value("grasp_height_m") == 0.008  # v1 untouched
+    assert diff(library.load("regrasp", 1), v2)[0] == "parameters.grasp_height_m: 0.008 -> 0.06"
     # The reflector saw the rules, the allowed ranges and at most three attempts.
     assert "Selected target masks are unverified" in prompt and "allowed 0.0 .. 0.12" in prompt
     assert "### a3" in prompt and "### a4" not in prompt and "PLANNED" in prompt
@@ -87,7 +87,7 @@ def test_a_strategy_revision_is_validated_too(library: SkillLibrary) -> None:
         (json.dumps({"decision": "MAYBE", "diagnosis": "x"}), "malformed reply: decision"),
         (proposal(parameter="finger_strength"), "unknown parameter 'finger_strength'"),
         (proposal(value=0.5), "outside its allowed range [0.0, 0.12]"),
-        (proposal(value=0.02), "nothing changes"),
+        (proposal(value=0.008), "nothing changes"),
         (proposal(value=None), "no value given"),
         (proposal(evidence=[]), "must cite evidence"),
         (proposal(kind=""), "kind 'parameter' or 'strategy'"),

@@ -1,0 +1,230 @@
+"""The base recovery skill (paper §D.1, Algorithm 2), driven by a versioned SkillVersion.
+
+After a failed verdict the VLA is suspended and this skill restores the physical state the
+interrupted subtask needs:
+
+    relocalize (masks + depth) -> grasp candidates -> approach -> grasp -> lift
+    -> check holding (measured width) -> transport to a stand-off pose above the
+    destination -> check holding -> RESUME (the executive restarts the instruction)
+
+When relocalization, a motion or a holding check fails, it retries with renewed
+perception (strategy `retries_with_renewed_perception`), then falls back: move to the
+candidate's pre-grasp pose (or the recorded pre-failure pose when there is no candidate),
+open the gripper, and request resumption anyway (RESUME_UNVERIFIED) — the judge keeps
+judging. Every motion goes through `RecoveryIO.move`, which on every backend passes the
+shield (a blocked motion is a failed motion, never an unshielded one).
+
+Every operation is recorded (planned vs measured) so reflection can review the attempt.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from carryon_recovery.core.library import SkillVersion
+from carryon_recovery.core.reflection import Attempt, Operation
+from carryon_recovery.core.types import Outcome
+
+FloatArray = npt.NDArray[np.float64]
+DOWN = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])  # tool z down, finger axis along world y
+OPEN, CLOSED = 0.0, 1.0
+
+
+def tool_rotation(yaw: float) -> FloatArray:
+    """A downward tool rotated by `yaw` about world z."""
+    c, s = math.cos(yaw), math.sin(yaw)
+    rz = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+    out: FloatArray = rz @ DOWN
+    return out
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What relocalization found: the target's (and destination's) points, world frame."""
+
+    target: FloatArray  # (N, 3)
+    destination: FloatArray | None  # (M, 3) or None when not seen / not needed
+
+
+class RecoveryIO(Protocol):
+    """What the skill needs from the robot (simulation or a real arm)."""
+
+    def perceive(self, target: str, destination: str) -> Seen | None:
+        """Fresh points of the target (None: not found) and of the destination."""
+
+    def move(self, positions: FloatArray, rotation: FloatArray, gripper: float) -> tuple[bool, str]:
+        """Move the tool through `positions` (n, 3) at `rotation` with the gripper command,
+        every step through the shield; (reached, why not)."""
+
+    def set_gripper(self, command: float) -> float:
+        """Command the gripper (0 open .. 1 closed), wait for it to settle; the measured width, metres."""
+
+    def tool_position(self) -> FloatArray:
+        """Measured tool centre point (3,)."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    kind: str
+    grasp: FloatArray  # tool centre point at the grasp
+    rotation: FloatArray
+    pre_grasp: FloatArray
+
+
+def grasp_candidates(points: FloatArray, version: SkillVersion) -> list[Candidate]:
+    """Top-down candidates from the target's points: over the points' centre, the fingers
+    across the narrow horizontal axis, `grasp_height_m` above the lowest point (at most
+    5 mm under the top). Side candidates are not generated yet (listed kinds are skipped)."""
+    candidates = []
+    for kind in version.strategy.candidate_order:
+        if kind != "top_down" or len(points) < 3:
+            continue
+        centre = points.mean(axis=0)
+        xy = points[:, :2] - centre[:2]
+        _, vectors = np.linalg.eigh(xy.T @ xy)
+        narrow = vectors[:, 0]  # smallest spread: close the fingers along it
+        yaw = math.atan2(-narrow[0], narrow[1])  # finger axis (tool x) along `narrow`
+        bottom, top = float(points[:, 2].min()), float(points[:, 2].max())
+        z = min(bottom + version.value("grasp_height_m"), max(top - 0.005, bottom))
+        grasp = np.array([centre[0], centre[1], z])
+        pre = grasp + np.array([0.0, 0.0, version.value("approach_offset_m")])
+        candidates.append(Candidate(kind, grasp, tool_rotation(yaw), pre))
+    return candidates
+
+
+def _line(start: FloatArray, end: FloatArray, step_m: float = 0.01) -> FloatArray:
+    n = max(1, math.ceil(float(np.linalg.norm(end - start)) / step_m))
+    out: FloatArray = start + np.outer(np.arange(1, n + 1) / n, end - start)
+    return out
+
+
+@dataclass
+class RunRecord:
+    operations: list[Operation] = field(default_factory=list)
+
+    def add(self, op: str, ok: bool, planned: dict[str, object] | None = None,
+            measured: dict[str, object] | None = None, note: str = "") -> bool:  # fmt: skip
+        self.operations.append(Operation(op=op, ok=ok, planned=planned or {}, measured=measured or {}, note=note))
+        return ok
+
+
+def _r(v: FloatArray | float) -> object:
+    return [round(float(x), 4) for x in v] if isinstance(v, np.ndarray) else round(float(v), 4)
+
+
+@dataclass(frozen=True)
+class SkillResult:
+    outcome: Outcome
+    message: str
+    attempt: Attempt
+
+
+def run_base_skill(
+    version: SkillVersion,
+    io: RecoveryIO,
+    *,
+    target: str,
+    destination: str,
+    instruction: str,
+    pre_failure: FloatArray,
+    attempt_id: str = "a1",
+    cancelled: Callable[[], bool] = lambda: False,
+) -> SkillResult:
+    """Run one recovery attempt; never raises for a failed step (that is the fallback)."""
+    record = RunRecord()
+    tries = 1 + version.strategy.retries_with_renewed_perception
+    last: Candidate | None = None
+    why = ""
+    for attempt in range(tries):
+        if cancelled():
+            return _finish(version, record, Outcome.ABORTED, "cancelled", target=target, instruction=instruction,
+                           attempt_id=attempt_id)  # fmt: skip
+        seen = io.perceive(target, destination)
+        if seen is None or len(seen.target) < 3:
+            record.add("relocalize", False, note=f"{target} not found (try {attempt + 1}/{tries})")
+            why = f"{target} not found"
+            continue
+        record.add("relocalize", True, measured={"target_center": _r(seen.target.mean(axis=0)),
+                                                 "points": len(seen.target)})  # fmt: skip
+        candidates = grasp_candidates(seen.target, version)
+        record.add("grasp_candidates", bool(candidates), measured={"count": len(candidates)})
+        for candidate in candidates:
+            last = candidate
+            ok, why = _grasp_and_carry(version, io, record, candidate, seen)
+            if ok:
+                message = "holding at the stand-off pose: resume the instruction"
+                return _finish(version, record, Outcome.RESUME, message, target=target, instruction=instruction,
+                               attempt_id=attempt_id)  # fmt: skip
+    # Fallback (Algorithm 2): pre-grasp of the last candidate, else the pre-failure pose; open; resume anyway.
+    fallback = last.pre_grasp if last is not None else pre_failure
+    rotation = last.rotation if last is not None else DOWN
+    here = io.tool_position()
+    up = np.array([here[0], here[1], max(here[2], fallback[2])])
+    moved, blocked = io.move(np.vstack([_line(here, up), _line(up, fallback)]), rotation, OPEN)
+    width = io.set_gripper(OPEN)
+    record.add("fallback", moved, planned={"tool": _r(fallback)}, measured={"tool": _r(io.tool_position()),
+               "gripper_width_m": _r(width)}, note=blocked)  # fmt: skip
+    message = f"recovery failed ({why or 'no grasp candidate'}); at the fallback pose, resuming anyway"
+    return _finish(version, record, Outcome.RESUME_UNVERIFIED, message, target=target, instruction=instruction,
+                   attempt_id=attempt_id)  # fmt: skip
+
+
+def _holding(version: SkillVersion, width: float) -> bool:
+    return version.value("holding_min_width_m") < width < version.value("holding_max_width_m")
+
+
+def _grasp_and_carry(
+    version: SkillVersion, io: RecoveryIO, record: RunRecord, c: Candidate, seen: Seen
+) -> tuple[bool, str]:
+    here = io.tool_position()
+    above = np.array([here[0], here[1], max(here[2], c.pre_grasp[2])])
+    path = np.vstack([_line(here, above), _line(above, c.pre_grasp)])
+    ok, why = io.move(path, c.rotation, OPEN)
+    io.set_gripper(OPEN)
+    if not record.add("approach", ok, planned={"pre_grasp": _r(c.pre_grasp)},
+                      measured={"tool": _r(io.tool_position())}, note=why):  # fmt: skip
+        return False, f"approach: {why}"
+    ok, why = io.move(_line(c.pre_grasp, c.grasp, 0.005), c.rotation, OPEN)
+    width = io.set_gripper(CLOSED)
+    record.add("grasp", ok, planned={"tcp": _r(c.grasp), "kind": c.kind},
+               measured={"tcp": _r(io.tool_position()), "gripper_width_m": _r(width)}, note=why)  # fmt: skip
+    if not ok:
+        return False, f"descent: {why}"
+    lifted = c.grasp + np.array([0.0, 0.0, version.value("lift_height_m")])
+    ok, why = io.move(_line(io.tool_position(), lifted), c.rotation, CLOSED)
+    record.add("lift", ok, planned={"tcp": _r(lifted)}, measured={"tcp": _r(io.tool_position())}, note=why)
+    width = io.set_gripper(CLOSED)
+    if not record.add("check_holding", _holding(version, width), measured={"gripper_width_m": _r(width)}):
+        return False, f"not holding after the lift (width {width:.4f} m)"
+    if seen.destination is not None and len(seen.destination):
+        dest = seen.destination.mean(axis=0)
+        standoff = np.array([dest[0], dest[1], float(seen.destination[:, 2].max()) + version.value("standoff_m")])
+        start = io.tool_position()
+        high = np.array([start[0], start[1], max(start[2], standoff[2])])
+        ok, why = io.move(np.vstack([_line(start, high), _line(high, standoff)]), c.rotation, CLOSED)
+        record.add("transport_standoff", ok, planned={"tcp": _r(standoff)}, measured={"tcp": _r(io.tool_position())},
+                   note=why)  # fmt: skip
+        if not ok:
+            return False, f"transport: {why}"
+        width = io.set_gripper(CLOSED)
+        if not record.add("check_holding", _holding(version, width), measured={"gripper_width_m": _r(width)}):
+            return False, f"dropped during transport (width {width:.4f} m)"
+    return True, ""
+
+
+def _finish(
+    version: SkillVersion, record: RunRecord, outcome: Outcome, message: str, *, target: str, instruction: str,
+    attempt_id: str,
+) -> SkillResult:  # fmt: skip
+    label = {Outcome.RESUME: "resumed", Outcome.RESUME_UNVERIFIED: "fallback"}.get(outcome, "aborted")
+    attempt = Attempt(
+        attempt_id=attempt_id, skill=version.skill, version=version.version, instruction=instruction, target=target,
+        outcome=label, task_completed=False, operations=record.operations,
+    )  # fmt: skip
+    return SkillResult(outcome, message, attempt)
