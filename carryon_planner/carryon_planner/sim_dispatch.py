@@ -90,7 +90,8 @@ def _spec(subtask: PlannedSubtask) -> SubtaskSpec:
 class SimPlant:
     """`VlaPlant` over an in-process World. One control step = `dt` s of simulated time;
     the policy is asked every `steps_per_inference` steps; `verdict()` advances the world
-    by `judge_every_steps` before asking the judge (the judge's monitor period)."""
+    by `judge_every_steps` before asking the judge (the judge's monitor period). `perturb(world)`
+    runs after every policy-driven step (benchmarks inject drops and displacements there)."""
 
     def __init__(
         self,
@@ -106,11 +107,13 @@ class SimPlant:
         dt: float = 0.05,
         seed: int = 0,
         progress_m: float = 0.01,
+        perturb: Callable[[World], None] | None = None,
     ) -> None:
         self.world, self.policy, self.judge, self.shapes = world, policy, judge, shapes
         self.gate, self.recover_skill = gate, recover
         self.steps_per_inference, self.judge_every_steps, self.dt = steps_per_inference, judge_every_steps, dt
         self.progress_m = progress_m
+        self.perturb = perturb  # called after every simulated step (benchmarks' perturbations)
         self.driver = Driver(world, watchdog_s=0.25)
         self._seeds = itertools.count(seed * 1000)
         self._ids = itertools.count(1)
@@ -183,6 +186,8 @@ class SimPlant:
                 self.driver.submit(released, world.time)
         self.driver.tick(world.time)
         world.step(self.dt)
+        if self.perturb is not None:
+            self.perturb(world)
         if self._running:
             self._steps += 1
             if self._steps >= self._budget:

@@ -1,0 +1,64 @@
+"""`carryon bench recovery`: the perturbations fire, an episode runs end to end, and the
+rounds harness re-runs only failed episodes, reflects between rounds (stub LLM over HTTP)
+and reports cumulative completion."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from carryon_bringup.bench import recovery
+from carryon_bringup.core.bench import BenchOptions
+from carryon_common.openai_stub import StubVlmServer
+from carryon_recovery.core.library import SkillVersion
+from carryon_recovery.core.reflection import Attempt, Operation
+
+CONFIG = Path(__file__).resolve().parents[2] / "config"
+
+
+def test_a_drop_episode_runs_with_and_without_the_base_skill() -> None:
+    done, attempts = recovery.run_episode(recovery.Episode("drop", 1), None)
+    assert not done and attempts == []  # seed 1: the VLA alone does not finish after the drop
+    version = recovery.SkillLibrary(CONFIG / "skills" / "recovery").load("regrasp")
+    _, attempts = recovery.run_episode(recovery.Episode("drop", 1), version)
+    assert attempts and attempts[0].operations[0].op == "relocalize" and not attempts[0].task_completed
+
+
+def fake_attempt(version: SkillVersion, seed: int) -> Attempt:
+    check = Operation(op="check_holding", ok=False, measured={"gripper_width_m": 0.001})
+    return Attempt(attempt_id=f"e{seed}", skill="regrasp", version=version.version, target="carrot",
+                   instruction="put the carrot in the bowl", outcome="fallback", task_completed=False,
+                   operations=[check])  # fmt: skip
+
+
+def test_rounds_rerun_failures_and_reflect_between_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fake physics: the VLA alone finishes even seeds; v1 finishes none of the rest; v2
+    (a higher grasp) finishes seeds divisible by 3."""
+    runs: list[tuple[int, int | None]] = []
+
+    def fake_episode(episode: recovery.Episode, version: SkillVersion | None) -> tuple[bool, list[Attempt]]:
+        runs.append((episode.seed, None if version is None else version.version))
+        if version is None:
+            return episode.seed % 2 == 0, []
+        done = version.version == 2 and episode.seed % 3 == 0
+        update = {"task_completed": done, "outcome": "resumed" if done else "fallback"}
+        return done, [fake_attempt(version, episode.seed).model_copy(update=update)]
+
+    monkeypatch.setattr(recovery, "run_episode", fake_episode)
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    reply = {"decision": "UPDATE", "kind": "parameter", "parameter": "grasp_height_m", "value": 0.02,
+             "diagnosis": "slipped after the lift", "evidence": ["e1: check_holding width 0.001"]}  # fmt: skip
+    with StubVlmServer([json.dumps(reply)]) as stub:
+        sets = ("planner_node.llm_backend=openai", f"planner_node.llm_base_url={stub.base_url}")
+        result = recovery.run(BenchOptions(True, 0, tmp_path / "run", sets, CONFIG))
+    metrics = {m.name: m.value for m in result.metrics}
+    # 8 episodes (4 drop + 4 displace, seeds 0-3): R0 finishes 0 and 2 of each kind.
+    assert metrics["R0_completion"] == 50.0 and metrics["R1_completion"] == 50.0
+    assert metrics["R2_completion"] == 75.0  # seed 3 of each kind, with v2
+    assert [v for _, v in runs].count(None) == 8 and all(seed % 2 == 1 for seed, v in runs if v is not None)
+    assert result.details["reflection"]["decision"] == "UPDATE"
+    assert (tmp_path / "run" / "skills" / "recovery" / "regrasp" / "v2.yaml").is_file()
+    assert not (CONFIG / "skills" / "recovery" / "regrasp" / "v2.yaml").exists()  # config/ untouched
+    assert metrics["recovery_success_v1"] == 0.0 and metrics["recovery_success_v2"] == 50.0
