@@ -18,8 +18,8 @@ class RecoveryConfig(NodeConfig):
         "or 'moveit_py' (robot PCs with MoveIt).",
     )
     skills_dir: str = Field(
-        "skills/recovery",
-        description="Versioned recovery skill library (skill/vN.yaml); relative to the working directory.",
+        "",
+        description="Versioned recovery skill library (<skill>/vN.yaml; '' = <config dir>/skills/recovery).",
     )
     default_skill: str = Field("regrasp", description="Skill run when a Recover goal names none.")
     max_attempts: int = Field(2, ge=1, description="Recovery attempts per failed subtask.")
