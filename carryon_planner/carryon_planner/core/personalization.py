@@ -25,9 +25,9 @@ from carryon_memory.core.types import Fact, Location
 from carryon_planner.core.context import Endpoint, LibraryEntry, build_messages
 from carryon_planner.core.facts import planning_facts
 from carryon_planner.core.llm import LlmClient
-from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene, UpdateUser
+from carryon_planner.core.plan import Plan, UpdateScene, UpdateUser
 from carryon_planner.core.repair import PlanningOutcome, plan_with_repair
-from carryon_planner.core.validator import Validator
+from carryon_planner.core.validator import Validator, ancestors
 from carryon_policy.core.skills import SkillLibrary, VlaSkill
 
 UserMemory = dict[str, dict[str, str]]  # entity -> key -> value
@@ -118,18 +118,6 @@ class CaseResult:
     rejected: tuple[str, ...] = field(default_factory=tuple)  # why earlier rounds were rejected
 
 
-def _ancestors(subtask: PlannedSubtask, by_id: Mapping[str, PlannedSubtask]) -> set[str]:
-    seen: set[str] = set()
-    stack = list(subtask.depends_on)
-    while stack:
-        current = stack.pop()
-        if current in seen or current not in by_id:
-            continue
-        seen.add(current)
-        stack.extend(by_id[current].depends_on)
-    return seen
-
-
 def score(plan: Plan, refused: bool, expect: Expect) -> list[str]:
     """Every expectation the outcome misses (empty: the case passes)."""
     failures: list[str] = []
@@ -147,7 +135,7 @@ def score(plan: Plan, refused: bool, expect: Expect) -> list[str]:
         observers = {s.id for s in plan.subtasks if s.kind == "observe" and s.target == location}
         if not observers:
             failures.append(f"no observe of {location}")
-        elif any(not observers & _ancestors(s, by_id) for s in vla):
+        elif any(not observers & ancestors(s, by_id) for s in vla):
             failures.append(f"a VLA subtask does not wait for the observe of {location}")
     users = [op for op in plan.memory_operations if isinstance(op, UpdateUser)]
     for want in expect.remember:

@@ -140,7 +140,8 @@ def _dependency_cycle(subtasks: list[PlannedSubtask]) -> list[str]:
     return []
 
 
-def _ancestors(subtask: PlannedSubtask, by_id: Mapping[str, PlannedSubtask]) -> set[str]:
+def ancestors(subtask: PlannedSubtask, by_id: Mapping[str, PlannedSubtask]) -> set[str]:
+    """Ids of every subtask `subtask` depends on, directly or not (unknown ids ignored)."""
     seen: set[str] = set()
     stack = list(subtask.depends_on)
     while stack:
@@ -256,7 +257,7 @@ class Validator:
                 yield Violation(
                     "conditions_observable", f"condition names unknown {', '.join(map(repr, unknown))}", subtask.id
                 )
-            observed_first = any(by_id[a].kind == "observe" for a in _ancestors(subtask, by_id))
+            observed_first = any(by_id[a].kind == "observe" for a in ancestors(subtask, by_id))
             if not observed_first:
                 yield Violation(
                     "conditions_observable",
