@@ -185,7 +185,8 @@ def run(options: BenchOptions) -> BenchResult:
         result.add("R2_completion", float("nan"), "%", f"not run: no reflector ({exc})")
     for version, outcomes in sorted(reuse.items()):
         result.add(f"recovery_success_v{version}", 100 * sum(outcomes) / len(outcomes), "%",
-                   f"{len(outcomes)} attempts ended holding at the stand-off pose")  # fmt: skip
+                   f"{sum(outcomes)} of {len(outcomes)} attempts ended holding at the stand-off pose "
+                   "(the rest fell back and resumed)")  # fmt: skip
     per_kind = {k: sum(e.completed for e in episodes if e.kind == k) for k in PERTURBATIONS}
     result.details.update(rounds=rounds, reflection=reflection, episodes=len(episodes), completed_per_kind=per_kind)
     (options.run_dir / "attempts.jsonl").write_text(
