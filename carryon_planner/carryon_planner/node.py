@@ -40,7 +40,10 @@ CAPABILITIES = (
     implemented("planner.ask", "plan a request with the user's memory, validate and repair it (Ask)"),
     planned("planner.assist", 8, "dispatch and supervise subtasks with shield, judge and recovery (executive)"),
     implemented("planner.llm.openai", "any OpenAI-compatible endpoint (llm_backend: openai)"),
-    planned("planner.llm.local", 8, "an offline instruction model from a pinned package (llm_backend: local)"),
+    implemented(
+        "planner.llm.local",
+        "offline Qwen2.5-Coder-0.5B via llama.cpp (llm_backend: local; opt-in scripts/setup_llm.sh; weak plans)",
+    ),
     implemented("planner.validator", "named validation checks and the repair loop"),
 )
 _SCENE_ACTIONS = {

@@ -1,5 +1,6 @@
 """The offline model is assembled only when its parts match the recorded size and sha256.
-(The local backend's planning quality and speed are not tested yet: see issue 8's note.)"""
+(The local backend's planning quality is measured by `carryon bench personalization`,
+not tested: llama-cpp-python is an opt-in install.)"""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """recovery_node: runs recovery skills after a failed verdict.
 
-Scaffolding: skills, the versioned library and reflection arrive with issue #9.
-Recover goals are accepted and aborted with OUTCOME_NOT_IMPLEMENTED; nothing is
-published on the recovery chunk topic.
+Scaffolding: the base skill (carryon_recovery.core.base_skill, run in the in-process
+simulator), the versioned library and reflection (`carryon reflect`) exist; this node does
+not run them yet (issue #9). Recover goals are accepted and aborted with
+OUTCOME_NOT_IMPLEMENTED; nothing is published on the recovery chunk topic.
 """
 
 from __future__ import annotations

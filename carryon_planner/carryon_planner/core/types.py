@@ -1,4 +1,4 @@
-"""Subtasks as plain data (the plan schema proper arrives with issue #8)."""
+"""Subtasks as plain data (the plan schema proper is core/plan.py)."""
 
 from __future__ import annotations
 
