@@ -68,3 +68,11 @@ def test_empty_obstacles_and_no_poses() -> None:
     assert not check.violated.any() and np.all(check.clearance == NEAR_RANGE_M) and np.all(check.nearest == -1)
     none = check_poses(empty, GripperGeometry.build(0.08), Thresholds(), np.zeros((0, 3)), np.zeros((0, 3, 3)))
     assert none.checked == 0 and len(none.margin) == 0
+
+
+def test_non_finite_points_are_left_out_and_indices_still_name_the_original_points() -> None:
+    points = np.array([[np.nan, 0.0, 0.0], [0.0, 0.052, -0.018], [np.inf, 1.0, 1.0]])
+    obstacles = ObstacleSet(points, np.zeros(3, dtype=np.int32), ("thing",), 0.0, "world")
+    down = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])
+    check = check_poses(obstacles, GripperGeometry.build(0.08), Thresholds(), np.zeros((1, 3)), down[None])
+    assert check.violated[0] and check.nearest[0] == 1

@@ -39,18 +39,21 @@ class PointGrid:
 
     @classmethod
     def build(cls, points: FloatArray) -> PointGrid:
+        """Non-finite points are left out (they cannot be binned; grounding drops them already)."""
         points = np.ascontiguousarray(points, dtype=np.float64).reshape(-1, 3)
-        if len(points) == 0:
-            return cls(points, np.zeros(0, dtype=np.int64), np.zeros(2, dtype=np.int64), np.zeros(3), 1.0,
+        valid = np.flatnonzero(np.isfinite(points).all(axis=1))
+        finite = points[valid]
+        if len(finite) == 0:
+            return cls(finite, np.zeros(0, dtype=np.int64), np.zeros(2, dtype=np.int64), np.zeros(3), 1.0,
                        np.ones(3, dtype=np.int64))  # fmt: skip
-        origin = points.min(axis=0)
-        extent = points.max(axis=0) - origin
+        origin = finite.min(axis=0)
+        extent = finite.max(axis=0) - origin
         cell = MIN_CELL_M
         while np.prod(np.floor(extent / cell) + 1) > MAX_CELLS:
             cell *= 1.25
         dims = (np.floor(extent / cell) + 1).astype(np.int64)
-        order, start = _sort_into_cells(points, origin, cell, dims)
-        return cls(np.ascontiguousarray(points[order]), order, start, origin, cell, dims)
+        order, start = _sort_into_cells(finite, origin, cell, dims)
+        return cls(np.ascontiguousarray(finite[order]), valid[order].astype(np.int64), start, origin, cell, dims)
 
 
 @numba.njit(cache=True, nogil=True)
