@@ -12,6 +12,7 @@ from carryon_planner.core.executive import (
     State,
     Verdict,
     condition_holds,
+    differs_from_memory,
     run_vla,
 )
 from carryon_planner.core.plan import Plan, PlannedSubtask
@@ -146,3 +147,17 @@ def test_recovery_that_gives_up_or_runs_out_fails_the_subtask() -> None:
     plant = FakePlant([])  # judge never says success: the budget runs out
     report = run_vla(CARROT_SUBTASK, plant, budget=30, max_recoveries=0)
     assert not report.succeeded and "budget spent" in report.message
+
+
+def test_what_contradicts_scene_memory() -> None:
+    memory = {"kitchen_counter": ("pink_cover", "carrot under pink_cover", "plate")}
+    # The carrot is hidden by the cover that is seen: consistent.
+    assert differs_from_memory({"kitchen_counter": ("pink_cover", "plate")}, memory) == {}
+    # Meat nobody remembered: newly revealed.
+    seen = ("meat in plate", "pink_cover", "plate")
+    assert differs_from_memory({"kitchen_counter": seen}, memory) == {"kitchen_counter": seen}
+    # The plate is gone (and nothing could hide it): contradicted.
+    assert differs_from_memory({"kitchen_counter": ("pink_cover",)}, memory) != {}
+    # What the plan moves is expected to change: the carrot seen (uncovered), the cover gone.
+    acted = frozenset({"carrot", "pink_cover"})
+    assert differs_from_memory({"kitchen_counter": ("carrot", "plate")}, memory, acted) == {}
