@@ -26,6 +26,25 @@ from carryon_sim.core.world import World
 Gate = Callable[[Chunk, World], Chunk | None]
 
 
+def support_height(clouds: dict[str, FloatArray], target: str, radius_m: float = 0.08) -> float | None:
+    """Height of what the target rests on: the highest of the other objects' points (the
+    robot's excluded) within `radius_m` of the target's centre and below its lowest point
+    (median of the top 10 %), or None when nothing is seen there."""
+    points = clouds[target]
+    centre, bottom = points[:, :2].mean(axis=0), float(points[:, 2].min())
+    below = []
+    for name, cloud in clouds.items():
+        if name in (target, "robot"):
+            continue
+        near = cloud[(np.linalg.norm(cloud[:, :2] - centre, axis=1) < radius_m) & (cloud[:, 2] < bottom)]
+        if len(near):
+            below.append(near[:, 2])
+    if not below:
+        return None
+    heights = np.sort(np.concatenate(below))
+    return float(np.median(heights[int(0.9 * len(heights)) :]))
+
+
 class SimRecoveryIO:
     """`horizon`: steps per chunk; `speed_m_s`: tool speed; `settle_steps`: gripper wait."""
 
@@ -58,7 +77,7 @@ class SimRecoveryIO:
         points = clouds.get(target)
         if points is None:
             return None
-        return Seen(points, clouds.get(destination) if destination else None)
+        return Seen(points, clouds.get(destination) if destination else None, support_height(clouds, target))
 
     def tool_position(self) -> FloatArray:
         position, _ = self.world.ee_pose()

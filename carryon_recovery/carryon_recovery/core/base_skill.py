@@ -50,6 +50,7 @@ class Seen:
 
     target: FloatArray  # (N, 3)
     destination: FloatArray | None  # (M, 3) or None when not seen / not needed
+    support_z: float | None = None  # height of the surface the target rests on (None: unknown)
 
 
 class RecoveryIO(Protocol):
@@ -77,10 +78,11 @@ class Candidate:
     pre_grasp: FloatArray
 
 
-def grasp_candidates(points: FloatArray, version: SkillVersion) -> list[Candidate]:
+def grasp_candidates(points: FloatArray, version: SkillVersion, support_z: float | None = None) -> list[Candidate]:
     """Top-down candidates from the target's points: over the points' centre, the fingers
-    across the narrow horizontal axis, `grasp_height_m` above the lowest point (at most
-    5 mm under the top). Side candidates are not generated yet (listed kinds are skipped)."""
+    across the narrow horizontal axis, `grasp_height_m` above the surface it rests on
+    (`support_z`; else its lowest seen point, which for a camera above is often its
+    equator), at most 5 mm under its top. Side candidates are not generated yet."""
     candidates = []
     for kind in version.strategy.candidate_order:
         if kind != "top_down" or len(points) < 3:
@@ -90,7 +92,8 @@ def grasp_candidates(points: FloatArray, version: SkillVersion) -> list[Candidat
         _, vectors = np.linalg.eigh(xy.T @ xy)
         narrow = vectors[:, 0]  # smallest spread: close the fingers along it
         yaw = math.atan2(-narrow[0], narrow[1])  # finger axis (tool x) along `narrow`
-        bottom, top = float(points[:, 2].min()), float(points[:, 2].max())
+        top = float(points[:, 2].max())
+        bottom = support_z if support_z is not None else float(points[:, 2].min())
         z = min(bottom + version.value("grasp_height_m"), max(top - 0.005, bottom))
         grasp = np.array([centre[0], centre[1], z])
         pre = grasp + np.array([0.0, 0.0, version.value("approach_offset_m")])
@@ -150,9 +153,10 @@ def run_base_skill(
             record.add("relocalize", False, note=f"{target} not found (try {attempt + 1}/{tries})")
             why = f"{target} not found"
             continue
+        support = None if seen.support_z is None else _r(seen.support_z)
         record.add("relocalize", True, measured={"target_center": _r(seen.target.mean(axis=0)),
-                                                 "points": len(seen.target)})  # fmt: skip
-        candidates = grasp_candidates(seen.target, version)
+                                                 "points": len(seen.target), "support_z": support})  # fmt: skip
+        candidates = grasp_candidates(seen.target, version, seen.support_z)
         record.add("grasp_candidates", bool(candidates), measured={"count": len(candidates)})
         for candidate in candidates:
             last = candidate
