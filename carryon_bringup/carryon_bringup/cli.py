@@ -138,6 +138,12 @@ def _parser() -> argparse.ArgumentParser:
         help="override a node parameter for benchmarks that build a node's backend, e.g. "
         "--set planner_node.llm_backend=openai (repeatable)",
     )  # fmt: skip
+    audit = sub.add_parser("audit", parents=[common], help="the tamper-evident decision log of a run")
+    audit_sub = audit.add_subparsers(dest="audit_command", required=True, metavar="ACTION")
+    averify = audit_sub.add_parser("verify", parents=[common], help="check every line's hash and link")
+    averify.add_argument("file", help="e.g. runs/<run>/audit.jsonl")
+    averify.add_argument("--last", default="", help="the hash the chain must end with (detects cut-off lines)")
+
     reflect_cmd = sub.add_parser(
         "reflect",
         parents=[common],
@@ -157,6 +163,17 @@ def _parser() -> argparse.ArgumentParser:
     reflect_cmd.add_argument("--api-key-env", default="OPENAI_API_KEY", help="variable holding the key")
     reflect_cmd.add_argument("--llm-timeout", type=float, default=120.0, help="seconds per LLM request")
     return parser
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from carryon_common.core.audit import verify
+
+    check = verify(Path(args.file), expect_last=args.last)
+    if check.ok:
+        console.print(f"{args.file}: {check.entries} entries, chain intact; last hash {check.last_hash}")
+        return EXIT_OK
+    err.print(f"{args.file}: BROKEN after {check.entries} good entries: {check.problem}")
+    return EXIT_FAILED
 
 
 def cmd_reflect(args: argparse.Namespace) -> int:
@@ -438,7 +455,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )  # fmt: skip
         handler = {
             "status": cmd_status, "ask": cmd_ask, "memory": cmd_memory, "policy": cmd_policy, "estop": cmd_estop,
-            "bench": cmd_bench, "reflect": cmd_reflect,
+            "bench": cmd_bench, "reflect": cmd_reflect, "audit": cmd_audit,
         }  # fmt: skip
         return handler[args.command](args)
     except KeyboardInterrupt:
