@@ -91,7 +91,7 @@ class SimPlant:
     """`VlaPlant` over an in-process World. One control step = `dt` s of simulated time;
     the policy is asked every `steps_per_inference` steps; `verdict()` advances the world
     by `judge_every_steps` before asking the judge (the judge's monitor period). `perturb(world)`
-    runs after every policy-driven step (benchmarks inject drops and displacements there)."""
+    runs after every step the plant simulates (benchmarks inject drops and displacements there)."""
 
     def __init__(
         self,
