@@ -188,7 +188,9 @@ def test_revealed_meat_is_recorded_and_refused_for_a_vegetarian() -> None:
                     scene[op.location] = tuple(op.contents)
             return dict(scene)
 
-        result = assist(plan, apply, dispatch)
+        finished: list[Any] = []
+        result = assist(plan, apply, dispatch, on_finished=finished.append)
+        assert finished == [result]
         second_prompt = "\n".join(stub.requests[1].texts())
     assert result.succeeded, result.message
     first, second = result.rounds

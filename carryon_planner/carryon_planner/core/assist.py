@@ -51,6 +51,24 @@ def assist(
     max_replans: int = 2,
     on_change: Callable[[Sequence[SubtaskRecord]], None] = lambda _records: None,
     on_plan: Callable[[PlanningOutcome], None] = lambda _outcome: None,
+    on_finished: Callable[[AssistResult], None] = lambda _result: None,
+) -> AssistResult:
+    """Plan, execute, replan on contradicting observations; `on_finished` gets the result
+    (the place for the summariser of durable facts, core/summarise.py; planner_node does
+    not run this loop yet)."""
+    result = _assist(plan, apply_memory, dispatch, max_replans=max_replans, on_change=on_change, on_plan=on_plan)
+    on_finished(result)
+    return result
+
+
+def _assist(
+    plan: Planner,
+    apply_memory: ApplyMemory,
+    dispatch: Dispatch,
+    *,
+    max_replans: int,
+    on_change: Callable[[Sequence[SubtaskRecord]], None],
+    on_plan: Callable[[PlanningOutcome], None],
 ) -> AssistResult:
     rounds: list[AssistRound] = []
     observations: Observations = {}
