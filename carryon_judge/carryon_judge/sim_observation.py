@@ -35,15 +35,19 @@ def truth_of(world: World) -> dict[str, TruthObject]:
 
 def observe_world(
     world: World,
-    rig: CameraRig,
+    rig: CameraRig | None,
     observation_id: int,
     *,
     cameras: tuple[str, ...] = tuple(SIM_CAMERAS),
     rgb: bool = True,
 ) -> Observation:
-    """Render `cameras` and collect robot state + ground truth into one Observation."""
+    """Render `cameras` and collect robot state + ground truth into one Observation
+    (`rig` may be None when no camera is asked for: ground truth and robot state only)."""
+    if cameras and rig is None:
+        raise ValueError("rendering cameras needs a CameraRig")
     views = []
     for camera in cameras:
+        assert rig is not None
         frame = rig.render(world.data, SIM_CAMERAS[camera], rgb=rgb)
         views.append(
             CameraView(

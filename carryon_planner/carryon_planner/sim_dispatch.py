@@ -28,7 +28,7 @@ from carryon_judge.core.perception import facts_from_truth
 from carryon_judge.core.progress import ProgressTracker, tracker_for
 from carryon_judge.core.rules import goal_of
 from carryon_judge.core.types import Judge, JudgeRequest, Observation, SubtaskSpec, VerdictStatus
-from carryon_judge.sim_observation import truth_of
+from carryon_judge.sim_observation import observe_world, truth_of
 from carryon_planner.core.executive import Report, Verdict, run_vla
 from carryon_planner.core.plan import PlannedSubtask
 from carryon_policy.core.episodes import observe as policy_observation
@@ -73,11 +73,6 @@ def visible_items(world: World, location: str, margin_m: float = 0.1) -> tuple[s
         host = inside_of(world, name)
         items.append(f"{name} in {host}" if host else name)
     return tuple(sorted(items))
-
-
-def _observation(world: World, number: int) -> Observation:
-    position, _ = world.ee_pose()
-    return Observation(number, world.time, (), position, world.gripper_width(), truth_of(world))
 
 
 def _spec(subtask: PlannedSubtask) -> SubtaskSpec:
@@ -127,7 +122,7 @@ class SimPlant:
 
     # -- VlaPlant ------------------------------------------------------------------
     def set_task(self, subtask: PlannedSubtask) -> None:
-        self._baseline = _observation(self.world, next(self._ids))
+        self._baseline = observe_world(self.world, None, next(self._ids), cameras=())
         truth = facts_from_truth(self._baseline.truth or {}, self.shapes)
         tracker = tracker_for(goal_of(_spec(subtask), self.shapes.role), truth, threshold_m=self.progress_m)
         tracker.start(self.world.time, truth.visible(subtask.target))
@@ -153,7 +148,7 @@ class SimPlant:
         for _ in range(self.judge_every_steps):
             self._step(subtask)
         assert self._baseline is not None
-        current = _observation(self.world, next(self._ids))
+        current = observe_world(self.world, None, next(self._ids), cameras=())
         truth = facts_from_truth(current.truth or {}, self.shapes)
         since = self._tracker.update(current.stamp_s, truth.visible(subtask.target)) if self._tracker else -1.0
         request = JudgeRequest(

@@ -5,18 +5,15 @@ safely, and plan_only changes nothing."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from planner_fixtures import ScriptedLlm
 from rclpy.parameter import Parameter
 
 from carryon_common.calls import RosSession
 from carryon_interfaces.msg import PlanState
 from carryon_interfaces.srv import Ask
 from carryon_memory.node import MemoryNode
-from carryon_planner.core.llm import ChatMessage
 from carryon_planner.node import PlannerNode
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,17 +32,6 @@ REMEMBER = {
     "memory_operations": [{"op": "update_user", "entity": "bread", "key": "preference", "value": "rye",
                            "durable": True}],
 }  # fmt: skip
-
-
-@dataclass
-class ScriptedLlm:
-    replies: list[str]
-    seen: list[list[ChatMessage]] = field(default_factory=list)
-    name: str = "scripted"
-
-    def complete(self, messages: Sequence[ChatMessage], schema: dict[str, Any]) -> str:
-        self.seen.append(list(messages))
-        return self.replies.pop(0)
 
 
 def start(ros, tmp_path: Path, replies: list[str]) -> ScriptedLlm:  # type: ignore[no-untyped-def]

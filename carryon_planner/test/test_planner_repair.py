@@ -4,12 +4,11 @@ broken LLM -> safe refusal. Never an invalid plan."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+
+from planner_fixtures import ScriptedLlm
 
 from carryon_planner.core.context import Endpoint, LibraryEntry, build_messages
-from carryon_planner.core.llm import ChatMessage, LlmError
+from carryon_planner.core.llm import ChatMessage
 from carryon_planner.core.repair import SAFE_REFUSAL_REPLY, plan_with_repair
 from carryon_planner.core.validator import PlanningFacts, Validator
 
@@ -25,21 +24,6 @@ VALID = json.dumps({
                   "target": "carrot", "destination": "bowl"}],
 })  # fmt: skip
 PARAPHRASED = VALID.replace('"instruction": "put the carrot in the bowl"', '"instruction": "place carrot into bowl"')
-
-
-@dataclass
-class ScriptedLlm:
-    replies: list[str]
-    seen: list[list[ChatMessage]] = field(default_factory=list)
-    name: str = "scripted"
-
-    def complete(self, messages: Sequence[ChatMessage], schema: dict[str, Any]) -> str:
-        assert schema["title"] == "Plan"
-        self.seen.append(list(messages))
-        reply = self.replies.pop(0)
-        if reply == "RAISE":
-            raise LlmError("connection refused")
-        return reply
 
 
 def messages() -> list[ChatMessage]:

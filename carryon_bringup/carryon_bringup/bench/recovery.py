@@ -22,6 +22,7 @@ rate per version (attempts that ended holding at the stand-off pose).
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 from collections.abc import Callable
@@ -39,19 +40,21 @@ from carryon_bringup.up import default_config_fallbacks
 from carryon_common.core.errors import CarryOnError
 from carryon_judge.core.backends import SimOracleJudge, rule_params, shapes_for
 from carryon_judge.core.config import JudgeConfig
+from carryon_judge.core.geometry import ShapeTable
 from carryon_planner.core.plan import PlannedSubtask
 from carryon_planner.llm_backends import make_llm
 from carryon_planner.sim_dispatch import SimDispatch, SimPlant, resume_only
 from carryon_policy.core.backends import BACKENDS
 from carryon_policy.core.config import PolicyConfig
 from carryon_policy.core.episodes import without_obstacles
+from carryon_policy.core.policy import Policy
 from carryon_recovery.core.library import SkillLibrary, SkillVersion
 from carryon_recovery.core.reflection import Attempt, reflect
 from carryon_recovery.sim_io import base_skill_recovery
 from carryon_sim.core.cameras import CameraRig
 from carryon_sim.core.contacts import grasped_objects
 from carryon_sim.core.predicates import inside_of
-from carryon_sim.core.scene import TABLE_TOP_Z, load_scene, scenes_dir
+from carryon_sim.core.scene import TABLE_TOP_Z, Scene, load_scene, scenes_dir
 from carryon_sim.core.world import World
 
 PERTURBATIONS = ("drop", "displace")
@@ -102,18 +105,26 @@ class Episode:
     attempts: list[Attempt] = field(default_factory=list)
 
 
-def run_episode(episode: Episode, recover_with: SkillVersion | None) -> tuple[bool, list[Attempt]]:
-    world = World(without_obstacles(load_scene(scenes_dir() / "food_serving.yaml")), seed=episode.seed)
-    world.reset(episode.seed)
-    world.uncover("pink_cover")
+@functools.lru_cache(maxsize=1)
+def _fixed() -> tuple[Scene, ShapeTable, SimOracleJudge, Policy]:
+    """What every episode shares, read from disk once: the scene, the judge's shapes, the
+    judge, the stand-in (reset at every start, so it carries nothing between episodes)."""
     config = JudgeConfig(stuck_timeout_s=8.0)
     shapes = shapes_for(config)
     policy = BACKENDS.get("sim_scripted").make(
         PolicyConfig(scripted_drop_probability=0.0, scripted_slip_probability=0.0, scripted_stuck_probability=0.0),
         None,
     )
-    plant = SimPlant(world, policy, SimOracleJudge(shapes, rule_params(config)), shapes, seed=episode.seed,
-                     perturb=perturbation(episode.kind, episode.seed))  # fmt: skip
+    scene = without_obstacles(load_scene(scenes_dir() / "food_serving.yaml"))
+    return scene, shapes, SimOracleJudge(shapes, rule_params(config)), policy
+
+
+def run_episode(episode: Episode, recover_with: SkillVersion | None) -> tuple[bool, list[Attempt]]:
+    scene, shapes, judge, policy = _fixed()
+    world = World(scene, seed=episode.seed)
+    world.reset(episode.seed)
+    world.uncover("pink_cover")
+    plant = SimPlant(world, policy, judge, shapes, seed=episode.seed, perturb=perturbation(episode.kind, episode.seed))
     rig = None
     attempts: list[Attempt] = []
     if recover_with is not None:

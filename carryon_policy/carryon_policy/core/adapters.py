@@ -47,6 +47,7 @@ from carryon_policy.core.policy import (
     InvalidAction,
     MissingObservation,
     Observation,
+    PolicyMetadata,
     PolicyOutput,
     RobotState,
 )
@@ -510,3 +511,17 @@ class ActionMapper:
         if not (np.all(np.isfinite(positions)) and np.all(np.isfinite(rotvecs))):
             raise InvalidAction("forward kinematics of the joint targets is not finite")
         return positions, rotvecs
+
+
+def mapped_metadata(
+    backend: str, description: str, observations: ObservationMapper, actions: ActionMapper
+) -> PolicyMetadata:
+    """What a backend behind these adapters reports: its action convention and horizon
+    come from the action mapping, its cameras from the observation mapping."""
+    return PolicyMetadata(
+        backend=backend,
+        description=description,
+        convention=actions.output_convention,
+        horizon=actions.horizon,
+        cameras=observations.robot_cameras,
+    )

@@ -31,6 +31,7 @@ from carryon_policy.core.adapters import (
     ActionMapper,
     Kinematics,
     ObservationMapper,
+    mapped_metadata,
     parse_camera_map,
 )
 from carryon_policy.core.config import PolicyConfig
@@ -127,12 +128,8 @@ class LerobotLocalPolicy:
         self._actions = actions
         self._lock = threading.Lock()
         self._instruction = ""
-        self._metadata = PolicyMetadata(
-            backend="lerobot_local",
-            description=f"LeRobot {policy_type} policy from {checkpoint_dir}",
-            convention=actions.output_convention,
-            horizon=actions.horizon,
-            cameras=observations.robot_cameras,
+        self._metadata = mapped_metadata(
+            "lerobot_local", f"LeRobot {policy_type} policy from {checkpoint_dir}", observations, actions
         )
 
     @property

@@ -33,7 +33,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 from websockets.sync.client import ClientConnection, connect
 
 from carryon_common.core.errors import ConfigError
-from carryon_policy.core.adapters import ActionMapper, Kinematics, ObservationMapper
+from carryon_policy.core.adapters import ActionMapper, Kinematics, ObservationMapper, mapped_metadata
 from carryon_policy.core.config import PolicyConfig
 from carryon_policy.core.policy import (
     InvalidAction,
@@ -154,13 +154,7 @@ class OpenpiRemotePolicy:
         self._ws: ClientConnection | None = None
         self._instruction = ""
         self.server_metadata: dict[str, Any] = {}
-        self._metadata = PolicyMetadata(
-            backend="openpi_remote",
-            description=f"openpi policy server at {uri}",
-            convention=actions.output_convention,
-            horizon=actions.horizon,
-            cameras=observations.robot_cameras,
-        )
+        self._metadata = mapped_metadata("openpi_remote", f"openpi policy server at {uri}", observations, actions)
 
     @property
     def metadata(self) -> PolicyMetadata:
