@@ -79,6 +79,15 @@ def _parser() -> argparse.ArgumentParser:
     ask.add_argument("--request-timeout", type=float, default=120.0, help="seconds to wait for the plan (default 120)")
     ask.add_argument("text", help='the request, e.g. "Serve me food"')
 
+    assist = sub.add_parser(
+        "assist", parents=[common], help="carry out a request end to end (plan, execute, recover), with a transcript"
+    )
+    assist.add_argument("--user", required=True, help="user id (memory/users/<id>.md)")
+    assist.add_argument(
+        "--request-timeout", type=float, default=1800.0, help="cancel after this many seconds (default 1800)"
+    )
+    assist.add_argument("text", help='the request, e.g. "Serve me food"')
+
     memory = sub.add_parser("memory", parents=[common], help="user and scene memory")
     memory_sub = memory.add_subparsers(dest="memory_command", required=True, metavar="ACTION")
     show = memory_sub.add_parser(
@@ -305,6 +314,64 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return code
 
 
+def cmd_assist(args: argparse.Namespace) -> int:
+    from action_msgs.msg import GoalStatus
+    from rich.markup import escape
+
+    from carryon_bringup.convert import plan_state_name, subtask_state_name
+    from carryon_bringup.node import GraphClient
+    from carryon_interfaces.action import Assist
+
+    shown: dict[str, tuple[int, str]] = {}
+    seen_plan = {"id": "", "state": -1, "json": ""}
+
+    def progress(feedback: Assist.Feedback) -> None:
+        plan = feedback.plan
+        if plan.state != seen_plan["state"] or plan.plan_json != seen_plan["json"]:
+            if plan.plan_json != seen_plan["json"] and plan.subtasks:
+                console.print(f"[bold]plan {plan.plan_id}[/]: {escape(plan.reply)}")
+                for sub in plan.subtasks:
+                    s = sub.subtask
+                    what = s.instruction or s.objective
+                    extra = "".join([f" after {', '.join(s.depends_on)}" if s.depends_on else "",
+                                     f" only if {s.condition}" if s.condition else ""])  # fmt: skip
+                    console.print(f"  {s.id} [{s.kind}] {escape(what)} {escape(s.target)}{escape(extra)}")
+            elif plan.state != seen_plan["state"]:
+                console.print(f"[dim]{plan_state_name(plan.state)}: {escape(plan.message)}[/]")
+            seen_plan.update(state=plan.state, json=plan.plan_json)
+        for sub in plan.subtasks:
+            key = f"{plan.plan_id}/{sub.subtask.id}"
+            now = (sub.state, sub.message)
+            if shown.get(key) != now and sub.state != 0:
+                shown[key] = now
+                console.print(f"  {sub.subtask.id} {subtask_state_name(sub.state)}: {escape(sub.message)}")
+
+    console.print(f"[bold]{escape(args.user)}:[/] {escape(args.text)}")
+    with GraphClient(_namespace(args), args.timeout) as client:
+        try:
+            status, result = client.assist(args.user, args.text, args.request_timeout, progress)
+        except KeyboardInterrupt:
+            err.print("cancelled (the arm holds)")
+            return EXIT_FAILED
+    if status != GoalStatus.STATUS_SUCCEEDED and result.status == Assist.Result.STATUS_SUCCEEDED:
+        err.print(f"failed: the planner ended the request without a result (goal status {status}; see its log)")
+        return EXIT_FAILED
+    outcome = {
+        Assist.Result.STATUS_SUCCEEDED: "succeeded",
+        Assist.Result.STATUS_FAILED: "failed",
+        Assist.Result.STATUS_REFUSED: "refused",
+        Assist.Result.STATUS_CANCELLED: "cancelled",
+        Assist.Result.STATUS_NOT_IMPLEMENTED: "not implemented",
+    }.get(result.status, f"status {result.status}")
+    console.print(f"[bold]reply:[/] {escape(result.reply)}")
+    line = f"{outcome}: {result.message}"
+    if result.status == Assist.Result.STATUS_SUCCEEDED:
+        console.print(escape(line))
+        return EXIT_OK
+    err.print(line)
+    return EXIT_FAILED
+
+
 def _print_memory_changes(changes: Sequence[Any]) -> None:
     """A table of MemoryChange messages (newest first, as the service returns them)."""
     from rich.markup import escape
@@ -454,8 +521,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 log_level=args.log_level, ready_timeout_s=args.ready_timeout, stop_timeout_s=args.stop_timeout,
             )  # fmt: skip
         handler = {
-            "status": cmd_status, "ask": cmd_ask, "memory": cmd_memory, "policy": cmd_policy, "estop": cmd_estop,
-            "bench": cmd_bench, "reflect": cmd_reflect, "audit": cmd_audit,
+            "status": cmd_status, "ask": cmd_ask, "assist": cmd_assist, "memory": cmd_memory, "policy": cmd_policy,
+            "estop": cmd_estop, "bench": cmd_bench, "reflect": cmd_reflect, "audit": cmd_audit,
         }  # fmt: skip
         return handler[args.command](args)
     except KeyboardInterrupt:

@@ -3,7 +3,7 @@ carryon_common.convert)."""
 
 from __future__ import annotations
 
-from carryon_interfaces.msg import PlanState
+from carryon_interfaces.msg import PlanState, SubtaskState
 
 _PLAN_STATES = {
     PlanState.STATE_PLANNING: "planning",
@@ -18,3 +18,18 @@ _PLAN_STATES = {
 
 def plan_state_name(state: int) -> str:
     return _PLAN_STATES.get(state, f"unknown({state})")
+
+
+_SUBTASK_STATES = {
+    SubtaskState.STATE_PENDING: "pending",
+    SubtaskState.STATE_ACTIVE: "active",
+    SubtaskState.STATE_RECOVERING: "recovering",
+    SubtaskState.STATE_SUCCEEDED: "succeeded",
+    SubtaskState.STATE_FAILED: "failed",
+    SubtaskState.STATE_SKIPPED: "skipped",
+    SubtaskState.STATE_CANCELLED: "cancelled",
+}
+
+
+def subtask_state_name(state: int) -> str:
+    return _SUBTASK_STATES.get(state, f"unknown({state})")

@@ -13,7 +13,7 @@ from carryon_common.calls import RosSession
 from carryon_common.convert import msg_to_health
 from carryon_common.core import names
 from carryon_common.core.status import NodeHealth
-from carryon_interfaces.action import RunPolicy
+from carryon_interfaces.action import Assist, RunPolicy
 from carryon_interfaces.msg import MemoryFact
 from carryon_interfaces.srv import Ask, GetContext, GetStatus, MemoryHistory, SetEstop, SetTask, UpdateUser
 
@@ -141,6 +141,18 @@ class GraphClient:
         status, result = self.session.send_goal_and_wait(
             RunPolicy, self._name(names.RUN_POLICY), goal, server_timeout_s=self.timeout_s,
             result_timeout_s=step_budget / 20.0 * 4 + 60.0, feedback=feedback,
+        )  # fmt: skip
+        return status, result
+
+    def assist(
+        self, user_id: str, text: str, timeout_s: float, feedback: Callable[[Any], None] | None = None
+    ) -> tuple[int, Assist.Result]:
+        """Carry out a request end to end (planner_node's Assist); (GoalStatus code, result).
+        Ctrl-C or `timeout_s` cancel it (the arm holds)."""
+        goal = Assist.Goal(user_id=user_id, text=text)
+        status, result = self.session.send_goal_and_wait(
+            Assist, self._name(names.ASSIST), goal, server_timeout_s=self.timeout_s, result_timeout_s=timeout_s,
+            feedback=feedback,
         )  # fmt: skip
         return status, result
 

@@ -30,6 +30,7 @@ from carryon_bringup.core.graph import GraphSpec, NodeLaunch, find_config_dir
 from carryon_bringup.core.supervisor import Supervisor
 from carryon_common.core.config import config_as_params, parse_override
 from carryon_common.core.errors import CarryOnError, ConfigError
+from carryon_common.core.names import RUN_DIR_ENV
 
 EXIT_OK = 0
 EXIT_NODE_DIED = 1
@@ -190,6 +191,7 @@ def run_up(
     console = _Console(names)
     events = _Events(folder / "events.jsonl")
     env = dict(os.environ)
+    env[RUN_DIR_ENV] = str(folder.resolve())  # where nodes keep their records of this run
     env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     env.update(
         PYTHONUNBUFFERED="1",

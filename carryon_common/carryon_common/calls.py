@@ -164,8 +164,8 @@ class RosSession:
     ) -> tuple[int, Any]:
         """Send a goal, wait for its result; returns (GoalStatus code, result).
 
-        On a result timeout the goal is cancelled before GraphUnreachable is raised, so
-        nothing keeps running unattended.
+        On a result timeout the goal is cancelled before GraphUnreachable is raised, and on
+        Ctrl-C before KeyboardInterrupt is re-raised, so nothing keeps running unattended.
         """
         key = (action_type, name)
         if key not in self._action_clients:
@@ -186,7 +186,13 @@ class RosSession:
         if not handle.accepted:
             raise GraphUnreachable(f"action server {name} rejected the goal")
         result_future = handle.get_result_async()
-        self.executor.spin_until_future_complete(result_future, timeout_sec=result_timeout_s)
+        try:
+            self.executor.spin_until_future_complete(result_future, timeout_sec=result_timeout_s)
+        except KeyboardInterrupt:  # Ctrl-C: the goal must not run on unattended
+            cancel = handle.cancel_goal_async()
+            self.executor.spin_until_future_complete(cancel, timeout_sec=2.0)
+            self.executor.spin_until_future_complete(result_future, timeout_sec=10.0)
+            raise
         if not result_future.done():
             cancel = handle.cancel_goal_async()
             self.executor.spin_until_future_complete(cancel, timeout_sec=2.0)

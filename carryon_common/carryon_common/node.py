@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import rclpy
 from rcl_interfaces.msg import ParameterDescriptor
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
@@ -159,6 +159,18 @@ class CarryOnNode(Node):
             raise ServiceUnavailable(f"service {name} did not answer within {timeout_s:.1f} s")
         return future.result()
 
+    def start_goal(
+        self, action_type: Any, name: str, goal: Any, timeout_s: float, feedback: Callable[[Any], None] | None = None
+    ) -> GoalRun:
+        """Send an action goal from inside a callback without blocking on its result (the
+        client gets its own reentrant callback group). Raises ServiceUnavailable when the
+        server does not appear, or does not accept the goal, within `timeout_s`."""
+        clients: dict[tuple[Any, str], Any] = self.__dict__.setdefault("_action_clients", {})
+        key = (action_type, name)
+        if key not in clients:
+            clients[key] = ActionClient(self, action_type, name, callback_group=ReentrantCallbackGroup())
+        return GoalRun(clients[key], name, goal, timeout_s, feedback)
+
     # -- scaffolding ---------------------------------------------------------------
     def capability(self, name: str) -> Capability:
         for cap in self._capabilities:
@@ -202,6 +214,44 @@ class CarryOnNode(Node):
             cancel_callback=lambda _handle: CancelResponse.ACCEPT,
             callback_group=self.service_group,
         )
+
+
+class GoalRun:
+    """One action goal in flight, waited on from a worker thread (see `start_goal`)."""
+
+    def __init__(
+        self, client: Any, name: str, goal: Any, timeout_s: float, feedback: Callable[[Any], None] | None
+    ) -> None:
+        self.name = name
+        if not client.wait_for_server(timeout_sec=timeout_s):
+            raise ServiceUnavailable(f"action server {name} is not available after {timeout_s:.1f} s")
+        accepted = threading.Event()
+        send = client.send_goal_async(goal, feedback_callback=(lambda m: feedback(m.feedback)) if feedback else None)
+        send.add_done_callback(lambda _f: accepted.set())
+        if not accepted.wait(timeout_s):
+            raise ServiceUnavailable(f"action server {name} did not answer the goal within {timeout_s:.1f} s")
+        self.handle = send.result()
+        if not self.handle.accepted:
+            raise ServiceUnavailable(f"action server {name} rejected the goal")
+        self._done = threading.Event()
+        self._result = self.handle.get_result_async()
+        self._result.add_done_callback(lambda _f: self._done.set())
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout_s: float) -> tuple[int, Any] | None:
+        """(GoalStatus code, result) once the goal has ended; None on timeout."""
+        if not self._done.wait(timeout_s):
+            return None
+        wrapped = self._result.result()
+        return int(wrapped.status), wrapped.result
+
+    def cancel(self, timeout_s: float) -> tuple[int, Any] | None:
+        """Ask the server to cancel, then wait for the goal's result (None: it did not end in time)."""
+        if not self.done():
+            self.handle.cancel_goal_async()
+        return self.wait(timeout_s)
 
 
 _PR_SET_PDEATHSIG = 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,7 @@ from geometry_msgs.msg import PoseStamped
 from sensor_msgs.msg import CameraInfo, Image
 
 from carryon_interfaces.msg import SegmentationLabels, SimTruth, Subtask, Verdict
-from carryon_judge.core.types import JudgeVerdict, SubtaskSpec, TruthObject, VerdictStatus
+from carryon_judge.core.types import CameraView, JudgeVerdict, SubtaskSpec, TruthObject, VerdictStatus
 
 
 def verdict_to_msg(verdict: JudgeVerdict, stamp: TimeMsg) -> Verdict:
@@ -108,3 +109,23 @@ def truth_from_msg(msg: SimTruth) -> dict[str, TruthObject]:
         )
         for o in msg.objects
     }
+
+
+def camera_view(camera: str, msgs: Mapping[str, Any]) -> CameraView:
+    """One camera's latest messages (stream -> message or None: color, depth, segmentation,
+    labels, camera_info, pose) as a CameraView; raises ValueError for a malformed image."""
+
+    def array(stream: str) -> Any:
+        return None if msgs.get(stream) is None else image_array(msgs[stream])
+
+    stamps = [stamp_s(m.header.stamp) for m in msgs.values() if m is not None and hasattr(m, "header")]
+    seg = array("segmentation")
+    depth = array("depth")
+    return CameraView(
+        camera=camera, stamp_s=max(stamps) if stamps else 0.0, rgb=array("color"),
+        depth=None if depth is None else depth.astype(np.float32),
+        segmentation=None if seg is None else seg.astype(np.int32),
+        labels={} if msgs.get("labels") is None else labels_from_msg(msgs["labels"]),
+        intrinsics=None if msgs.get("camera_info") is None else intrinsics(msgs["camera_info"]),
+        world_from_camera=None if msgs.get("pose") is None else pose_matrix(msgs["pose"]),
+    )  # fmt: skip

@@ -40,7 +40,6 @@ from carryon_judge.core.perception import facts_from_perception, facts_from_trut
 from carryon_judge.core.progress import ProgressTracker, tracker_for
 from carryon_judge.core.rules import GoalSpec, ObjectFacts, goal_of
 from carryon_judge.core.types import (
-    CameraView,
     Judge,
     JudgeError,
     JudgeRequest,
@@ -142,7 +141,7 @@ class JudgeNode(CarryOnNode):
                         f"camera {camera}: {stream} is stale ({age:.2f} s old, max_image_age_s {cfg.max_image_age_s})"
                     )
             try:
-                views.append(self._view(camera, msgs))
+                views.append(convert.camera_view(camera, msgs))
             except ValueError as exc:
                 raise ObservationUnusable(f"camera {camera}: {exc}") from None
         truth_objects = None
@@ -158,22 +157,6 @@ class JudgeNode(CarryOnNode):
         return Observation(
             observation_id=self._next_id, stamp_s=now, views=tuple(views), ee_position=ee_position,
             gripper_width_m=None if width is None else float(width.data), truth=truth_objects,
-        )  # fmt: skip
-
-    @staticmethod
-    def _view(camera: str, msgs: dict[str, Any]) -> CameraView:
-        def array(stream: str) -> Any:
-            return None if msgs[stream] is None else convert.image_array(msgs[stream])
-
-        stamps = [convert.stamp_s(m.header.stamp) for m in msgs.values() if m is not None and hasattr(m, "header")]
-        seg = array("segmentation")
-        return CameraView(
-            camera=camera, stamp_s=max(stamps) if stamps else 0.0, rgb=array("color"),
-            depth=None if msgs["depth"] is None else array("depth").astype(np.float32),
-            segmentation=None if seg is None else seg.astype(np.int32),
-            labels={} if msgs["labels"] is None else convert.labels_from_msg(msgs["labels"]),
-            intrinsics=None if msgs["camera_info"] is None else convert.intrinsics(msgs["camera_info"]),
-            world_from_camera=None if msgs["pose"] is None else convert.pose_matrix(msgs["pose"]),
         )  # fmt: skip
 
     def target_facts(self, observation: Observation, name: str) -> ObjectFacts | None:

@@ -1,44 +1,169 @@
-"""recovery_node: runs recovery skills after a failed verdict.
+"""recovery_node: runs recovery skills after a failed verdict (Recover action).
 
-Scaffolding: the base skill (carryon_recovery.core.base_skill, run in the in-process
-simulator), the versioned library and reflection (`carryon reflect`) exist; this node does
-not run them yet (issue #9). Recover goals are accepted and aborted with
-OUTCOME_NOT_IMPLEMENTED; nothing is published on the recovery chunk topic.
+A goal names the failed subtask (target, destination, instruction), the skill (default
+`default_skill`) and a version (0 = newest in the versioned library, skills_dir). The
+base skill (core/base_skill.py, paper Algorithm 2) re-localises the target from the
+cameras' masks and depth, grasps, lifts, checks holding by the measured gripper width,
+carries it to a stand-off pose above the destination, checks again, and answers
+OUTCOME_RESUME; when that fails it moves to the fallback pose, opens the gripper and
+answers OUTCOME_RESUME_UNVERIFIED (the executive resumes anyway; the judge keeps
+judging). Every motion is a chunk on `recovery/chunk`, which only the shield forwards to
+the driver (ros_io.py). Feedback: the phase and attempt number. Cancel (or the e-stop
+seen on the shield's events) stops at the next chunk: OUTCOME_ABORTED. Each attempt's
+record (planned vs measured, per operation) is appended to `attempts_file` as JSON lines
+(default: the run folder),
+the input of `carryon reflect --attempts`.
+
+Motion backend `moveit_py` (robot PCs with MoveIt) is not implemented: goals then end
+OUTCOME_NOT_IMPLEMENTED with that reason.
 """
 
 from __future__ import annotations
 
+import itertools
+import os
+import threading
+from pathlib import Path
 from typing import Any
 
+from geometry_msgs.msg import PoseStamped
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import CameraInfo, Image
+from std_msgs.msg import Float64
+
 from carryon_common.core import names
-from carryon_common.core.status import planned
+from carryon_common.core.errors import CarryOnError
+from carryon_common.core.status import implemented, planned
 from carryon_common.node import CarryOnNode, run_node
 from carryon_interfaces.action import Recover
-from carryon_interfaces.msg import ActionChunk
+from carryon_interfaces.msg import ActionChunk, SegmentationLabels, ShieldEvent
 from carryon_recovery import convert
+from carryon_recovery.core.base_skill import run_base_skill
 from carryon_recovery.core.config import RecoveryConfig
+from carryon_recovery.core.library import SkillLibrary
 from carryon_recovery.core.types import Outcome, RecoveryResult
+from carryon_recovery.ros_io import STREAMS, Latest, MotionParams, RosRecoveryIO
 
 CAPABILITIES = (
-    planned("recovery.recover", 9, "base re-grasp skill: localise, grasp, check holding, transport, resume"),
-    planned("recovery.motion", 9, "motion backends builtin (IK, shielded) and moveit_py"),
-    planned("recovery.library", 9, "versioned skills/recovery/<skill>/vN.yaml with lineage"),
-    planned("recovery.reflection", 9, "offline reflection producing new skill versions"),
+    implemented("recovery.recover", "base re-grasp skill: localise, grasp, check holding, transport, resume"),
+    implemented("recovery.motion.builtin", "Cartesian interpolation, every chunk through the shield, driver IK"),
+    planned("recovery.motion.moveit_py", 9, "motion through MoveIt on robot PCs"),
+    implemented("recovery.library", "versioned skills/recovery/<skill>/vN.yaml with lineage"),
+    implemented("recovery.reflection", "offline reflection producing new skill versions (carryon reflect)"),
 )
+_TYPES = {"depth": Image, "segmentation": Image, "labels": SegmentationLabels, "camera_info": CameraInfo,
+          "pose": PoseStamped}  # fmt: skip
 
 
 class RecoveryNode(CarryOnNode):
     def __init__(self, **node_kwargs: Any) -> None:
         super().__init__(names.RECOVERY_NODE, RecoveryConfig, capabilities=CAPABILITIES, **node_kwargs)
-        self.set_backends({"motion": self.config.motion_backend})
+        cfg: RecoveryConfig = self.config
+        self.set_backends({"motion": cfg.motion_backend})
+        self.library = SkillLibrary(self._skills_root())
+        self.latest = Latest()
+        for camera in cfg.cameras:
+            for stream in STREAMS:
+                qos = qos_profile_sensor_data if _TYPES[stream] is Image else 10
+                self.create_subscription(
+                    _TYPES[stream], names.camera_topic(camera, stream), self.latest.keeper(camera, stream), qos
+                )
+        self.create_subscription(PoseStamped, names.EE_POSE, self.latest.keep_ee_pose, 10)
+        self.create_subscription(Float64, names.GRIPPER_WIDTH, self.latest.keep_width, 10)
+        self.create_subscription(ShieldEvent, names.SHIELD_EVENTS, self.latest.keep_event, 50)
         self.chunk_pub = self.create_publisher(ActionChunk, names.RECOVERY_CHUNK, 10)
-        default_skill = self.config.default_skill
-
-        def not_implemented(result: Recover.Result, message: str) -> None:
-            convert.result_to_msg(RecoveryResult(Outcome.NOT_IMPLEMENTED, message, 0, default_skill, 0), result)
-
-        self._recover = self.action_not_implemented(Recover, names.RECOVER, "recovery.recover", not_implemented)
+        self._busy = threading.Lock()
+        self._attempts = itertools.count(1)
+        self._server = ActionServer(
+            self, Recover, names.RECOVER, execute_callback=self._on_recover,
+            goal_callback=lambda _goal: GoalResponse.REJECT if self._busy.locked() else GoalResponse.ACCEPT,
+            cancel_callback=lambda _handle: CancelResponse.ACCEPT, callback_group=self.service_group,
+        )  # fmt: skip
         self.set_ready()
+
+    def _skills_root(self) -> Path:
+        cfg: RecoveryConfig = self.config
+        if cfg.skills_dir:
+            return Path(cfg.skills_dir)
+        return Path(os.environ.get("CARRYON_CONFIG_DIR", "config")) / "skills" / "recovery"
+
+    def now_s(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    def _on_recover(self, goal_handle: Any) -> Recover.Result:
+        result = Recover.Result()
+        with self._busy:
+            outcome = self._recover(goal_handle)
+        convert.result_to_msg(outcome, result)
+        self.get_logger().info(
+            f"recovery {outcome.skill} v{outcome.version}: {outcome.outcome.name}: {outcome.message}"
+        )
+        if outcome.outcome == Outcome.ABORTED and goal_handle.is_cancel_requested:
+            goal_handle.canceled()
+        elif outcome.outcome in (Outcome.RESUME, Outcome.RESUME_UNVERIFIED):
+            goal_handle.succeed()
+        else:
+            goal_handle.abort()
+        return result
+
+    def _recover(self, goal_handle: Any) -> RecoveryResult:
+        cfg: RecoveryConfig = self.config
+        goal: Recover.Goal = goal_handle.request
+        skill = goal.skill or cfg.default_skill
+        if cfg.motion_backend != "builtin":
+            message = f"motion backend {cfg.motion_backend!r} is not implemented yet (issue #9); use 'builtin'"
+            return RecoveryResult(Outcome.NOT_IMPLEMENTED, message, 0, skill, goal.version)
+        try:
+            version = self.library.load(skill, goal.version or None)
+        except CarryOnError as exc:
+            return RecoveryResult(Outcome.ABORTED, f"skill library: {exc}", 0, skill, goal.version)
+        subtask = goal.subtask
+        number = next(self._attempts)
+        feedback = Recover.Feedback(attempt=number)
+
+        def on_phase(phase: str) -> None:
+            feedback.phase = phase
+            goal_handle.publish_feedback(feedback)
+
+        io: RosRecoveryIO | None = None
+
+        def cancelled() -> bool:
+            return bool(goal_handle.is_cancel_requested) or (io is not None and io.estopped)
+
+        io = RosRecoveryIO(
+            self.latest, self.chunk_pub.publish, self.now_s, cameras=tuple(cfg.cameras), subtask_id=subtask.id,
+            params=MotionParams(speed_m_s=cfg.speed_m_s, tolerance_m=cfg.tolerance_m), cancelled=cancelled,
+        )  # fmt: skip
+        try:
+            pre_failure = io.tool_position()
+        except CarryOnError as exc:
+            return RecoveryResult(Outcome.ABORTED, f"no robot state: {exc}", 0, skill, version.version)
+        self.get_logger().info(
+            f"recovering {subtask.id} ({subtask.target} -> {subtask.destination or '-'}) with {skill} "
+            f"v{version.version}: {goal.failure_reason}"
+        )
+        run = run_base_skill(
+            version, io, target=subtask.target, destination=subtask.destination, instruction=subtask.instruction,
+            pre_failure=pre_failure, attempt_id=f"{subtask.id}-{number}", cancelled=cancelled, on_phase=on_phase,
+        )  # fmt: skip
+        self._record(run.attempt)
+        outcome = Outcome.ABORTED if io.estopped else run.outcome
+        message = ("emergency stop: " if io.estopped else "") + (
+            f"{run.message} ({io.steps} steps, {io.chunks_sent} chunks, "
+            f"{io.chunks_blocked} not released whole by the shield)"
+        )
+        return RecoveryResult(outcome, message, io.steps, skill, version.version)
+
+    def _record(self, attempt: Any) -> None:
+        cfg: RecoveryConfig = self.config
+        path = Path(cfg.attempts_file or Path(os.environ.get(names.RUN_DIR_ENV, ".")) / "recovery_attempts.jsonl")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a", encoding="utf-8") as out:
+                out.write(attempt.model_dump_json() + "\n")
+        except OSError as exc:
+            self.get_logger().error(f"attempt not recorded in {path}: {exc}")
 
 
 def main() -> int:

@@ -5,7 +5,6 @@ gate (the shield) before the same Driver sim_node uses executes them through IK.
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +14,7 @@ from scipy.spatial.transform import Rotation
 from carryon_common.core.chunk import Chunk, ChunkSource, Convention
 from carryon_judge.core.perception import PerceptionParams, object_clouds
 from carryon_judge.sim_observation import observe_world
-from carryon_recovery.core.base_skill import FloatArray, Seen, run_base_skill
+from carryon_recovery.core.base_skill import FloatArray, Seen, resample, run_base_skill, support_height
 from carryon_recovery.core.library import SkillVersion
 from carryon_recovery.core.reflection import Attempt
 from carryon_recovery.core.types import Outcome
@@ -24,25 +23,6 @@ from carryon_sim.core.driver import Driver
 from carryon_sim.core.world import World
 
 Gate = Callable[[Chunk, World], Chunk | None]
-
-
-def support_height(clouds: dict[str, FloatArray], target: str, radius_m: float = 0.08) -> float | None:
-    """Height of what the target rests on: the highest of the other objects' points (the
-    robot's excluded) within `radius_m` of the target's centre and below its lowest point
-    (median of the top 10 %), or None when nothing is seen there."""
-    points = clouds[target]
-    centre, bottom = points[:, :2].mean(axis=0), float(points[:, 2].min())
-    below = []
-    for name, cloud in clouds.items():
-        if name in (target, "robot"):
-            continue
-        near = cloud[(np.linalg.norm(cloud[:, :2] - centre, axis=1) < radius_m) & (cloud[:, 2] < bottom)]
-        if len(near):
-            below.append(near[:, 2])
-    if not below:
-        return None
-    heights = np.sort(np.concatenate(below))
-    return float(np.median(heights[int(0.9 * len(heights)) :]))
 
 
 class SimRecoveryIO:
@@ -112,15 +92,7 @@ class SimRecoveryIO:
 
     def move(self, positions: FloatArray, rotation: FloatArray, gripper: float) -> tuple[bool, str]:
         self.gripper_command = gripper
-        start = self.tool_position()
-        path = np.vstack([start, positions])
-        # Resample at the tool speed.
-        lengths = np.linalg.norm(np.diff(path, axis=0), axis=1)
-        total = float(lengths.sum())
-        n = max(1, math.ceil(total / (self.speed_m_s * self.dt)))
-        distance = np.concatenate([[0.0], np.cumsum(lengths)])
-        wanted = np.linspace(0.0, total, n + 1)[1:]
-        samples = np.column_stack([np.interp(wanted, distance, path[:, a]) for a in range(3)])
+        samples = resample(self.tool_position(), positions, self.speed_m_s * self.dt)
         for first in range(0, len(samples), self.horizon):
             if not self._execute(samples[first : first + self.horizon], rotation, gripper):
                 return False, "the shield did not release the whole motion"

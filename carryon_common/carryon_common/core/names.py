@@ -11,6 +11,8 @@ DEFAULT_NAMESPACE = "carryon"
 # Environment variable `carryon up` sets to its pid in every node's environment: a node
 # that sees it exits when the launcher dies (no orphans).
 LAUNCHER_PID_ENV = "CARRYON_LAUNCHER_PID"
+# Environment variable `carryon up` sets to the run folder (logs, records of this run).
+RUN_DIR_ENV = "CARRYON_RUN_DIR"
 
 # Nodes of the graph (the `name` of each entry in config/graph.yaml).
 MEMORY_NODE = "memory_node"

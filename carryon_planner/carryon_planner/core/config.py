@@ -9,6 +9,7 @@ from pydantic import Field
 from carryon_common.core.config import NodeConfig, one_of
 
 LLM_BACKENDS = ("local", "openai")
+OBSERVE_SOURCES = ("sim_truth", "none")
 
 
 class PlannerConfig(NodeConfig):
@@ -44,4 +45,19 @@ class PlannerConfig(NodeConfig):
         "",
         description="Preferences the validator enforces, e.g. vegetarian rules out meat ('' = "
         "<config dir>/planner/preferences.yaml).",
+    )
+    # --- the executive (Assist) ---
+    policy_step_budget: int = Field(400, ge=1, description="Control steps one VLA subtask may use (all resumptions).")
+    max_recoveries: int = Field(2, ge=0, description="Recovery attempts per VLA subtask before it fails.")
+    max_replans: int = Field(2, ge=0, description="Replans after observations that contradict scene memory.")
+    judge_period_s: float = Field(1.0, gt=0.0, description="Seconds between the executive's verdict requests.")
+    action_timeout_s: float = Field(10.0, gt=0.0, description="Wait for an action server to accept / stop a goal, s.")
+    recover_timeout_s: float = Field(180.0, gt=0.0, description="Longest one recovery may take before it is cancelled.")
+    recovery_skill: str = Field("", description="Recovery skill to run ('' = recovery_node's default_skill).")
+    observe_source: Annotated[str, one_of("observe source", OBSERVE_SOURCES)] = Field(
+        "sim_truth",
+        description="What observe subtasks read: 'sim_truth' (SIMULATOR ORACLE: sim/truth) or 'none' (observe fails).",
+    )
+    summarise: bool = Field(
+        True, description="After each finished Assist, store the lasting facts the LLM proposes (checked)."
     )

@@ -70,6 +70,38 @@ class RecoveryIO(Protocol):
         """Measured tool centre point (3,)."""
 
 
+def support_height(clouds: dict[str, FloatArray], target: str, radius_m: float = 0.08) -> float | None:
+    """Height of what the target rests on: the highest of the other objects' points (the
+    robot's excluded) within `radius_m` of the target's centre and below its lowest point
+    (median of the top 10 %), or None when nothing is seen there."""
+    points = clouds[target]
+    centre, bottom = points[:, :2].mean(axis=0), float(points[:, 2].min())
+    below = []
+    for name, cloud in clouds.items():
+        if name in (target, "robot"):
+            continue
+        near = cloud[(np.linalg.norm(cloud[:, :2] - centre, axis=1) < radius_m) & (cloud[:, 2] < bottom)]
+        if len(near):
+            below.append(near[:, 2])
+    if not below:
+        return None
+    heights = np.sort(np.concatenate(below))
+    return float(np.median(heights[int(0.9 * len(heights)) :]))
+
+
+def resample(start: FloatArray, positions: FloatArray, step_m: float) -> FloatArray:
+    """The path start -> positions (n, 3) resampled every `step_m` along its length (the
+    tool speed times the control period); the last sample is the last position."""
+    path = np.vstack([start, positions])
+    lengths = np.linalg.norm(np.diff(path, axis=0), axis=1)
+    total = float(lengths.sum())
+    n = max(1, math.ceil(total / step_m))
+    distance = np.concatenate([[0.0], np.cumsum(lengths)])
+    wanted = np.linspace(0.0, total, n + 1)[1:]
+    out: FloatArray = np.column_stack([np.interp(wanted, distance, path[:, a]) for a in range(3)])
+    return out
+
+
 @dataclass(frozen=True)
 class Candidate:
     kind: str
@@ -138,8 +170,11 @@ def run_base_skill(
     pre_failure: FloatArray,
     attempt_id: str = "a1",
     cancelled: Callable[[], bool] = lambda: False,
+    on_phase: Callable[[str], None] = lambda _phase: None,
 ) -> SkillResult:
-    """Run one recovery attempt; never raises for a failed step (that is the fallback)."""
+    """Run one recovery attempt; never raises for a failed step (that is the fallback).
+    `on_phase(name)` is called as each phase starts (relocalize, approach, grasp, lift,
+    check_holding, transport, fallback): the Recover action's feedback."""
     record = RunRecord()
     tries = 1 + version.strategy.retries_with_renewed_perception
     last: Candidate | None = None
@@ -148,6 +183,7 @@ def run_base_skill(
         if cancelled():
             return _finish(version, record, Outcome.ABORTED, "cancelled", target=target, instruction=instruction,
                            attempt_id=attempt_id)  # fmt: skip
+        on_phase("relocalize")
         seen = io.perceive(target, destination)
         if seen is None or len(seen.target) < 3:
             record.add("relocalize", False, note=f"{target} not found (try {attempt + 1}/{tries})")
@@ -160,12 +196,16 @@ def run_base_skill(
         record.add("grasp_candidates", bool(candidates), measured={"count": len(candidates)})
         for candidate in candidates:
             last = candidate
-            ok, why = _grasp_and_carry(version, io, record, candidate, seen)
+            ok, why = _grasp_and_carry(version, io, record, candidate, seen, on_phase=on_phase)
             if ok:
                 message = "holding at the stand-off pose: resume the instruction"
                 return _finish(version, record, Outcome.RESUME, message, target=target, instruction=instruction,
                                attempt_id=attempt_id)  # fmt: skip
+    if cancelled():
+        return _finish(version, record, Outcome.ABORTED, "cancelled", target=target, instruction=instruction,
+                       attempt_id=attempt_id)  # fmt: skip
     # Fallback (Algorithm 2): pre-grasp of the last candidate, else the pre-failure pose; open; resume anyway.
+    on_phase("fallback")
     fallback = last.pre_grasp if last is not None else pre_failure
     rotation = last.rotation if last is not None else DOWN
     here = io.tool_position()
@@ -184,8 +224,15 @@ def _holding(version: SkillVersion, width: float) -> bool:
 
 
 def _grasp_and_carry(
-    version: SkillVersion, io: RecoveryIO, record: RunRecord, c: Candidate, seen: Seen
+    version: SkillVersion,
+    io: RecoveryIO,
+    record: RunRecord,
+    c: Candidate,
+    seen: Seen,
+    *,
+    on_phase: Callable[[str], None],
 ) -> tuple[bool, str]:
+    on_phase("approach")
     here = io.tool_position()
     above = np.array([here[0], here[1], max(here[2], c.pre_grasp[2])])
     path = np.vstack([_line(here, above), _line(above, c.pre_grasp)])
@@ -194,19 +241,23 @@ def _grasp_and_carry(
     if not record.add("approach", ok, planned={"pre_grasp": _r(c.pre_grasp)},
                       measured={"tool": _r(io.tool_position())}, note=why):  # fmt: skip
         return False, f"approach: {why}"
+    on_phase("grasp")
     ok, why = io.move(_line(c.pre_grasp, c.grasp, 0.005), c.rotation, OPEN)
     width = io.set_gripper(CLOSED)
     record.add("grasp", ok, planned={"tcp": _r(c.grasp), "kind": c.kind},
                measured={"tcp": _r(io.tool_position()), "gripper_width_m": _r(width)}, note=why)  # fmt: skip
     if not ok:
         return False, f"descent: {why}"
+    on_phase("lift")
     lifted = c.grasp + np.array([0.0, 0.0, version.value("lift_height_m")])
     ok, why = io.move(_line(io.tool_position(), lifted), c.rotation, CLOSED)
     record.add("lift", ok, planned={"tcp": _r(lifted)}, measured={"tcp": _r(io.tool_position())}, note=why)
+    on_phase("check_holding")
     width = io.set_gripper(CLOSED)
     if not record.add("check_holding", _holding(version, width), measured={"gripper_width_m": _r(width)}):
         return False, f"not holding after the lift (width {width:.4f} m)"
     if seen.destination is not None and len(seen.destination):
+        on_phase("transport")
         dest = seen.destination.mean(axis=0)
         standoff = np.array([dest[0], dest[1], float(seen.destination[:, 2].max()) + version.value("standoff_m")])
         start = io.tool_position()

@@ -1,0 +1,323 @@
+"""The executive's Dispatch over the ROS graph (planner_node's Assist action).
+
+* `run_vla` is `core.executive.run_vla` over `RosPlant`: the shield's SetTask (and the
+  simulator's, when there is one) names the subtask's target, source and destination;
+  RunPolicy runs the VLA with a step budget; every `judge_period_s` the judge_node's Judge
+  service gives a verdict (the judge keeps the subtask's baseline from its first sight and,
+  in monitor mode, the time since progress); on a failed verdict RunPolicy is cancelled
+  (suspended), the Recover action runs, and the original instruction is sent again with
+  the remaining budget.
+* `observe` reads what is seen at a location. `observe_source: sim_truth` reads it from
+  the simulator's ground truth (sim/truth): a SIMULATOR ORACLE stand-in for perception,
+  said so in every report. `none` (a real arm) fails observe subtasks with that reason.
+* `say` hands the sentence to `on_say` (the Assist feedback and the node's log).
+
+Cancelling (the operator cancels Assist) is checked while waiting: the running policy
+goal is cancelled, so the policy stops and the driver holds the arm; nothing else starts.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from builtin_interfaces.msg import Time as TimeMsg
+from geometry_msgs.msg import PoseStamped
+
+from carryon_common.core import names
+from carryon_common.core.errors import CarryOnError
+from carryon_common.node import CarryOnNode, GoalRun, ServiceUnavailable
+from carryon_interfaces.action import Recover, RunPolicy
+from carryon_interfaces.msg import ObjectState, SimTruth, Subtask
+from carryon_interfaces.msg import Verdict as VerdictMsg
+from carryon_interfaces.srv import Judge, SetTask
+from carryon_planner.core.config import PlannerConfig
+from carryon_planner.core.executive import Report, Verdict, run_vla
+from carryon_planner.core.plan import PlannedSubtask
+from carryon_sim.core.scene import LocationSpec, load_scene, scenes_dir
+
+_VERDICTS = {
+    VerdictMsg.STATUS_RUNNING: Verdict.RUNNING,
+    VerdictMsg.STATUS_SUCCESS: Verdict.SUCCESS,
+    VerdictMsg.STATUS_FAILED: Verdict.FAILED,
+    VerdictMsg.STATUS_UNABLE_TO_JUDGE: Verdict.UNABLE,
+}
+_POLICY_ENDED_BADLY = {
+    RunPolicy.Result.STATUS_REFUSED: "refused",
+    RunPolicy.Result.STATUS_FAILED: "failed",
+    RunPolicy.Result.STATUS_NOT_IMPLEMENTED: "not implemented",
+}
+_POLL_S = 0.05
+
+
+class Cancelled(CarryOnError):
+    """The operator cancelled the request."""
+
+
+class DispatchError(CarryOnError):
+    """A node the subtask needs is missing or refused; the subtask fails with this reason."""
+
+
+def subtask_msg(subtask: PlannedSubtask) -> Subtask:
+    return Subtask(
+        id=subtask.id, kind=subtask.kind, objective=subtask.objective, instruction=subtask.instruction,
+        target=subtask.target, source=subtask.source, destination=subtask.destination,
+        depends_on=list(subtask.depends_on), condition=subtask.condition,
+    )  # fmt: skip
+
+
+def visible_from_truth(
+    objects: Iterable[ObjectState], location: str, region: LocationSpec | None = None, margin_m: float = 0.1
+) -> tuple[str, ...]:
+    """What a look at `location` shows from simulator ground truth (SIMULATOR ORACLE), as
+    `sim_dispatch.visible_items` sees it in-process: uncovered objects in its region, or
+    in no region but within `margin_m` of it (the camera sees a little around), "X in Y"
+    when X lies in / on Y."""
+
+    def near(o: ObjectState) -> bool:
+        if region is None:
+            return False
+        (cx, cy), (sx, sy) = region.center, region.size
+        x, y = o.pose.position.x, o.pose.position.y
+        return abs(x - cx) <= sx / 2 + margin_m and abs(y - cy) <= sy / 2 + margin_m
+
+    items = [f"{o.name} in {o.inside}" if o.inside else o.name for o in objects
+             if (o.location == location or (not o.location and near(o))) and not o.covered_by]  # fmt: skip
+    return tuple(sorted(items))
+
+
+@dataclass
+class Sensors:
+    """The latest robot state the dispatcher reads (kept by planner_node's subscriptions)."""
+
+    ee_pose: PoseStamped | None = None
+    truth: SimTruth | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def keep_ee_pose(self, msg: PoseStamped) -> None:
+        with self.lock:
+            self.ee_pose = msg
+
+    def keep_truth(self, msg: SimTruth) -> None:
+        with self.lock:
+            self.truth = msg
+
+
+class RosPlant:
+    """`VlaPlant` over planner_node's service and action clients."""
+
+    def __init__(
+        self,
+        node: CarryOnNode,
+        config: PlannerConfig,
+        sensors: Sensors,
+        *,
+        cancelled: Callable[[], bool],
+        completed: Sequence[str],
+        on_recovering: Callable[[str, bool, str], None] = lambda _id, _active, _why: None,
+    ) -> None:
+        self.node, self.config, self.sensors = node, config, sensors
+        self.cancelled, self.completed, self.on_recovering = cancelled, completed, on_recovering
+        self._goal: GoalRun | None = None
+        self._steps = 0
+        self._started = TimeMsg()
+        self._last_reason = ""
+        self._sim_task: bool | None = None  # whether sim/set_task exists (asked once)
+
+    # -- helpers ---------------------------------------------------------------------
+    def _wait(self, seconds: float) -> None:
+        """Sleep `seconds`, raising Cancelled as soon as the request is cancelled."""
+        deadline = time.monotonic() + seconds
+        while True:
+            if self.cancelled():
+                raise Cancelled("cancelled by the operator")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(_POLL_S, left))
+
+    def _call(self, srv: Any, name: str, request: Any, timeout_s: float | None = None) -> Any:
+        try:
+            return self.node.call_service(srv, name, request, timeout_s or self.config.service_timeout_s)
+        except ServiceUnavailable as exc:
+            raise DispatchError(str(exc)) from None
+
+    # -- VlaPlant --------------------------------------------------------------------
+    def set_task(self, subtask: PlannedSubtask) -> None:
+        request = SetTask.Request(subtask_id=subtask.id, target=subtask.target, source=subtask.source,
+                                  destination=subtask.destination)  # fmt: skip
+        answer = self._call(SetTask, names.SHIELD_SET_TASK, request)
+        if answer.status != SetTask.Response.STATUS_OK:
+            raise DispatchError(f"shield/set_task refused: {answer.message}")
+        if self._sim_task is not False:  # the simulator's contact monitor, when there is one
+            try:
+                self.node.call_service(SetTask, names.SIM_SET_TASK, request, 1.0 if self._sim_task is None else 5.0)
+                self._sim_task = True
+            except ServiceUnavailable:
+                self._sim_task = False
+        self._started = self.node.get_clock().now().to_msg()
+
+    def start_policy(self, subtask: PlannedSubtask, budget: int) -> None:
+        self._steps = 0
+
+        def feedback(msg: RunPolicy.Feedback) -> None:
+            self._steps = int(msg.steps_executed)
+
+        goal = RunPolicy.Goal(instruction=subtask.instruction, subtask_id=subtask.id, step_budget=budget)
+        try:
+            self._goal = self.node.start_goal(RunPolicy, names.RUN_POLICY, goal, self.config.action_timeout_s, feedback)
+        except ServiceUnavailable as exc:
+            raise DispatchError(str(exc)) from None
+
+    def policy_steps(self) -> tuple[int, bool]:
+        goal = self._goal
+        if goal is None or not goal.done():
+            return self._steps, False
+        ended = goal.wait(0.0)
+        assert ended is not None
+        result = ended[1]
+        if result.status in _POLICY_ENDED_BADLY:
+            raise DispatchError(f"policy {_POLICY_ENDED_BADLY[result.status]}: {result.message}")
+        return int(result.steps_executed), True
+
+    def suspend_policy(self) -> int:
+        goal, self._goal = self._goal, None
+        if goal is None:
+            return self._steps
+        ended = goal.cancel(self.config.action_timeout_s)
+        if ended is None:
+            raise DispatchError(f"policy/run did not stop within {self.config.action_timeout_s:.0f} s of the cancel")
+        return int(ended[1].steps_executed)
+
+    def verdict(self, subtask: PlannedSubtask) -> tuple[Verdict, str]:
+        self._wait(self.config.judge_period_s)
+        request = Judge.Request(subtask=subtask_msg(subtask), completed_subtask_ids=list(self.completed),
+                                started=self._started, since_progress_s=-1.0)  # fmt: skip
+        try:
+            answer = self.node.call_service(Judge, names.JUDGE, request, self.config.service_timeout_s)
+        except ServiceUnavailable as exc:
+            return Verdict.UNABLE, f"judge: {exc}"
+        if answer.status != Judge.Response.STATUS_OK:
+            return Verdict.UNABLE, f"judge: {answer.message}"
+        self._last_reason = answer.verdict.reason
+        return _VERDICTS.get(answer.verdict.status, Verdict.UNABLE), answer.verdict.reason
+
+    def recover(self, subtask: PlannedSubtask) -> tuple[bool, str]:
+        with self.sensors.lock:
+            pose = self.sensors.ee_pose or PoseStamped()
+        goal = Recover.Goal(subtask=subtask_msg(subtask), skill=self.config.recovery_skill, version=0,
+                            failure_reason=self._last_reason, pre_failure_pose=pose)  # fmt: skip
+        self.on_recovering(subtask.id, True, f"recovering: {self._last_reason}")
+
+        def feedback(msg: Recover.Feedback) -> None:
+            self.on_recovering(subtask.id, True, f"recovery attempt {msg.attempt}: {msg.phase}")
+
+        try:
+            run = self.node.start_goal(Recover, names.RECOVER, goal, self.config.action_timeout_s, feedback)
+        except ServiceUnavailable as exc:
+            self.on_recovering(subtask.id, False, "")
+            return False, f"recovery unavailable: {exc}"
+        deadline = time.monotonic() + self.config.recover_timeout_s
+        try:
+            while (ended := run.wait(_POLL_S)) is None:
+                if self.cancelled():
+                    run.cancel(self.config.action_timeout_s)
+                    raise Cancelled("cancelled by the operator during recovery")
+                if time.monotonic() > deadline:
+                    run.cancel(self.config.action_timeout_s)
+                    return False, f"recovery did not finish within {self.config.recover_timeout_s:.0f} s"
+        finally:
+            self.on_recovering(subtask.id, False, "")
+        result = ended[1]
+        label = f"{result.skill} v{result.version}: {result.message}" if result.skill else result.message
+        if result.outcome in (Recover.Result.OUTCOME_RESUME, Recover.Result.OUTCOME_RESUME_UNVERIFIED):
+            return True, label
+        return False, label
+
+    def stop(self) -> None:
+        """Stop whatever runs (cancel, failure): the policy is cancelled, the arm holds."""
+        if self._goal is not None:
+            try:
+                self.suspend_policy()
+            except DispatchError as exc:
+                self.node.get_logger().error(f"stopping the policy: {exc}")
+
+
+class RosDispatch:
+    """`Dispatch` for the executive over the ROS graph."""
+
+    def __init__(
+        self,
+        node: CarryOnNode,
+        config: PlannerConfig,
+        sensors: Sensors,
+        *,
+        cancelled: Callable[[], bool],
+        on_say: Callable[[str], None] = lambda _text: None,
+        on_recovering: Callable[[str, bool, str], None] = lambda _id, _active, _why: None,
+    ) -> None:
+        self.node, self.config, self.sensors = node, config, sensors
+        self.cancelled, self.on_say = cancelled, on_say
+        self.completed: list[str] = []
+        self.said: list[str] = []
+        self._scenes: dict[str, dict[str, LocationSpec]] = {}
+        self.plant = RosPlant(node, config, sensors, cancelled=cancelled, completed=self.completed,
+                              on_recovering=on_recovering)  # fmt: skip
+
+    def run_vla(self, subtask: PlannedSubtask) -> Report:
+        if self.cancelled():
+            return Report(False, "cancelled by the operator")
+        try:
+            report = run_vla(subtask, self.plant, budget=self.config.policy_step_budget,
+                             max_recoveries=self.config.max_recoveries)  # fmt: skip
+        except (Cancelled, DispatchError) as exc:
+            self.plant.stop()
+            return Report(False, str(exc))
+        if report.succeeded:
+            self.completed.append(subtask.id)
+        return report
+
+    def observe(self, subtask: PlannedSubtask) -> Report:
+        if self.cancelled():
+            return Report(False, "cancelled by the operator")
+        location = subtask.target
+        if self.config.observe_source != "sim_truth":
+            return Report(False, "no observation source on this robot (observe_source: none)")
+        deadline = time.monotonic() + self.config.service_timeout_s
+        while True:  # a snapshot taken after the request (the previous motion has settled)
+            with self.sensors.lock:
+                truth = self.sensors.truth
+            asked = self.node.get_clock().now().nanoseconds * 1e-9
+            if truth is not None:
+                stamp = truth.header.stamp.sec + truth.header.stamp.nanosec * 1e-9
+                if asked - stamp <= 1.0:
+                    break
+            if time.monotonic() > deadline:
+                return Report(False, "observe: no fresh sim/truth (is sim_node running?)")
+            time.sleep(_POLL_S)
+        items = visible_from_truth(truth.objects, location, self._region(truth.scene, location))
+        message = f"SIMULATOR ORACLE: {location} shows {', '.join(items) or 'nothing'}"
+        return Report(True, message, {location: items})
+
+    def _region(self, scene: str, location: str) -> LocationSpec | None:
+        """The location's region in the simulator's scene file (None when unknown)."""
+        if scene not in self._scenes:
+            try:
+                self._scenes[scene] = dict(load_scene(scenes_dir() / f"{scene}.yaml").spec.locations)
+            except CarryOnError as exc:
+                self.node.get_logger().warning(f"observe: scene {scene!r}: {exc}")
+                self._scenes[scene] = {}
+        return self._scenes[scene].get(location)
+
+    def say(self, subtask: PlannedSubtask) -> Report:
+        if self.cancelled():
+            return Report(False, "cancelled by the operator")
+        self.said.append(subtask.objective)
+        self.on_say(subtask.objective)
+        return Report(True, "said")
+
+    def control(self, subtask: PlannedSubtask) -> Report:
+        return Report(False, f"no control skill {subtask.target or subtask.objective!r} on this robot")

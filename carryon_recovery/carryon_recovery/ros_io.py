@@ -1,0 +1,238 @@
+"""`RecoveryIO` over the ROS graph (recovery_node), motion backend `builtin`.
+
+* perceive: the cameras' depth + segmentation + labels + intrinsics + pose (the same
+  streams the geometric judge reads), taken after the request (fresh frames once the arm
+  has settled), fused into per-object point clouds by the judge's `object_clouds`. No
+  ground truth.
+* move: the tool path resampled at `speed_m_s`, sent as ABSOLUTE Cartesian chunks of
+  `horizon` steps on `recovery/chunk`. The shield is the only path to the driver: each
+  chunk waits for its ShieldEvent and for its released steps to execute; a chunk not
+  released whole (prefix, retreat, stale, e-stop, no perception) ends the motion as
+  failed. The driver (sim_node, or the robot's arm adapter) turns targets into joint
+  commands through its own IK. Then the tool must come within `tolerance_m` of the goal.
+* set_gripper: a hold chunk at the current pose with the gripper command, then the
+  measured width from `gripper/width`.
+
+Timing uses the node clock (the simulator's clock under use_sim_time), polled with a
+wall-clock timeout so a stopped simulator cannot hang the skill.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from builtin_interfaces.msg import Time as TimeMsg
+from geometry_msgs.msg import PoseStamped
+from scipy.spatial.transform import Rotation
+from std_msgs.msg import Float64
+
+from carryon_common.convert import chunk_to_msg
+from carryon_common.core.chunk import Chunk, ChunkSource, Convention
+from carryon_interfaces.msg import ShieldEvent
+from carryon_judge import convert as judge_convert
+from carryon_judge.core.perception import PerceptionParams, object_clouds
+from carryon_judge.core.types import Observation, ObservationUnusable
+from carryon_recovery.core.base_skill import FloatArray, Seen, resample, support_height
+
+STREAMS = ("depth", "segmentation", "labels", "camera_info", "pose")
+_POLL_S = 0.01
+
+
+@dataclass
+class Latest:
+    """The newest message of every stream recovery_node reads (filled by its subscriptions)."""
+
+    cameras: dict[tuple[str, str], Any] = field(default_factory=dict)
+    ee_pose: PoseStamped | None = None
+    width: Float64 | None = None
+    events: dict[int, ShieldEvent] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def keeper(self, camera: str, stream: str) -> Callable[[Any], None]:
+        def keep(msg: Any) -> None:
+            with self.lock:
+                self.cameras[(camera, stream)] = msg
+
+        return keep
+
+    def keep_ee_pose(self, msg: PoseStamped) -> None:
+        with self.lock:
+            self.ee_pose = msg
+
+    def keep_width(self, msg: Float64) -> None:
+        with self.lock:
+            self.width = msg
+
+    def keep_event(self, msg: ShieldEvent) -> None:
+        with self.lock:
+            self.events[int(msg.chunk_id)] = msg
+            if len(self.events) > 256:
+                self.events.pop(next(iter(self.events)))
+
+
+@dataclass(frozen=True)
+class MotionParams:
+    dt: float = 0.05  # control period of the driver, s
+    speed_m_s: float = 0.12
+    horizon: int = 8
+    settle_s: float = 0.6
+    tolerance_m: float = 0.015
+    perception_timeout_s: float = 3.0
+    shield_timeout_s: float = 3.0
+    stride: int = 2
+
+
+class RosRecoveryIO:
+    """`publish(msg)` sends an ActionChunk on recovery/chunk; `now_s()` is the node clock."""
+
+    _ids = itertools.count(2_000_000_000)  # recovery chunk ids, apart from the policy's
+
+    def __init__(
+        self,
+        latest: Latest,
+        publish: Callable[[Any], None],
+        now_s: Callable[[], float],
+        *,
+        cameras: tuple[str, ...],
+        subtask_id: str,
+        params: MotionParams = MotionParams(),
+        cancelled: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.latest, self.publish, self.now_s = latest, publish, now_s
+        self.cameras, self.subtask_id, self.params, self.cancelled = cameras, subtask_id, params, cancelled
+        self.steps = 0
+        self.chunks_sent = 0
+        self.chunks_blocked = 0
+        self.estopped = False
+        self.last_event = ""
+
+    # -- waiting -----------------------------------------------------------------------
+    def _wait_until(self, done: Callable[[], bool], wall_timeout_s: float) -> bool:
+        deadline = time.monotonic() + wall_timeout_s
+        while not done():
+            if self.cancelled() or time.monotonic() > deadline:
+                return False
+            time.sleep(_POLL_S)
+        return True
+
+    def _sleep_node(self, seconds: float) -> None:
+        """Wait `seconds` on the node clock (at most 10x that on the wall clock)."""
+        until = self.now_s() + seconds
+        self._wait_until(lambda: self.now_s() >= until, max(1.0, 10 * seconds))
+
+    # -- RecoveryIO --------------------------------------------------------------------
+    def perceive(self, target: str, destination: str) -> Seen | None:
+        asked = self.now_s()
+
+        def fresh() -> bool:
+            with self.latest.lock:
+                msgs = [self.latest.cameras.get((c, s)) for c in self.cameras for s in STREAMS]
+            return all(m is not None and judge_convert.stamp_s(m.header.stamp) >= asked for m in msgs)
+
+        if not self._wait_until(fresh, self.params.perception_timeout_s):
+            return None
+        with self.latest.lock:
+            views = []
+            for camera in self.cameras:
+                msgs = {s: self.latest.cameras.get((camera, s)) for s in STREAMS}
+                try:
+                    views.append(judge_convert.camera_view(camera, msgs))
+                except ValueError:
+                    return None
+        try:
+            clouds = object_clouds(Observation(0, asked, tuple(views)), PerceptionParams(stride=self.params.stride))
+        except ObservationUnusable:
+            return None
+        points = clouds.get(target)
+        if points is None:
+            return None
+        return Seen(points, clouds.get(destination) if destination else None, support_height(clouds, target))
+
+    def tool_position(self) -> FloatArray:
+        with self.latest.lock:
+            pose = self.latest.ee_pose
+        if pose is None:
+            raise ObservationUnusable("no ee_pose received")
+        p = pose.pose.position
+        return np.array([p.x, p.y, p.z])
+
+    def _tool_rotation(self) -> FloatArray:
+        with self.latest.lock:
+            pose = self.latest.ee_pose
+        if pose is None:
+            raise ObservationUnusable("no ee_pose received")
+        q = pose.pose.orientation
+        out: FloatArray = Rotation.from_quat([q.x, q.y, q.z, q.w]).as_matrix()
+        return out
+
+    def _execute(self, positions: FloatArray, rotation: FloatArray, gripper: float) -> bool:
+        """One chunk through the shield; True when it was released whole and executed."""
+        if self.cancelled():
+            return False
+        p = self.params
+        now = self.now_s()
+        rotvec = Rotation.from_matrix(rotation).as_rotvec()
+        chunk = Chunk(
+            chunk_id=next(self._ids), subtask_id=self.subtask_id, source=ChunkSource.RECOVERY,
+            convention=Convention.ABSOLUTE, frame_id="world", dt=p.dt, observation_id=0, observation_stamp_s=now,
+            positions=positions, rotations=np.tile(rotvec, (len(positions), 1)),
+            gripper=np.full(len(positions), gripper),
+        )  # fmt: skip
+        sec = int(now)
+        self.publish(chunk_to_msg(chunk, TimeMsg(sec=sec, nanosec=int((now - sec) * 1e9))))
+        self.chunks_sent += 1
+
+        def answered() -> bool:
+            with self.latest.lock:
+                return chunk.chunk_id in self.latest.events
+
+        if not self._wait_until(answered, p.shield_timeout_s):
+            self.chunks_blocked += 1
+            self.last_event = "the shield did not answer (is shield_node running?)"
+            return False
+        with self.latest.lock:
+            event = self.latest.events[chunk.chunk_id]
+        released = int(event.released_steps)
+        self._sleep_node(released * p.dt)
+        self.steps += released
+        if event.decision == ShieldEvent.DECISION_RELEASED_ALL:
+            return True
+        self.chunks_blocked += 1
+        self.last_event = event.reason or f"shield decision {event.decision}"
+        if event.decision == ShieldEvent.DECISION_REJECTED_ESTOP:
+            self.estopped = True
+        return False
+
+    def move(self, positions: FloatArray, rotation: FloatArray, gripper: float) -> tuple[bool, str]:
+        p = self.params
+        try:
+            samples = resample(self.tool_position(), positions, p.speed_m_s * p.dt)
+        except ObservationUnusable as exc:
+            return False, str(exc)
+        for first in range(0, len(samples), p.horizon):
+            if not self._execute(samples[first : first + p.horizon], rotation, gripper):
+                if self.cancelled():
+                    return False, "cancelled"
+                return False, f"the shield did not release the whole motion: {self.last_event}"
+        self._sleep_node(p.settle_s)
+        error = float(np.linalg.norm(self.tool_position() - positions[-1]))
+        if error > p.tolerance_m:
+            return False, f"ended {error:.3f} m from the goal"
+        return True, ""
+
+    def set_gripper(self, command: float) -> float:
+        p = self.params
+        try:
+            here, rotation = self.tool_position(), self._tool_rotation()
+        except ObservationUnusable:
+            return float("nan")
+        self._execute(np.tile(here, (max(1, round(p.settle_s / p.dt)), 1)), rotation, command)
+        with self.latest.lock:
+            width = self.latest.width
+        return float("nan") if width is None else float(width.data)
