@@ -7,7 +7,9 @@
   interface: the executive already publishes which subtask is active). When a subtask
   becomes active the node captures the baseline, then publishes a Verdict on
   `judge/verdict` every `period_s` until the subtask is no longer active, tracking the
-  time since the target's last task-relevant progress itself.
+  time since the target's last task-relevant progress itself. While the subtask is
+  RECOVERING no verdicts are published; when the policy resumes, the progress clock
+  restarts (the baseline is kept).
 
 Missing or stale images (older than `max_image_age_s` on the node clock) give an
 UNABLE_TO_JUDGE verdict with the reason (the service answers STATUS_UNAVAILABLE with it).
@@ -72,6 +74,7 @@ class _Monitor:
     started_s: float
     goal: GoalSpec
     tracker: ProgressTracker
+    recovering: bool = False  # a recovery skill runs: no verdicts until the policy resumes
 
 
 class JudgeNode(CarryOnNode):
@@ -220,6 +223,17 @@ class JudgeNode(CarryOnNode):
             self.get_logger().info(f"monitoring stopped: {current.subtask.id}")
         if active and (self._monitor is None) and active in states:
             self._start(self._known[active])
+        monitor = self._monitor
+        if monitor is not None and active in states:
+            recovering = states[active].state == SubtaskState.STATE_RECOVERING
+            if monitor.recovering and not recovering:  # the policy resumes: the stuck clock restarts now
+                try:
+                    now = self.snapshot()
+                    monitor.tracker.start(now.stamp_s, self.target_facts(now, monitor.goal.target))
+                except ObservationUnusable:
+                    monitor.tracker.start(self.now_s(), None)
+                self.get_logger().info(f"{active}: resumed after recovery; progress clock restarted")
+            monitor.recovering = recovering
 
     def _start(self, subtask: SubtaskSpec) -> None:
         try:
@@ -251,7 +265,7 @@ class JudgeNode(CarryOnNode):
         if self._monitor is None and self._pending is not None:
             self._start(self._pending)
         monitor = self._monitor
-        if monitor is None:
+        if monitor is None or monitor.recovering:
             return
         subtask = monitor.subtask
         try:

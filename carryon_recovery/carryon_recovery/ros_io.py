@@ -7,9 +7,10 @@
 * move: the tool path resampled at `speed_m_s`, sent as ABSOLUTE Cartesian chunks of
   `horizon` steps on `recovery/chunk`. The shield is the only path to the driver: each
   chunk waits for its ShieldEvent and for its released steps to execute; a chunk not
-  released whole (prefix, retreat, stale, e-stop, no perception) ends the motion as
-  failed. The driver (sim_node, or the robot's arm adapter) turns targets into joint
-  commands through its own IK. Then the tool must come within `tolerance_m` of the goal.
+  released whole (prefix, retreat, e-stop) ends the motion as failed; one rejected for
+  stale or missing perception is sent again a few times first. The driver (sim_node,
+  or the robot's arm adapter) turns targets into joint commands through its own IK.
+  Then the tool must come within `tolerance_m` of the goal.
 * set_gripper: a hold chunk at the current pose with the gripper command, then the
   measured width from `gripper/width`.
 
@@ -86,6 +87,7 @@ class MotionParams:
     perception_timeout_s: float = 3.0
     shield_timeout_s: float = 3.0
     stride: int = 2
+    retries: int = 5  # re-sends of a chunk the shield rejected for stale / missing perception
 
 
 class RosRecoveryIO:
@@ -152,7 +154,11 @@ class RosRecoveryIO:
         points = clouds.get(target)
         if points is None:
             return None
-        return Seen(points, clouds.get(destination) if destination else None, support_height(clouds, target))
+        others = [c for name, c in clouds.items() if name not in (target, destination, "robot")]
+        return Seen(
+            points, clouds.get(destination) if destination else None, support_height(clouds, target),
+            np.vstack(others) if others else None,
+        )  # fmt: skip
 
     def tool_position(self) -> FloatArray:
         with self.latest.lock:
@@ -172,7 +178,19 @@ class RosRecoveryIO:
         return out
 
     def _execute(self, positions: FloatArray, rotation: FloatArray, gripper: float) -> bool:
-        """One chunk through the shield; True when it was released whole and executed."""
+        """One chunk through the shield; True when it was released whole and executed. A
+        chunk rejected for stale or missing perception (a transient on a loaded machine)
+        is sent again after a short wait, up to `retries` times."""
+        for attempt in range(self.params.retries + 1):
+            answer = self._execute_once(positions, rotation, gripper)
+            if answer is not None:
+                return answer
+            if attempt < self.params.retries:
+                self._sleep_node(0.2)
+        return False
+
+    def _execute_once(self, positions: FloatArray, rotation: FloatArray, gripper: float) -> bool | None:
+        """True / False as `_execute`; None when rejected for stale or missing perception."""
         if self.cancelled():
             return False
         p = self.params
@@ -207,7 +225,8 @@ class RosRecoveryIO:
         self.last_event = event.reason or f"shield decision {event.decision}"
         if event.decision == ShieldEvent.DECISION_REJECTED_ESTOP:
             self.estopped = True
-        return False
+        transient = (ShieldEvent.DECISION_REJECTED_STALE, ShieldEvent.DECISION_REJECTED_NO_PERCEPTION)
+        return None if event.decision in transient else False
 
     def move(self, positions: FloatArray, rotation: FloatArray, gripper: float) -> tuple[bool, str]:
         p = self.params

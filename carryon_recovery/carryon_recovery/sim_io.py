@@ -57,7 +57,11 @@ class SimRecoveryIO:
         points = clouds.get(target)
         if points is None:
             return None
-        return Seen(points, clouds.get(destination) if destination else None, support_height(clouds, target))
+        others = [c for name, c in clouds.items() if name not in (target, destination, "robot")]
+        return Seen(
+            points, clouds.get(destination) if destination else None, support_height(clouds, target),
+            np.vstack(others) if others else None,
+        )  # fmt: skip
 
     def tool_position(self) -> FloatArray:
         position, _ = self.world.ee_pose()

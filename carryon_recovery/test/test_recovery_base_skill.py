@@ -152,8 +152,10 @@ def test_reflection_fixes_a_wrong_grasp_height_and_the_next_round_succeeds(tmp_p
     equator and it slips out on the lift. A scripted reflection reply (stub LLM over HTTP)
     lowers it; round 2 uses v2 and recovers the drop."""
     library, wrong = version_with(0.04, tmp_path)
-    result, attempts, _ = serve_carrot_with_a_drop(wrong)
-    assert not result.succeeded
+    _result, attempts, _ = serve_carrot_with_a_drop(wrong)
+    # Every v1 attempt slipped and fell back (whether the resumed stand-in then finishes
+    # the task by itself is luck, not recovery).
+    assert attempts and all(a.outcome == "fallback" for a in attempts)
     failed = [a.model_copy(update={"task_completed": False}) for a in attempts]
     assert any(op.op == "check_holding" and not op.ok for op in failed[0].operations)
     reply = {"decision": "UPDATE", "kind": "parameter", "parameter": "grasp_height_m", "value": 0.008,
@@ -169,4 +171,3 @@ def test_reflection_fixes_a_wrong_grasp_height_and_the_next_round_succeeds(tmp_p
     again, attempts_v2, _ = serve_carrot_with_a_drop(v2)
     assert again.succeeded, again.message
     assert attempts_v2[0].version == 2 and attempts_v2[0].outcome == "resumed"
-    assert all(a.outcome == "fallback" for a in attempts)  # v1: every attempt slipped

@@ -86,7 +86,7 @@ class SimShieldGate:
         self.rig = CameraRig(world.model, world.object_of_body, *render_size)
         params = GroundingParams(
             config.voxel_size_m, config.pixel_stride, config.max_depth_m, config.source_patch_margin_m,
-            config.world_frame,
+            config.world_frame, tuple(config.support_labels),
         )  # fmt: skip
         self.perception = ShieldPerception(
             SimMaskGrounder(params), HoldingLatch(config.holding_min_width_m, config.holding_max_width_m),

@@ -72,7 +72,12 @@ class ShieldNode(CarryOnNode):
         if response_source.startswith("no "):
             self.get_logger().warning(response_source)
         params = GroundingParams(
-            cfg.voxel_size_m, cfg.pixel_stride, cfg.max_depth_m, cfg.source_patch_margin_m, cfg.world_frame
+            cfg.voxel_size_m,
+            cfg.pixel_stride,
+            cfg.max_depth_m,
+            cfg.source_patch_margin_m,
+            cfg.world_frame,
+            tuple(cfg.support_labels),
         )
         self.perception = ShieldPerception(
             make_grounder(cfg, params), HoldingLatch(cfg.holding_min_width_m, cfg.holding_max_width_m),

@@ -67,6 +67,16 @@ def test_robot_target_destination_and_source_patch_are_not_obstacles() -> None:
     assert distance.min() > 0.05 and distance.min() < 0.08
 
 
+def test_a_source_named_by_location_takes_its_patch_from_the_support_labels() -> None:
+    """The planner names sources by location ("kitchen_counter"); no mask has that label,
+    so the patch comes from the support labels (the table), as if the source were "table"."""
+    by_object = grounder().ground([overhead_frame()], TaskSpec("s", "carrot", "table", "bowl"))
+    by_location = grounder().ground([overhead_frame()], TaskSpec("s", "carrot", "kitchen_counter", "bowl"))
+    assert len(by_location) == len(by_object) and by_location.exempt_points == by_object.exempt_points
+    nothing = grounder().ground([overhead_frame()], TaskSpec("s", "carrot", "", "bowl"))
+    assert by_location.exempt_points > nothing.exempt_points
+
+
 def test_without_a_task_everything_but_the_robot_is_an_obstacle() -> None:
     obstacles = grounder().ground([overhead_frame()], TaskSpec())
     assert names_of(obstacles) == {"table", "carrot", "bowl", "bottle"}

@@ -51,6 +51,7 @@ class Seen:
     target: FloatArray  # (N, 3)
     destination: FloatArray | None  # (M, 3) or None when not seen / not needed
     support_z: float | None = None  # height of the surface the target rests on (None: unknown)
+    obstacles: FloatArray | None = None  # (K, 3) every other object's points (not the robot's), for transit heights
 
 
 class RecoveryIO(Protocol):
@@ -133,6 +134,31 @@ def grasp_candidates(points: FloatArray, version: SkillVersion, support_z: float
     return candidates
 
 
+TRANSIT_MARGIN_M = 0.06  # tool centre point above the highest obstacle point under a transit
+TRANSIT_CORRIDOR_M = 0.09  # obstacle points this close (xy) to the straight path count
+
+
+def transit(
+    start: FloatArray, goal: FloatArray, obstacles: FloatArray | None, *, margin_m: float = TRANSIT_MARGIN_M
+) -> FloatArray:
+    """A path start -> goal that goes up first, across at a transit height, then down: the
+    transit height clears every obstacle point within `TRANSIT_CORRIDOR_M` (xy) of the
+    straight path by `margin_m` (never lower than start or goal)."""
+    z = max(float(start[2]), float(goal[2]))
+    if obstacles is not None and len(obstacles):
+        a, d = start[:2], goal[:2] - start[:2]
+        length2 = float(d @ d)
+        s = np.clip(((obstacles[:, :2] - a) @ d) / length2, 0.0, 1.0) if length2 > 1e-12 else np.zeros(len(obstacles))
+        gap = np.linalg.norm(obstacles[:, :2] - (a + np.outer(s, d)), axis=1)
+        under = obstacles[gap < TRANSIT_CORRIDOR_M]
+        if len(under):
+            z = max(z, float(under[:, 2].max()) + margin_m)
+    up = np.array([start[0], start[1], z])
+    over = np.array([goal[0], goal[1], z])
+    out: FloatArray = np.vstack([_line(start, up), _line(up, over), _line(over, goal)])
+    return out
+
+
 def _line(start: FloatArray, end: FloatArray, step_m: float = 0.01) -> FloatArray:
     n = max(1, math.ceil(float(np.linalg.norm(end - start)) / step_m))
     out: FloatArray = start + np.outer(np.arange(1, n + 1) / n, end - start)
@@ -178,6 +204,7 @@ def run_base_skill(
     record = RunRecord()
     tries = 1 + version.strategy.retries_with_renewed_perception
     last: Candidate | None = None
+    obstacles: FloatArray | None = None
     why = ""
     for attempt in range(tries):
         if cancelled():
@@ -189,6 +216,7 @@ def run_base_skill(
             record.add("relocalize", False, note=f"{target} not found (try {attempt + 1}/{tries})")
             why = f"{target} not found"
             continue
+        obstacles = seen.obstacles
         support = None if seen.support_z is None else _r(seen.support_z)
         record.add("relocalize", True, measured={"target_center": _r(seen.target.mean(axis=0)),
                                                  "points": len(seen.target), "support_z": support})  # fmt: skip
@@ -208,9 +236,7 @@ def run_base_skill(
     on_phase("fallback")
     fallback = last.pre_grasp if last is not None else pre_failure
     rotation = last.rotation if last is not None else DOWN
-    here = io.tool_position()
-    up = np.array([here[0], here[1], max(here[2], fallback[2])])
-    moved, blocked = io.move(np.vstack([_line(here, up), _line(up, fallback)]), rotation, OPEN)
+    moved, blocked = io.move(transit(io.tool_position(), fallback, obstacles), rotation, OPEN)
     width = io.set_gripper(OPEN)
     record.add("fallback", moved, planned={"tool": _r(fallback)}, measured={"tool": _r(io.tool_position()),
                "gripper_width_m": _r(width)}, note=blocked)  # fmt: skip
@@ -233,9 +259,7 @@ def _grasp_and_carry(
     on_phase: Callable[[str], None],
 ) -> tuple[bool, str]:
     on_phase("approach")
-    here = io.tool_position()
-    above = np.array([here[0], here[1], max(here[2], c.pre_grasp[2])])
-    path = np.vstack([_line(here, above), _line(above, c.pre_grasp)])
+    path = transit(io.tool_position(), c.pre_grasp, seen.obstacles)
     ok, why = io.move(path, c.rotation, OPEN)
     io.set_gripper(OPEN)
     if not record.add("approach", ok, planned={"pre_grasp": _r(c.pre_grasp)},
@@ -260,9 +284,9 @@ def _grasp_and_carry(
         on_phase("transport")
         dest = seen.destination.mean(axis=0)
         standoff = np.array([dest[0], dest[1], float(seen.destination[:, 2].max()) + version.value("standoff_m")])
-        start = io.tool_position()
-        high = np.array([start[0], start[1], max(start[2], standoff[2])])
-        ok, why = io.move(np.vstack([_line(start, high), _line(high, standoff)]), c.rotation, CLOSED)
+        carried = float(seen.target[:, 2].max() - seen.target[:, 2].min())  # it hangs below the fingers
+        path = transit(io.tool_position(), standoff, seen.obstacles, margin_m=TRANSIT_MARGIN_M + carried)
+        ok, why = io.move(path, c.rotation, CLOSED)
         record.add("transport_standoff", ok, planned={"tcp": _r(standoff)}, measured={"tcp": _r(io.tool_position())},
                    note=why)  # fmt: skip
         if not ok:

@@ -79,6 +79,11 @@ class ShieldConfig(NodeConfig):
         description="Source support exempt beneath the target: support points within this horizontal distance of "
         "the target's points, metres.",
     )
+    support_labels: list[str] = Field(
+        default_factory=lambda: ["table"],
+        description="Segmentation labels of support surfaces: when a task's source is a named location rather "
+        "than a segmented object, the exempt patch beneath the target is taken from these.",
+    )
     holding_min_width_m: float = Field(
         0.004, ge=0.0, description="Holding latch: closed fingers narrower than this hold nothing, metres."
     )

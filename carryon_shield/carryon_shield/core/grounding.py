@@ -57,13 +57,16 @@ def _xy_near(points: FloatArray, anchors: FloatArray, margin_m: float) -> npt.ND
 class GroundingParams:
     """voxel_m: output point spacing; stride: pixel stride of back-projection; max_depth_m:
     farther returns ignored; source_patch_margin_m: horizontal reach of the exempt
-    support patch around the target's points."""
+    support patch around the target's points; support_labels: what holds the target when
+    the task's source is a named location (e.g. "kitchen_counter") rather than a segmented
+    object: the patch is then taken from these labels."""
 
     voxel_m: float = 0.01
     stride: int = 2
     max_depth_m: float = 2.5
     source_patch_margin_m: float = 0.08
     frame_id: str = "world"
+    support_labels: tuple[str, ...] = ("table",)
 
 
 def assemble(
@@ -94,9 +97,10 @@ def assemble(
     if task.source and task.source not in task.exempt_names() and target.any():
         # Only the support surface just under the target: once the target is lifted, or
         # for anything of the source not beneath it, the source is an obstacle again.
+        holders = (task.source,) if task.source in index_of else params.support_labels
         bottom = float(points[target][:, 2].min())
         band = (points[:, 2] >= bottom - 0.03) & (points[:, 2] <= bottom + 0.02)
-        support = np.flatnonzero(mask_of(task.source) & band)
+        support = np.flatnonzero(mask_of(*holders) & band)
         exempt[support[_xy_near(points[support], points[target], params.source_patch_margin_m)]] = True
     keep = ~(robot | exempt)
     obstacle_points, obstacle_labels = voxel_downsample(points[keep], label_of_point[keep], params.voxel_m)
