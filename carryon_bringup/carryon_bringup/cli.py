@@ -12,6 +12,7 @@ import datetime as dt
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,19 @@ def _parser() -> argparse.ArgumentParser:
         "--request-timeout", type=float, default=1800.0, help="cancel after this many seconds (default 1800)"
     )
     assist.add_argument("text", help='the request, e.g. "Serve me food"')
+
+    perturb = sub.add_parser(
+        "perturb", parents=[common], help="simulator only: perturb the world now, or once an object is lifted"
+    )
+    perturb.add_argument("kind", choices=["drop", "displace", "relocate", "slip", "uncover", "cover", "place"])
+    perturb.add_argument("--object", default="", help="object to perturb (scene name; not needed for drop)")
+    perturb.add_argument("--by", nargs=3, type=float, default=[0.0, 0.0, 0.0], metavar=("DX", "DY", "DZ"),
+                         help="displace: metres, world frame")  # fmt: skip
+    perturb.add_argument("--location", default="", help="relocate / place: location; cover: the item to hide")
+    perturb.add_argument("--when-lifted", default="", metavar="OBJECT",
+                         help="wait until OBJECT is held and lifted by --lift-m, then perturb")  # fmt: skip
+    perturb.add_argument("--lift-m", type=float, default=0.05, help="lift that triggers --when-lifted (default 0.05)")
+    perturb.add_argument("--wait-timeout", type=float, default=900.0, help="give up waiting after this many s")
 
     memory = sub.add_parser("memory", parents=[common], help="user and scene memory")
     memory_sub = memory.add_subparsers(dest="memory_command", required=True, metavar="ACTION")
@@ -346,8 +360,30 @@ def cmd_assist(args: argparse.Namespace) -> int:
                 shown[key] = now
                 console.print(f"  {sub.subtask.id} {subtask_state_name(sub.state)}: {escape(sub.message)}")
 
+    from carryon_common.core import names
+    from carryon_interfaces.msg import ShieldEvent
+
+    decisions = {ShieldEvent.DECISION_RELEASED_PREFIX: "prefix", ShieldEvent.DECISION_RETREAT: "retreat",
+                 ShieldEvent.DECISION_REJECTED_STALE: "stale", ShieldEvent.DECISION_REJECTED_NO_PERCEPTION:
+                 "no perception", ShieldEvent.DECISION_REJECTED_ESTOP: "e-stop",
+                 ShieldEvent.DECISION_REJECTED_INVALID: "invalid"}  # fmt: skip
+    blocked: dict[str, int] = {}
+    last_line = {"t": 0.0}
+
+    def on_shield(event: ShieldEvent) -> None:
+        label = decisions.get(event.decision)
+        if label is None:
+            return
+        blocked[label] = blocked.get(label, 0) + 1
+        now = time.monotonic()
+        if now - last_line["t"] >= 3.0:  # at most one line every 3 s
+            last_line["t"] = now
+            console.print(f"  [yellow]shield[/] {event.subtask_id}: {label}, released {event.released_steps}/"
+                          f"{event.total_steps}: {escape(event.reason)}")  # fmt: skip
+
     console.print(f"[bold]{escape(args.user)}:[/] {escape(args.text)}")
     with GraphClient(_namespace(args), args.timeout) as client:
+        client.watch(ShieldEvent, names.SHIELD_EVENTS, on_shield)
         try:
             status, result = client.assist(args.user, args.text, args.request_timeout, progress)
         except KeyboardInterrupt:
@@ -363,6 +399,8 @@ def cmd_assist(args: argparse.Namespace) -> int:
         Assist.Result.STATUS_CANCELLED: "cancelled",
         Assist.Result.STATUS_NOT_IMPLEMENTED: "not implemented",
     }.get(result.status, f"status {result.status}")
+    if blocked:
+        console.print("shield: chunks not released whole: " + ", ".join(f"{k} {v}" for k, v in sorted(blocked.items())))
     console.print(f"[bold]reply:[/] {escape(result.reply)}")
     line = f"{outcome}: {result.message}"
     if result.status == Assist.Result.STATUS_SUCCEEDED:
@@ -370,6 +408,35 @@ def cmd_assist(args: argparse.Namespace) -> int:
         return EXIT_OK
     err.print(line)
     return EXIT_FAILED
+
+
+def cmd_perturb(args: argparse.Namespace) -> int:
+    from geometry_msgs.msg import Vector3
+
+    from carryon_bringup.node import GraphClient
+    from carryon_interfaces.srv import SimPerturb
+
+    kinds = {"drop": SimPerturb.Request.KIND_DROP, "displace": SimPerturb.Request.KIND_DISPLACE,
+             "relocate": SimPerturb.Request.KIND_RELOCATE, "slip": SimPerturb.Request.KIND_SLIP,
+             "uncover": SimPerturb.Request.KIND_UNCOVER, "cover": SimPerturb.Request.KIND_COVER,
+             "place": SimPerturb.Request.KIND_PLACE}  # fmt: skip
+    dx, dy, dz = args.by
+    request = SimPerturb.Request(kind=kinds[args.kind], object=args.object, location=args.location,
+                                 displacement=Vector3(x=dx, y=dy, z=dz))  # fmt: skip
+    with GraphClient(_namespace(args), args.timeout) as client:
+        if args.when_lifted:
+            console.print(f"waiting until {args.when_lifted} is lifted by {args.lift_m:.2f} m ...")
+            try:
+                z = client.wait_until_lifted(args.when_lifted, args.lift_m, args.wait_timeout)
+            except TimeoutError as exc:
+                err.print(str(exc))
+                return EXIT_FAILED
+            console.print(f"{args.when_lifted} held at z = {z:.3f} m")
+        response = client.perturb(request)
+    code = _service_outcome(response.status, response.message)
+    if code == EXIT_OK:
+        console.print(f"perturbation: {response.message}")
+    return code
 
 
 def _print_memory_changes(changes: Sequence[Any]) -> None:
@@ -522,6 +589,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )  # fmt: skip
         handler = {
             "status": cmd_status, "ask": cmd_ask, "assist": cmd_assist, "memory": cmd_memory, "policy": cmd_policy,
+            "perturb": cmd_perturb,
             "estop": cmd_estop, "bench": cmd_bench, "reflect": cmd_reflect, "audit": cmd_audit,
         }  # fmt: skip
         return handler[args.command](args)

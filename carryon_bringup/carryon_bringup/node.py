@@ -14,8 +14,8 @@ from carryon_common.convert import msg_to_health
 from carryon_common.core import names
 from carryon_common.core.status import NodeHealth
 from carryon_interfaces.action import Assist, RunPolicy
-from carryon_interfaces.msg import MemoryFact
-from carryon_interfaces.srv import Ask, GetContext, GetStatus, MemoryHistory, SetEstop, SetTask, UpdateUser
+from carryon_interfaces.msg import MemoryFact, SimTruth
+from carryon_interfaces.srv import Ask, GetContext, GetStatus, MemoryHistory, SetEstop, SetTask, SimPerturb, UpdateUser
 
 # Seconds between repeated status requests to a node that is not ready yet.
 _REPOLL_S = 0.5
@@ -155,6 +155,41 @@ class GraphClient:
             feedback=feedback,
         )  # fmt: skip
         return status, result
+
+    def watch(self, msg_type: Any, relative: str, callback: Callable[[Any], None]) -> None:
+        """Subscribe to a graph topic; `callback` runs while this client waits on anything."""
+        self.session.node.create_subscription(msg_type, self._name(relative), callback, 50)
+
+    def perturb(self, request: SimPerturb.Request) -> SimPerturb.Response:
+        """Apply a perturbation in the simulator (not resent: it is not idempotent)."""
+        return self.session.call(SimPerturb, self._name(names.SIM_PERTURB), request, self.timeout_s)
+
+    def wait_until_lifted(self, name: str, lift_m: float, timeout_s: float) -> float:
+        """Wait (sim/truth) until `name` is held and at least `lift_m` above where it lay
+        when last not held; returns its height then. TimeoutError after `timeout_s`."""
+        rest: dict[str, float] = {}
+        lifted: list[float] = []
+
+        def on_truth(msg: SimTruth) -> None:
+            for obj in msg.objects:
+                if obj.name != name:
+                    continue
+                z = obj.pose.position.z
+                if not obj.grasped:
+                    rest["z"] = z
+                elif "z" in rest and z >= rest["z"] + lift_m and not lifted:
+                    lifted.append(z)
+
+        sub = self.session.node.create_subscription(SimTruth, self._name(names.SIM_TRUTH), on_truth, 10)
+        deadline = time.monotonic() + timeout_s
+        try:
+            while not lifted:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{name} was not lifted by {lift_m:.2f} m within {timeout_s:.0f} s")
+                self.session.executor.spin_once(timeout_sec=0.05)
+        finally:
+            self.session.node.destroy_subscription(sub)
+        return lifted[0]
 
     def set_estop(self, active: bool, reason: str) -> SetEstop.Response:
         request = SetEstop.Request(active=active, reason=reason, source="cli")

@@ -1,7 +1,9 @@
-"""The planner's LLM by configured name: `local` (offline, in-process) or `openai`."""
+"""The planner's LLM by configured name: `local` (offline, in-process), `openai`, or
+`scripted` (NOT AN LLM: scripted replies for the demo)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from carryon_planner.core.config import PlannerConfig
@@ -11,6 +13,10 @@ from carryon_planner.core.llm import LlmClient
 def make_llm(config: PlannerConfig) -> LlmClient:
     """The configured backend. Raises ConfigError when it cannot be built (llama-cpp-python
     or the model missing for `local`; no key for `openai`)."""
+    if config.llm_backend == "scripted":
+        from carryon_planner.core.scripted_llm import ScriptedLlm
+
+        return ScriptedLlm(script_path(config.llm_script_file))
     if config.llm_backend == "openai":
         from carryon_planner.core.openai_llm import make_openai_llm
 
@@ -23,3 +29,10 @@ def make_llm(config: PlannerConfig) -> LlmClient:
 
     path = Path(config.llm_model_path) if config.llm_model_path else assemble()
     return LocalLlm(path, context_tokens=config.llm_context_tokens, threads=config.llm_threads)
+
+
+def script_path(configured: str) -> Path:
+    """The scripted backend's YAML: `configured`, else <config dir>/planner/demo_script.yaml."""
+    if configured:
+        return Path(configured)
+    return Path(os.environ.get("CARRYON_CONFIG_DIR", "config")) / "planner" / "demo_script.yaml"

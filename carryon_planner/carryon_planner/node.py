@@ -57,6 +57,7 @@ CAPABILITIES = (
     implemented("planner.ask", "plan a request with the user's memory, validate and repair it (Ask)"),
     implemented("planner.assist", "plan, then run the subtasks with shield, judge and recovery; replan; summarise"),
     implemented("planner.llm.openai", "any OpenAI-compatible endpoint (llm_backend: openai)"),
+    implemented("planner.llm.scripted", "NOT AN LLM: scripted replies for the demo (llm_backend: scripted)"),
     implemented(
         "planner.llm.local",
         "offline Qwen2.5-Coder-0.5B via llama.cpp (llm_backend: local; opt-in scripts/setup_llm.sh; weak plans)",
@@ -122,6 +123,11 @@ class PlannerNode(CarryOnNode):
                 self._llm_problem = str(exc)
                 self.get_logger().error(f"planning unavailable: {exc}")
         self.set_backends({"llm": self.llm.name if self.llm is not None else f"{cfg.llm_backend} (unavailable)"})
+        if cfg.llm_backend == "scripted" and self.llm is not None:
+            self.get_logger().warning(
+                "planner LLM backend is SCRIPTED (NOT AN LLM): replies come from a script file; plans are still "
+                "validated, repaired and executed for real. Set llm_backend: openai or local for a real planner."
+            )
         self.validator = Validator()
         self._ids = itertools.count(1)
         self._lock = threading.Lock()

@@ -63,12 +63,6 @@ class RecoveryNode(CarryOnNode):
         self.set_backends({"motion": cfg.motion_backend})
         self.library = SkillLibrary(self._skills_root())
         self.latest = Latest()
-        for camera in cfg.cameras:
-            for stream in STREAMS:
-                qos = qos_profile_sensor_data if _TYPES[stream] is Image else 10
-                self.create_subscription(
-                    _TYPES[stream], names.camera_topic(camera, stream), self.latest.keeper(camera, stream), qos
-                )
         self.create_subscription(PoseStamped, names.EE_POSE, self.latest.keep_ee_pose, 10)
         self.create_subscription(Float64, names.GRIPPER_WIDTH, self.latest.keep_width, 10)
         self.create_subscription(ShieldEvent, names.SHIELD_EVENTS, self.latest.keep_event, 50)
@@ -88,13 +82,31 @@ class RecoveryNode(CarryOnNode):
             return Path(cfg.skills_dir)
         return Path(os.environ.get("CARRYON_CONFIG_DIR", "config")) / "skills" / "recovery"
 
+    def _watch_cameras(self) -> list[Any]:
+        """Camera subscriptions for one recovery (images are decoded only while one runs)."""
+        cfg: RecoveryConfig = self.config
+        subs = []
+        for camera in cfg.cameras:
+            for stream in STREAMS:
+                qos = qos_profile_sensor_data if _TYPES[stream] is Image else 10
+                topic = names.camera_topic(camera, stream)
+                subs.append(self.create_subscription(_TYPES[stream], topic, self.latest.keeper(camera, stream), qos))
+        return subs
+
     def now_s(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9
 
     def _on_recover(self, goal_handle: Any) -> Recover.Result:
         result = Recover.Result()
         with self._busy:
-            outcome = self._recover(goal_handle)
+            subs = self._watch_cameras()
+            try:
+                outcome = self._recover(goal_handle)
+            finally:
+                for sub in subs:
+                    self.destroy_subscription(sub)
+                with self.latest.lock:
+                    self.latest.cameras.clear()
         convert.result_to_msg(outcome, result)
         self.get_logger().info(
             f"recovery {outcome.skill} v{outcome.version}: {outcome.outcome.name}: {outcome.message}"

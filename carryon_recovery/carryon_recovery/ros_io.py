@@ -7,8 +7,9 @@
 * move: the tool path resampled at `speed_m_s`, sent as ABSOLUTE Cartesian chunks of
   `horizon` steps on `recovery/chunk`. The shield is the only path to the driver: each
   chunk waits for its ShieldEvent and for its released steps to execute; a chunk not
-  released whole (prefix, retreat, e-stop) ends the motion as failed; one rejected for
-  stale or missing perception is sent again a few times first. The driver (sim_node,
+  released whole (prefix, e-stop) ends the motion as failed; after a retreat the rest of
+  the path is tried again from where the retreat left the tool (a few times); a chunk
+  rejected for stale or missing perception is sent again after a short wait. The driver (sim_node,
   or the robot's arm adapter) turns targets into joint commands through its own IK.
   Then the tool must come within `tolerance_m` of the goal.
 * set_gripper: a hold chunk at the current pose with the gripper command, then the
@@ -87,7 +88,9 @@ class MotionParams:
     perception_timeout_s: float = 3.0
     shield_timeout_s: float = 3.0
     stride: int = 2
-    retries: int = 5  # re-sends of a chunk the shield rejected for stale / missing perception
+    retries: int = 10  # re-sends of a chunk the shield rejected for stale / missing perception
+    retry_s: float = 0.3  # wait before a re-send, s
+    max_retreats: int = 4  # shield retreats after which a motion is given up
 
 
 class RosRecoveryIO:
@@ -112,6 +115,7 @@ class RosRecoveryIO:
         self.chunks_sent = 0
         self.chunks_blocked = 0
         self.estopped = False
+        self.retreated = False  # the last blocked chunk was answered with a retreat
         self.last_event = ""
 
     # -- waiting -----------------------------------------------------------------------
@@ -186,7 +190,7 @@ class RosRecoveryIO:
             if answer is not None:
                 return answer
             if attempt < self.params.retries:
-                self._sleep_node(0.2)
+                self._sleep_node(self.params.retry_s)
         return False
 
     def _execute_once(self, positions: FloatArray, rotation: FloatArray, gripper: float) -> bool | None:
@@ -225,20 +229,36 @@ class RosRecoveryIO:
         self.last_event = event.reason or f"shield decision {event.decision}"
         if event.decision == ShieldEvent.DECISION_REJECTED_ESTOP:
             self.estopped = True
+        self.retreated = event.decision == ShieldEvent.DECISION_RETREAT
         transient = (ShieldEvent.DECISION_REJECTED_STALE, ShieldEvent.DECISION_REJECTED_NO_PERCEPTION)
         return None if event.decision in transient else False
 
     def move(self, positions: FloatArray, rotation: FloatArray, gripper: float) -> tuple[bool, str]:
+        """The path in chunks; after a shield retreat (the arm was too close to something)
+        the rest of the path is tried again from where the retreat left the tool, at most
+        `max_retreats` times; any other block ends the motion."""
         p = self.params
-        try:
-            samples = resample(self.tool_position(), positions, p.speed_m_s * p.dt)
-        except ObservationUnusable as exc:
-            return False, str(exc)
-        for first in range(0, len(samples), p.horizon):
-            if not self._execute(samples[first : first + p.horizon], rotation, gripper):
-                if self.cancelled():
-                    return False, "cancelled"
+        rest = positions
+        retreats = 0
+        while True:
+            try:
+                samples = resample(self.tool_position(), rest, p.speed_m_s * p.dt)
+            except ObservationUnusable as exc:
+                return False, str(exc)
+            blocked = False
+            for first in range(0, len(samples), p.horizon):
+                if not self._execute(samples[first : first + p.horizon], rotation, gripper):
+                    blocked = True
+                    break
+            if not blocked:
+                break
+            if self.cancelled():
+                return False, "cancelled"
+            if not self.retreated or retreats >= p.max_retreats:
                 return False, f"the shield did not release the whole motion: {self.last_event}"
+            retreats += 1
+            nearest = int(np.argmin(np.linalg.norm(rest - self.tool_position(), axis=1)))
+            rest = rest[nearest:]
         self._sleep_node(p.settle_s)
         error = float(np.linalg.norm(self.tool_position() - positions[-1]))
         if error > p.tolerance_m:

@@ -8,15 +8,15 @@ from pydantic import Field
 
 from carryon_common.core.config import NodeConfig, one_of
 
-LLM_BACKENDS = ("local", "openai")
+LLM_BACKENDS = ("local", "openai", "scripted")
 OBSERVE_SOURCES = ("sim_truth", "none")
 
 
 class PlannerConfig(NodeConfig):
     llm_backend: Annotated[str, one_of("LLM backend", LLM_BACKENDS)] = Field(
         "local",
-        description="LLM backend by name: 'local' (offline instruction model, no key) or 'openai' "
-        "(any OpenAI-compatible endpoint).",
+        description="LLM backend by name: 'local' (offline instruction model, no key), 'openai' "
+        "(any OpenAI-compatible endpoint) or 'scripted' (NOT AN LLM: scripted replies, for the demo).",
     )
     llm_base_url: str = Field("", description="Base URL of the OpenAI-compatible endpoint ('' = backend default).")
     llm_model: str = Field("", description="Model name sent to the endpoint ('' = backend default).")
@@ -27,6 +27,7 @@ class PlannerConfig(NodeConfig):
         "",
         description="local: GGUF model file ('' = the pinned Qwen2.5-Coder-0.5B assembled by scripts/setup_llm.sh).",
     )
+    llm_script_file: str = Field("", description="scripted: the replies ('' = <config dir>/planner/demo_script.yaml).")
     llm_threads: int = Field(2, ge=1, description="local: CPU threads for decoding.")
     llm_context_tokens: int = Field(8192, ge=1024, description="local: context window, tokens.")
     llm_timeout_s: float = Field(60.0, gt=0.0, description="Timeout of one LLM request, seconds.")
