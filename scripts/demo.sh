@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# `make demo`: start the CarryOn graph on the simulator and talk to it like an operator.
+# `make demo`: the simulated assistant, zero configuration (no robot, GPU, network or key).
 #
-# PARTIAL: today this shows the real process graph, DDS, readiness, the operator CLI,
-# user + scene memory, the policy server (with the SCRIPTED stand-in for a VLA) running
-# through the geometric shield, the emergency stop and the simulated arm. The assistant
-# itself ("Serve me food": planner LLM offline, executive, recovery) arrives with issues
-# #8-#10; each node says plainly which of its capabilities are not implemented yet.
+# A remembered vegetarian user (alice) says "Serve me food". The whole graph runs as
+# separate processes over DDS: the planner plans with her memory, looks at the counter,
+# finds meat it did not know about and replans (recording it in scene memory); the
+# validator refuses to serve her the meat; the arm opens the pink cover, looks again and
+# carries the carrot to the bowl, every chunk checked by the shield (it steers around the
+# bottle); the carrot is dropped on the way (an injected perturbation), the judge calls the
+# failure, recovery re-grasps through the shield and the instruction resumes.
+#
+# STAND-INS (said again in the banner): the VLA is a SCRIPTED stand-in (sim_scripted_safe);
+# the planner's replies are SCRIPTED (config/planner/demo_script.yaml, NOT AN LLM; the
+# validator, repair loop and executive are real); observe reads simulator ground truth
+# (SIMULATOR ORACLE). Use a real LLM: CARRYON_DEMO_LLM_URL=http://host:port/v1
+# CARRYON_DEMO_LLM_MODEL=name (key in $OPENAI_API_KEY) make demo.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -19,26 +27,48 @@ if [ -z "${ROS_DOMAIN_ID:-}" ]; then
     if flock -n 9; then export ROS_DOMAIN_ID=$candidate; break; fi
   done
 fi
-RUN_DIR="runs/$(date +%Y%m%d-%H%M%S)-demo"
+RUN_DIR="$ROOT/runs/$(date +%Y%m%d-%H%M%S)-demo"
 mkdir -p "$RUN_DIR"
-bold() { printf '\n\033[1m%s\033[0m\n' "$*"; }
-operator() { printf '\n\033[1;36m$ %s\033[0m\n' "$*"; "$@"; }
+TRANSCRIPT="$RUN_DIR/transcript.txt"
+bold() { printf '\n\033[1m%s\033[0m\n' "$*" | tee -a "$TRANSCRIPT"; }
+operator() {
+  printf '\n\033[1;36m$ %s\033[0m\n' "$*" | tee -a "$TRANSCRIPT"
+  "$@" 2>&1 | tee -a "$TRANSCRIPT"
+  return "${PIPESTATUS[0]}"
+}
 
-cat <<'BANNER'
+PLANNER=(--set planner_node.llm_backend=scripted)
+PLANNER_LINE="SCRIPTED replies (config/planner/demo_script.yaml), NOT AN LLM"
+if [ -n "${CARRYON_DEMO_LLM_URL:-}" ]; then
+  PLANNER=(--set planner_node.llm_backend=openai --set "planner_node.llm_base_url=$CARRYON_DEMO_LLM_URL"
+           --set "planner_node.llm_model=${CARRYON_DEMO_LLM_MODEL:-}")
+  PLANNER_LINE="the LLM at $CARRYON_DEMO_LLM_URL"
+fi
+
+cat <<BANNER | tee -a "$TRANSCRIPT"
 +--------------------------------------------------------------------------------+
-| CarryOn demo: PARTIAL                                                          |
-| Real: the graph, its processes, DDS, the operator CLI, user + scene memory,   |
-| the e-stop, the simulated arm + cameras, the geometric shield, the judge, and  |
-| the policy server running a SCRIPTED STAND-IN for a VLA (not a learned        |
-| policy). Not built yet (issues #8-#10): the planner's offline LLM and          |
-| executive ("Serve me food" is not carried out), recovery.                      |
+| CarryOn demo: "Serve me food" for alice (vegetarian), in simulation            |
+| Real: separate ROS 2 processes over DDS, memory files, the plan validator and  |
+| repair loop, the executive, the geometric shield on rendered RGB-D, the judge  |
+| on the cameras, the recovery skill, MuJoCo physics.                            |
+| STAND-INS: the VLA is a SCRIPTED stand-in (sim_scripted_safe), observe reads   |
+| simulator ground truth (SIMULATOR ORACLE), the drop is injected.               |
 +--------------------------------------------------------------------------------+
+Planner: $PLANNER_LINE
 BANNER
 
-bold "Starting the graph: carryon up --profile sim   (ROS_DOMAIN_ID=$ROS_DOMAIN_ID, logs in $RUN_DIR)"
-carryon up --profile sim --run-dir "$RUN_DIR" > >(tee "$RUN_DIR/launcher.out") 2>&1 &
+bold "Starting the graph: carryon up --profile sim   (ROS_DOMAIN_ID=$ROS_DOMAIN_ID, run folder $RUN_DIR)"
+carryon up --profile sim --run-dir "$RUN_DIR" "${PLANNER[@]}" \
+  --set "memory_node.memory_dir=$RUN_DIR/memory" \
+  --set policy_node.backend=sim_scripted_safe \
+  --set policy_node.scripted_drop_probability=0.0 --set policy_node.scripted_slip_probability=0.0 \
+  --set policy_node.scripted_stuck_probability=0.0 \
+  --set planner_node.policy_step_budget=900 --set judge_node.stuck_timeout_s=12.0 \
+  > "$RUN_DIR/launcher.out" 2>&1 &
 UP_PID=$!
+DROP_PID=""
 stop_graph() {
+  [ -n "$DROP_PID" ] && kill "$DROP_PID" 2>/dev/null
   if kill -0 "$UP_PID" 2>/dev/null; then
     kill -INT "$UP_PID" 2>/dev/null
     wait "$UP_PID" 2>/dev/null
@@ -46,22 +76,23 @@ stop_graph() {
 }
 trap 'stop_graph; exit 130' INT TERM
 
-for _ in $(seq 1 600); do
+for _ in $(seq 1 1200); do
   grep -q "node(s) ready after" "$RUN_DIR/launcher.out" 2>/dev/null && break
   kill -0 "$UP_PID" 2>/dev/null || { echo "carryon up exited early; see $RUN_DIR/logs" >&2; exit 1; }
   sleep 0.1
 done
 
 operator carryon status
-operator carryon ask --user alice "Serve me food"
 operator carryon memory show --user alice
-operator carryon policy run "open the pink cover" --target pink_cover --steps 120
-bold "(every chunk went through the shield: see shield/events, or shield/markers in rviz)"
-operator carryon estop --reason "demo: operator presses the e-stop"
-operator carryon estop --release --reason "demo: all clear"
-operator carryon bench --list
-
+bold "Injecting a perturbation: the carrot will be dropped once it is carried (carryon perturb)"
+carryon perturb drop --when-lifted carrot --lift-m 0.08 2>&1 | sed 's/^/  [perturbation] /' | tee -a "$TRANSCRIPT" &
+DROP_PID=$!
+operator carryon assist --user alice "Serve me food"
+CODE=$?
+operator carryon memory show
+bold "Recovery attempts recorded for reflection: $RUN_DIR/recovery_attempts.jsonl"
 bold "Stopping the graph (Ctrl-C)"
 stop_graph
 trap - INT TERM
-bold "Done. Logs and the resolved configuration: $RUN_DIR"
+bold "Done ($([ "$CODE" = 0 ] && echo 'served' || echo "assist exit code $CODE")). Transcript, logs, resolved configuration, events: $RUN_DIR"
+exit "$CODE"

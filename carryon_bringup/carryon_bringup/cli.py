@@ -337,12 +337,16 @@ def cmd_assist(args: argparse.Namespace) -> int:
     from carryon_interfaces.action import Assist
 
     shown: dict[str, tuple[int, str]] = {}
-    seen_plan = {"id": "", "state": -1, "json": ""}
+    seen_plan: dict[str, Any] = {"state": (-1, ""), "json": ""}
 
     def progress(feedback: Assist.Feedback) -> None:
         plan = feedback.plan
-        if plan.state != seen_plan["state"] or plan.plan_json != seen_plan["json"]:
-            if plan.plan_json != seen_plan["json"] and plan.subtasks:
+        if (plan.state, plan.message) != seen_plan["state"]:
+            seen_plan["state"] = (plan.state, plan.message)
+            console.print(f"[dim]{plan_state_name(plan.state)}: {escape(plan.message)}[/]")
+        if plan.plan_json != seen_plan["json"]:
+            seen_plan["json"] = plan.plan_json
+            if plan.subtasks:
                 console.print(f"[bold]plan {plan.plan_id}[/]: {escape(plan.reply)}")
                 for sub in plan.subtasks:
                     s = sub.subtask
@@ -350,11 +354,8 @@ def cmd_assist(args: argparse.Namespace) -> int:
                     extra = "".join([f" after {', '.join(s.depends_on)}" if s.depends_on else "",
                                      f" only if {s.condition}" if s.condition else ""])  # fmt: skip
                     console.print(f"  {s.id} [{s.kind}] {escape(what)} {escape(s.target)}{escape(extra)}")
-            elif plan.state != seen_plan["state"]:
-                console.print(f"[dim]{plan_state_name(plan.state)}: {escape(plan.message)}[/]")
-            seen_plan.update(state=plan.state, json=plan.plan_json)
         for sub in plan.subtasks:
-            key = f"{plan.plan_id}/{sub.subtask.id}"
+            key = f"{plan.plan_id}/{hash(plan.plan_json)}/{sub.subtask.id}"  # a replan runs its subtasks anew
             now = (sub.state, sub.message)
             if shown.get(key) != now and sub.state != 0:
                 shown[key] = now

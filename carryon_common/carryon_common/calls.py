@@ -178,6 +178,13 @@ class RosSession:
                     f"action server {name} is not available after {server_timeout_s:.1f} s ({_domain_hint()})"
                 )
             self.executor.spin_once(timeout_sec=0.05)
+        if feedback is not None:  # feedback sent before our subscription matched would be lost
+            topic = f"{name.rstrip('/')}/_action/feedback"
+            while self.node.count_publishers(topic) < 1 and time.monotonic() < deadline:
+                self.executor.spin_once(timeout_sec=0.05)
+            settle = time.monotonic() + 0.3
+            while time.monotonic() < settle:
+                self.executor.spin_once(timeout_sec=0.05)
         send = client.send_goal_async(goal, feedback_callback=(lambda m: feedback(m.feedback)) if feedback else None)
         self.executor.spin_until_future_complete(send, timeout_sec=server_timeout_s)
         if not send.done():

@@ -43,7 +43,7 @@ from carryon_planner.core.context import Endpoint, LibraryEntry, build_messages
 from carryon_planner.core.executive import State, SubtaskRecord
 from carryon_planner.core.facts import load_preference_rules, planning_facts, preferences_path
 from carryon_planner.core.llm import LlmClient
-from carryon_planner.core.plan import Plan
+from carryon_planner.core.plan import Plan, PlannedSubtask
 from carryon_planner.core.plan import UpdateScene as PlannedSceneUpdate
 from carryon_planner.core.plan import UpdateUser as PlannedUserUpdate
 from carryon_planner.core.repair import PlanningOutcome, plan_with_repair
@@ -285,9 +285,12 @@ class PlannerNode(CarryOnNode):
                 state.plan_json = json.dumps(outcome.plan.model_dump(mode="json"), sort_keys=True)
                 records[:] = [SubtaskRecord(s) for s in outcome.plan.subtasks]
             rounds = len(outcome.attempts)
-            for number, attempt in enumerate(outcome.attempts, 1):
-                if attempt.rejected_because:
-                    self.get_logger().info(f"{plan_id}: LLM round {number} rejected: {attempt.rejected_because}")
+            rejected = [f"LLM round {number} rejected: {attempt.rejected_because}"
+                        for number, attempt in enumerate(outcome.attempts, 1) if attempt.rejected_because]  # fmt: skip
+            for line in rejected:
+                self.get_logger().info(f"{plan_id}: {line}")
+            if rejected:
+                publish(PlanState.STATE_VALIDATING, "validator: " + "; ".join(rejected))
             if outcome.refused:
                 self.get_logger().info(f"{plan_id}: refused after {rounds} LLM round(s): {outcome.plan.refusal}")
             else:
@@ -320,8 +323,14 @@ class PlannerNode(CarryOnNode):
         def on_say(text: str) -> None:
             self.get_logger().info(f"{plan_id} says: {text}")
 
+        def on_succeeded(subtask: PlannedSubtask) -> None:
+            scene = contexts[-1].scene if contexts else {}
+            note = self._record_move(subtask, scene, plan_id)
+            if note:
+                self.get_logger().info(f"{plan_id}: {subtask.id}: {note}")
+
         dispatch = RosDispatch(self, cfg, self.sensors, cancelled=cancelled, on_say=on_say,
-                               on_recovering=on_recovering)  # fmt: skip
+                               on_recovering=on_recovering, on_succeeded=on_succeeded)  # fmt: skip
         try:
             outcome = assist(plan, apply_memory, dispatch, max_replans=cfg.max_replans, on_change=on_change)
         except Cancelled as exc:
@@ -337,6 +346,24 @@ class PlannerNode(CarryOnNode):
         message = outcome.message + (f"; {summary}" if summary else "")
         status = Assist.Result.STATUS_SUCCEEDED if outcome.succeeded else Assist.Result.STATUS_FAILED
         return finish(status, message, outcome.reply)
+
+    def _record_move(self, subtask: PlannedSubtask, scene: Mapping[str, tuple[str, ...]], plan_id: str) -> str:
+        """After a judged success, where the target is now: at the destination location, or
+        "target in destination" at the location holding the destination (scene memory)."""
+        if not (subtask.target and subtask.destination):
+            return ""
+        if subtask.destination in scene:
+            location, item = subtask.destination, subtask.target
+        else:
+            holds = [subtask.destination]
+            holders = [loc for loc, items in scene.items() if any(i.split()[:1] == holds for i in items)]
+            if len(holders) != 1:
+                return f"scene memory not updated: no one location holds {subtask.destination}"
+            location, item = holders[0], f"{subtask.target} in {subtask.destination}"
+        source = f"executive:{plan_id}"
+        update = SceneUpdate(op=SceneUpdate.OP_MOVE_ITEM, location=location, item=item, source=source)
+        return self._memory_call(UpdateScene, names.MEMORY_UPDATE_SCENE, UpdateScene.Request(updates=[update]),
+                                 self.config.service_timeout_s)  # fmt: skip
 
     @staticmethod
     def _subtask_state(record: SubtaskRecord, recovering: Mapping[str, str]) -> SubtaskState:

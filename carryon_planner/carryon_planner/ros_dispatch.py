@@ -11,6 +11,8 @@
   the simulator's ground truth (sim/truth): a SIMULATOR ORACLE stand-in for perception,
   said so in every report. `none` (a real arm) fails observe subtasks with that reason.
 * `say` hands the sentence to `on_say` (the Assist feedback and the node's log).
+* A VLA subtask the judge calls a success is handed to `on_succeeded` (planner_node
+  records where its target now is in scene memory).
 
 Cancelling (the operator cancels Assist) is checked while waiting: the running policy
 goal is cancelled, so the policy stops and the driver holds the arm; nothing else starts.
@@ -258,9 +260,10 @@ class RosDispatch:
         cancelled: Callable[[], bool],
         on_say: Callable[[str], None] = lambda _text: None,
         on_recovering: Callable[[str, bool, str], None] = lambda _id, _active, _why: None,
+        on_succeeded: Callable[[PlannedSubtask], None] = lambda _subtask: None,
     ) -> None:
         self.node, self.config, self.sensors = node, config, sensors
-        self.cancelled, self.on_say = cancelled, on_say
+        self.cancelled, self.on_say, self.on_succeeded = cancelled, on_say, on_succeeded
         self.completed: list[str] = []
         self.said: list[str] = []
         self._scenes: dict[str, dict[str, LocationSpec]] = {}
@@ -278,6 +281,7 @@ class RosDispatch:
             return Report(False, str(exc))
         if report.succeeded:
             self.completed.append(subtask.id)
+            self.on_succeeded(subtask)
         return report
 
     def observe(self, subtask: PlannedSubtask) -> Report:
