@@ -208,3 +208,26 @@ def test_visible_items_hide_covered_objects() -> None:
     world.reset(0)
     assert visible_items(world, "kitchen_counter") == COUNTER
     assert visible_items(world, "dining_table") == ("bowl",)
+
+
+def test_observe_over_ros_sees_what_the_in_process_oracle_sees() -> None:
+    """ros_dispatch.visible_from_truth (sim/truth messages) agrees with visible_items."""
+    from carryon_interfaces.msg import ObjectState
+    from carryon_planner.ros_dispatch import visible_from_truth
+    from carryon_sim.core.predicates import covered_by, location_of
+
+    world = World(load_scene(scenes_dir() / "food_serving.yaml"), seed=0)
+    world.reset(0)
+    for uncovered in (False, True):
+        if uncovered:
+            world.uncover("pink_cover")
+        objects = []
+        for spec in world.scene.spec.objects:
+            name = spec.name
+            state = ObjectState(name=name, location=location_of(world, name), inside=inside_of(world, name),
+                                covered_by=covered_by(world, name))  # fmt: skip
+            x, y, z = world.object_position(spec.name)
+            state.pose.position.x, state.pose.position.y, state.pose.position.z = float(x), float(y), float(z)
+            objects.append(state)
+        for location, region in world.scene.spec.locations.items():
+            assert visible_from_truth(objects, location, region) == visible_items(world, location), location

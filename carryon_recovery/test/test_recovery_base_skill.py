@@ -20,7 +20,7 @@ from carryon_planner.core.executive import Executive
 from carryon_planner.core.openai_llm import OpenAiLlm
 from carryon_policy.core.episodes import Task
 from carryon_policy.core.skills import load_skill_library, skills_path
-from carryon_recovery.core.base_skill import Seen, run_base_skill
+from carryon_recovery.core.base_skill import TRANSIT_MARGIN_M, Seen, run_base_skill, transit
 from carryon_recovery.core.library import SkillLibrary, SkillVersion
 from carryon_recovery.core.reflection import reflect
 from carryon_recovery.core.types import Outcome
@@ -171,3 +171,15 @@ def test_reflection_fixes_a_wrong_grasp_height_and_the_next_round_succeeds(tmp_p
     again, attempts_v2, _ = serve_carrot_with_a_drop(v2)
     assert again.succeeded, again.message
     assert attempts_v2[0].version == 2 and attempts_v2[0].outcome == "resumed"
+
+
+def test_transit_climbs_over_obstacles_in_the_corridor_only() -> None:
+    start, goal = np.array([0.5, -0.2, 0.5]), np.array([0.5, 0.2, 0.45])
+    bottle = np.array([[0.5, 0.0, z] for z in np.linspace(0.42, 0.62, 20)])
+    clear = transit(start, goal, None)
+    assert clear[:, 2].max() == pytest.approx(0.5) and np.allclose(clear[-1], goal)
+    over = transit(start, goal, bottle)
+    assert over[:, 2].max() == pytest.approx(0.62 + TRANSIT_MARGIN_M)
+    assert np.allclose(over[-1], goal) and np.allclose(over[0][:2], start[:2])  # up first, down last
+    aside = transit(start, goal, bottle + np.array([0.3, 0.0, 0.0]))  # 30 cm off the path: ignored
+    assert aside[:, 2].max() == pytest.approx(0.5)
