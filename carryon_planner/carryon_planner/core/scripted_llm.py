@@ -36,7 +36,7 @@ class When(BaseModel):
 class Entry(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     name: str = ""
-    when: When = Field(default_factory=When)  # type: ignore[arg-type]
+    when: When = Field(default_factory=When)
     reply: dict[str, Any] | str
 
 
