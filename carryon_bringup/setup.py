@@ -36,6 +36,7 @@ setup(
     entry_points={
         "console_scripts": [
             "carryon = carryon_bringup.cli:main",
+            "recorder_node = carryon_bringup.recorder_node:main",
         ],
     },
 )

@@ -96,7 +96,10 @@ def test_every_node_config_class_is_the_one_in_graph_yaml() -> None:
 
     spec = load_spec(str(REPO / "config"))
     for launch in spec.launches("sim"):
-        node_module = importlib.import_module(f"{launch.package}.node")
+        try:  # the node's module: <package>.<executable> (recorder_node), else <package>.node
+            node_module = importlib.import_module(f"{launch.package}.{launch.executable}")
+        except ImportError:
+            node_module = importlib.import_module(f"{launch.package}.node")
         config_module, _, class_name = launch.config_class.partition(":")
         config_class = getattr(importlib.import_module(config_module), class_name)
         assert getattr(node_module, class_name) is config_class, f"{launch.name} does not use {launch.config_class}"

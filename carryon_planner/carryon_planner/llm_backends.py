@@ -25,9 +25,9 @@ def make_llm(config: PlannerConfig) -> LlmClient:
             schema_in_request=config.llm_schema_in_request,
         )  # fmt: skip
     from carryon_planner.core.local_llm import LocalLlm
-    from carryon_planner.models import assemble
+    from carryon_planner.models import LOCAL_MODELS, assemble
 
-    path = Path(config.llm_model_path) if config.llm_model_path else assemble()
+    path = Path(config.llm_model_path) if config.llm_model_path else assemble(LOCAL_MODELS[config.llm_local_model])
     return LocalLlm(path, context_tokens=config.llm_context_tokens, threads=config.llm_threads)
 
 

