@@ -22,6 +22,7 @@ import pytest
 from carryon_bringup.core.graph import GraphSpec
 from carryon_bringup.graph_run import GraphRun
 from carryon_common.calls import RosSession
+from carryon_common.core.audit import verify
 from carryon_common.openai_stub import StubVlmServer
 from carryon_interfaces.srv import SimState
 from carryon_planner.core.scripted_llm import ScriptedLlm
@@ -76,3 +77,11 @@ def test_serve_me_food_end_to_end(config_dir: Path, tmp_path: Path) -> None:
     assert "Observed since the last plan" in prompts[1] and "preference_conflict" in prompts[2]
     scene = (tmp_path / "memory" / "scene.md").read_text()
     assert "meat in plate" in scene  # the revealed meat is recorded
+    assert "carrot in bowl" in scene  # and the judged move
+    # Every decision of the story is in the run's audit log, and its hash chain holds.
+    audit = tmp_path / "run" / "audit.jsonl"
+    assert verify(audit).ok
+    entries = [json.loads(line) for line in audit.read_text().splitlines()]
+    kinds = {e["kind"] for e in entries}
+    assert {"plan", "plan.validation", "subtask", "recovery", "plan.end", "memory.change"} <= kinds, kinds
+    assert any("preference_conflict" in e["data"].get("message", "") for e in entries)

@@ -1,7 +1,8 @@
 """recorder_node in a graph of separate processes: a Foxglove client connects to its live
 server over a real WebSocket (the foxglove.sdk.v1 protocol Foxglove speaks) and receives the shield's marker
 messages, decodable as visualization_msgs/MarkerArray; after the graph stops the run
-folder holds a rosbag2 (MCAP) with the same topics, readable by rosbags."""
+folder holds a rosbag2 (MCAP) with the same topics, readable by rosbags, and an audit log
+whose hash chain verifies."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from websockets.sync.client import connect
 
 from carryon_bringup.core.graph import GraphSpec
 from carryon_bringup.graph_run import GraphRun
+from carryon_common.core.audit import verify
 
 pytestmark = pytest.mark.graph
 MARKERS = "/carryon/shield/markers"
@@ -90,3 +92,5 @@ def test_foxglove_clients_receive_markers_and_the_run_is_bagged(config_dir: Path
         counts = {c.topic: c.msgcount for c in bag.connections}
     assert counts.get(MARKERS, 0) >= 1 and counts.get("/carryon/shield/events", 0) >= 1, counts
     assert counts.get("/carryon/ee_pose", 0) > 10, counts
+    check = verify(run_dir / "audit.jsonl")
+    assert check.ok and check.entries >= 1, check.problem  # at least the e-stop state (released)

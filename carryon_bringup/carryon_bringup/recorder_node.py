@@ -1,5 +1,8 @@
-"""recorder_node: records the graph's topics as a rosbag2 (MCAP) and serves them live to
-Foxglove (see core/recorder.py for what and why).
+"""recorder_node: records the graph's topics as a rosbag2 (MCAP), serves them live to
+Foxglove (see core/recorder.py for what and why), and writes the audit log: every
+decision seen on the graph (plans, validation, subtask states and recoveries, shield
+blocks, verdicts, memory changes, e-stop) appended to a hash-chained JSONL file
+(core/audit_feed.py decides what is a decision; `carryon audit verify` checks it).
 
 Topics are found by name (every `discovery_period_s` until all are seen) and subscribed
 raw: the CDR bytes go to the bag and to the Foxglove server unchanged, with the
@@ -23,16 +26,29 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
+from carryon_bringup.convert import plan_state_name, subtask_state_name
+from carryon_bringup.core.audit_feed import AuditFeed, Entry
 from carryon_bringup.core.recorder import IMAGE_TYPES, RecorderConfig, interface_msg_files, qualified
 from carryon_common.core import names
+from carryon_common.core.audit import AuditLog
 from carryon_common.core.errors import ConfigError
 from carryon_common.core.status import implemented
-from carryon_common.node import CarryOnNode, run_node
+from carryon_common.node import CarryOnNode, latched_qos, run_node
+from carryon_interfaces.msg import EstopState, MemoryChange, PlanState, ShieldEvent, Verdict
 
 CAPABILITIES = (
     implemented("recorder.bag", "rosbag2 (MCAP) of the graph's topics, for ros2 bag play, Foxglove, carryon replay"),
     implemented("recorder.foxglove", "live Foxglove WebSocket server of the same topics (foxglove_port)"),
+    implemented("recorder.audit", "hash-chained audit log of every decision seen on the graph"),
 )
+_DECISIONS = {
+    ShieldEvent.DECISION_RELEASED_ALL: "released_all", ShieldEvent.DECISION_RELEASED_PREFIX: "released_prefix",
+    ShieldEvent.DECISION_RETREAT: "retreat", ShieldEvent.DECISION_REJECTED_STALE: "rejected_stale",
+    ShieldEvent.DECISION_REJECTED_NO_PERCEPTION: "rejected_no_perception",
+    ShieldEvent.DECISION_REJECTED_ESTOP: "rejected_estop", ShieldEvent.DECISION_REJECTED_INVALID: "rejected_invalid",
+}  # fmt: skip
+_VERDICTS = {Verdict.STATUS_RUNNING: "running", Verdict.STATUS_SUCCESS: "success", Verdict.STATUS_FAILED: "failed",
+             Verdict.STATUS_UNABLE_TO_JUDGE: "unable_to_judge"}  # fmt: skip
 
 
 def message_class(type_name: str) -> Any:
@@ -71,6 +87,11 @@ class Recorder(CarryOnNode):
         self.subscriptions_by_topic: dict[str, Any] = {}
         live = f"{cfg.foxglove_host}:{cfg.foxglove_port}" if cfg.foxglove_port else "off"
         self.set_backends({"bag": str(self.bag_path) if self.bag_path else "off", "foxglove": live})
+        self.audit: AuditLog | None = None
+        self.feed = AuditFeed()
+        if cfg.audit:
+            self.audit = AuditLog(self._audit_path())
+            self._audit_topics()
         self.create_timer(cfg.discovery_period_s, self._discover)
         self._discover()
         self.set_ready()
@@ -87,6 +108,50 @@ class Recorder(CarryOnNode):
             raise ConfigError(f"bag_dir {path} already exists: a recording is never overwritten")
         path.parent.mkdir(parents=True, exist_ok=True)
         return path
+
+    def _audit_path(self) -> Path:
+        cfg: RecorderConfig = self.config
+        if cfg.audit_file:
+            return Path(cfg.audit_file)
+        if self.bag_path is not None:
+            return self.bag_path.parent / "audit.jsonl"
+        return Path(os.environ.get(names.RUN_DIR_ENV, ".")) / "audit.jsonl"
+
+    def _log(self, entries: list[Entry]) -> None:
+        if self.audit is None:
+            return
+        for kind, source, data in entries:
+            self.audit.append(kind, source, data)
+
+    def _audit_topics(self) -> None:
+        def on_plan(m: PlanState) -> None:
+            subs = [(s.subtask.id, subtask_state_name(s.state), s.message) for s in m.subtasks]
+            self._log(self.feed.plan_state(plan_id=m.plan_id, user=m.user_id, request=m.request,
+                                           state=plan_state_name(m.state), message=m.message, reply=m.reply,
+                                           plan_json=m.plan_json, subtasks=subs))  # fmt: skip
+
+        def on_event(m: ShieldEvent) -> None:
+            decision = _DECISIONS.get(m.decision, str(m.decision))
+            self._log(self.feed.shield_event(chunk_id=int(m.chunk_id), subtask_id=m.subtask_id, decision=decision,
+                                             released=int(m.released_steps), total=int(m.total_steps),
+                                             reason=m.reason, obstacle=m.blocking_obstacle))  # fmt: skip
+
+        def on_verdict(m: Verdict) -> None:
+            self._log(self.feed.verdict(m.subtask_id, _VERDICTS.get(m.status, str(m.status)), m.reason, m.backend))
+
+        def on_memory(m: MemoryChange) -> None:
+            self._log(self.feed.memory_change(version=int(m.version), file=m.file, entity=m.entity, key=m.key,
+                                              previous=m.previous_value, new=m.new_value, source=m.source))  # fmt: skip
+
+        def on_estop(m: EstopState) -> None:
+            self._log(self.feed.estop(m.active, m.source, m.reason))
+
+        ns = self.get_namespace()
+        self.create_subscription(PlanState, qualified(ns, names.PLAN_STATE), on_plan, latched_qos(10))
+        self.create_subscription(ShieldEvent, qualified(ns, names.SHIELD_EVENTS), on_event, 100)
+        self.create_subscription(Verdict, qualified(ns, names.VERDICT), on_verdict, 10)
+        self.create_subscription(MemoryChange, qualified(ns, names.MEMORY_CHANGED), on_memory, 50)
+        self.create_subscription(EstopState, qualified(ns, names.ESTOP_STATE), on_estop, latched_qos())
 
     def _discover(self) -> None:
         missing = self.wanted - set(self.subscriptions_by_topic)
@@ -151,6 +216,9 @@ class Recorder(CarryOnNode):
                 self.writer = None
                 total = sum(self.counts.values())
                 self.get_logger().info(f"bag closed: {self.bag_path} ({total} messages, {len(self.counts)} topics)")
+        if self.audit is not None:
+            self.audit.close()
+            self.audit = None
         if self.server is not None:
             self.server.stop()
             self.server = None

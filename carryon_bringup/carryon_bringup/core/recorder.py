@@ -38,6 +38,8 @@ class RecorderConfig(NodeConfig):
     heavy_rate_hz: float = Field(
         1.0, gt=0.0, description="Images and point clouds are kept at most this often per topic, Hz."
     )
+    audit: bool = Field(True, description="Write the audit log (hash-chained JSONL) of every decision seen.")
+    audit_file: str = Field("", description="Audit log ('' = audit.jsonl next to the bag, in the run folder).")
     discovery_period_s: float = Field(1.0, gt=0.0, description="How often to look for topics not yet seen, s.")
 
 
