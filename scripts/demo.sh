@@ -94,5 +94,15 @@ bold "Recovery attempts recorded for reflection: $RUN_DIR/recovery_attempts.json
 bold "Stopping the graph (Ctrl-C)"
 stop_graph
 trap - INT TERM
-bold "Done ($([ "$CODE" = 0 ] && echo 'served' || echo "assist exit code $CODE")). Transcript, logs, resolved configuration, events: $RUN_DIR"
+operator carryon report "$RUN_DIR"
+operator carryon audit verify "$RUN_DIR/audit.jsonl"
+cat <<DONE | tee -a "$TRANSCRIPT"
+
+Done ($([ "$CODE" = 0 ] && echo 'served' || echo "assist exit code $CODE")). In $RUN_DIR:
+  transcript.txt       this transcript
+  report.md / .png     tool path with the shield's decisions, subtask timeline, metrics.json
+  audit.jsonl          every decision, hash-chained (carryon audit verify)
+  bag/                 rosbag2 (MCAP) of the run: Foxglove, ros2 bag play, carryon replay
+  recovery_attempts.jsonl, logs/, resolved_config.yaml, events.jsonl
+DONE
 exit "$CODE"

@@ -102,6 +102,9 @@ def _parser() -> argparse.ArgumentParser:
     perturb.add_argument("--lift-m", type=float, default=0.05, help="lift that triggers --when-lifted (default 0.05)")
     perturb.add_argument("--wait-timeout", type=float, default=900.0, help="give up waiting after this many s")
 
+    report = sub.add_parser("report", help="write a run folder's report: metrics.json, report.png, report.md")
+    report.add_argument("run_dir", help="a run folder of carryon up / make demo (with bag/ and audit.jsonl)")
+
     memory = sub.add_parser("memory", parents=[common], help="user and scene memory")
     memory_sub = memory.add_subparsers(dest="memory_command", required=True, metavar="ACTION")
     show = memory_sub.add_parser(
@@ -440,6 +443,19 @@ def cmd_perturb(args: argparse.Namespace) -> int:
     return code
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from carryon_bringup.report import write_report
+
+    run_dir = Path(args.run_dir)
+    if not (run_dir / "bag").is_dir() and not (run_dir / "audit.jsonl").is_file():
+        err.print(f"{run_dir}: no bag/ or audit.jsonl (was recorder_node running?)")
+        return EXIT_USAGE
+    figures = write_report(run_dir)
+    console.print(f"{figures['outcome']}: {figures['outcome_message']}")
+    console.print(f"wrote {run_dir / 'report.md'}, report.png, metrics.json")
+    return EXIT_OK
+
+
 def _print_memory_changes(changes: Sequence[Any]) -> None:
     """A table of MemoryChange messages (newest first, as the service returns them)."""
     from rich.markup import escape
@@ -590,7 +606,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )  # fmt: skip
         handler = {
             "status": cmd_status, "ask": cmd_ask, "assist": cmd_assist, "memory": cmd_memory, "policy": cmd_policy,
-            "perturb": cmd_perturb,
+            "perturb": cmd_perturb, "report": cmd_report,
             "estop": cmd_estop, "bench": cmd_bench, "reflect": cmd_reflect, "audit": cmd_audit,
         }  # fmt: skip
         return handler[args.command](args)

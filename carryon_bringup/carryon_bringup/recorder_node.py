@@ -24,11 +24,10 @@ from typing import Any
 from ament_index_python.packages import get_package_share_directory
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosbags.rosbag2 import StoragePlugin, Writer
-from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
 from carryon_bringup.convert import plan_state_name, subtask_state_name
 from carryon_bringup.core.audit_feed import AuditFeed, Entry
-from carryon_bringup.core.recorder import IMAGE_TYPES, RecorderConfig, interface_msg_files, qualified
+from carryon_bringup.core.recorder import IMAGE_TYPES, RecorderConfig, qualified, typestore_for
 from carryon_common.core import names
 from carryon_common.core.audit import AuditLog
 from carryon_common.core.errors import ConfigError
@@ -63,11 +62,7 @@ class Recorder(CarryOnNode):
         cfg: RecorderConfig = self.config
         namespace = self.get_namespace()
         self.wanted = {qualified(namespace, t) for t in cfg.topics}
-        self.typestore = get_typestore(Stores.ROS2_KILTED)
-        custom: dict[str, Any] = {}
-        for type_name, text in interface_msg_files([Path(get_package_share_directory("carryon_interfaces"))]).items():
-            custom.update(get_types_from_msg(text, type_name))
-        self.typestore.register(custom)
+        self.typestore = typestore_for([Path(get_package_share_directory("carryon_interfaces"))])
         self.lock = threading.Lock()
         self.writer: Writer | None = None
         self.bag_path: Path | None = None

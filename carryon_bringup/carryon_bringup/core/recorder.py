@@ -9,8 +9,10 @@ Foxglove live server (foxglove-sdk) with their `ros2msg` definitions.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field
+from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
 from carryon_common.core.config import NodeConfig
 
@@ -55,3 +57,14 @@ def interface_msg_files(share_dirs: list[Path]) -> dict[str, str]:
         for path in sorted((share / "msg").glob("*.msg")):
             out[f"{share.name}/msg/{path.stem}"] = path.read_text(encoding="utf-8")
     return out
+
+
+def typestore_for(share_dirs: list[Path]) -> Any:
+    """rosbags' ROS 2 Kilted typestore plus the messages of the given interface packages
+    (message definitions and hashes for the bag and Foxglove; deserialization for reports)."""
+    store = get_typestore(Stores.ROS2_KILTED)
+    custom: dict[str, Any] = {}
+    for type_name, text in interface_msg_files(share_dirs).items():
+        custom.update(get_types_from_msg(text, type_name))
+    store.register(custom)
+    return store
