@@ -1,8 +1,8 @@
 """recorder_node in a graph of separate processes: a Foxglove client connects to its live
 server over a real WebSocket (the foxglove.sdk.v1 protocol Foxglove speaks) and receives the shield's marker
 messages, decodable as visualization_msgs/MarkerArray; after the graph stops the run
-folder holds a rosbag2 (MCAP) with the same topics, readable by rosbags, and an audit log
-whose hash chain verifies."""
+folder holds a rosbag2 (MCAP) with the same topics, readable by rosbags, that
+`carryon replay` plays back into ROS, and an audit log whose hash chain verifies."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from geometry_msgs.msg import PoseStamped
 from rclpy.serialization import deserialize_message
 from rosbags.rosbag2 import Reader
 from visualization_msgs.msg import MarkerArray
@@ -22,6 +23,7 @@ from websockets.sync.client import connect
 
 from carryon_bringup.core.graph import GraphSpec
 from carryon_bringup.graph_run import GraphRun
+from carryon_common.calls import RosSession
 from carryon_common.core.audit import verify
 
 pytestmark = pytest.mark.graph
@@ -94,3 +96,18 @@ def test_foxglove_clients_receive_markers_and_the_run_is_bagged(config_dir: Path
     assert counts.get("/carryon/ee_pose", 0) > 10, counts
     check = verify(run_dir / "audit.jsonl")
     assert check.ok and check.entries >= 1, check.problem  # at least the e-stop state (released)
+
+    # The bag plays back into ROS (what rviz shows) under another namespace.
+    received: list[PoseStamped] = []
+    with RosSession("replay_probe", domain_id=graph.domain_id) as session:
+        session.node.create_subscription(PoseStamped, "/replay/carryon/ee_pose", received.append, 100)
+        cli = [sys.executable, "-m", "carryon_bringup.cli", "replay", str(run_dir / "bag"), "--rate", "20",
+               "--prefix", "/replay", "--topic", "/carryon/ee_pose"]  # fmt: skip
+        player = subprocess.Popen(cli, env=graph.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        while player.poll() is None:
+            session.executor.spin_once(timeout_sec=0.05)
+        for _ in range(20):
+            session.executor.spin_once(timeout_sec=0.05)
+        output = player.stdout.read() if player.stdout else ""
+    assert player.returncode == 0 and "replayed" in output, output
+    assert len(received) >= 0.8 * counts["/carryon/ee_pose"], (len(received), counts["/carryon/ee_pose"])

@@ -102,6 +102,14 @@ def _parser() -> argparse.ArgumentParser:
     perturb.add_argument("--lift-m", type=float, default=0.05, help="lift that triggers --when-lifted (default 0.05)")
     perturb.add_argument("--wait-timeout", type=float, default=900.0, help="give up waiting after this many s")
 
+    replay_p = sub.add_parser("replay", help="play a recorded run (bag/) back into ROS for rviz, and/or to Foxglove")
+    replay_p.add_argument("bag", help="a bag folder, e.g. runs/<time>-demo/bag")
+    replay_p.add_argument("--rate", type=float, default=1.0, help="speed factor (default 1.0)")
+    replay_p.add_argument("--prefix", default="", help="publish under this namespace, e.g. /replay")
+    replay_p.add_argument("--topic", action="append", default=[], help="only this recorded topic (repeatable)")
+    replay_p.add_argument("--foxglove-port", type=int, default=0, help="also serve it live to Foxglove on this port")
+    replay_p.add_argument("--no-ros", action="store_true", help="Foxglove only: do not publish into ROS")
+
     report = sub.add_parser("report", help="write a run folder's report: metrics.json, report.png, report.md")
     report.add_argument("run_dir", help="a run folder of carryon up / make demo (with bag/ and audit.jsonl)")
 
@@ -443,6 +451,29 @@ def cmd_perturb(args: argparse.Namespace) -> int:
     return code
 
 
+def cmd_replay(args: argparse.Namespace) -> int:
+    from carryon_bringup.replay import replay
+
+    bag = Path(args.bag)
+    if not (bag / "metadata.yaml").is_file():
+        err.print(f"{bag}: not a rosbag2 folder (no metadata.yaml)")
+        return EXIT_USAGE
+    if args.rate <= 0 or (args.no_ros and not args.foxglove_port):
+        err.print("--rate must be > 0, and --no-ros needs --foxglove-port")
+        return EXIT_USAGE
+    shown = {"t": -1.0}
+
+    def progress(count: int, seconds: float) -> None:
+        if seconds - shown["t"] >= 5.0:
+            shown["t"] = seconds
+            console.print(f"  {seconds:6.1f} s of the run, {count} messages")
+
+    sent = replay(bag, rate=args.rate, prefix=args.prefix, topics=set(args.topic) or None, ros=not args.no_ros,
+                  foxglove_port=args.foxglove_port, progress=progress)  # fmt: skip
+    console.print(f"replayed {sent} messages")
+    return EXIT_OK
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from carryon_bringup.report import write_report
 
@@ -606,7 +637,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )  # fmt: skip
         handler = {
             "status": cmd_status, "ask": cmd_ask, "assist": cmd_assist, "memory": cmd_memory, "policy": cmd_policy,
-            "perturb": cmd_perturb, "report": cmd_report,
+            "perturb": cmd_perturb, "report": cmd_report, "replay": cmd_replay,
             "estop": cmd_estop, "bench": cmd_bench, "reflect": cmd_reflect, "audit": cmd_audit,
         }  # fmt: skip
         return handler[args.command](args)

@@ -22,7 +22,7 @@ def test_profiles_select_nodes_in_start_order(config_dir: Path) -> None:
     spec = GraphSpec.load(config_dir)
     sim = [launch.name for launch in spec.launches("sim")]
     robot = [launch.name for launch in spec.launches("robot")]
-    assert sim[-1] == "sim_node" and len(sim) == 7
+    assert sim[-1] == "sim_node" and len(sim) == 8
     assert "sim_node" not in robot
     policy = next(launch for launch in spec.launches("robot") if launch.name == "policy_node")
     assert [p.name for p in policy.params_files] == ["policy_node.yaml", "policy_node.yaml"]
@@ -100,3 +100,20 @@ def test_config_dir_resolution(tmp_path: Path, config_dir: Path, monkeypatch: py
     with pytest.raises(ConfigError, match=r"no graph\.yaml found"):
         find_config_dir(None, [config_dir])
     assert find_config_dir(config_dir) == config_dir
+
+
+def test_the_rviz_config_shows_topics_the_graph_publishes() -> None:
+    """Every topic the rviz2 config displays is one of the graph's (names.py), qualified
+    with the default namespace, and the fixed frame is the graph's world frame."""
+    import yaml
+
+    from carryon_common.core import names
+
+    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "rviz" / "carryon.rviz").read_text())
+    manager = config["Visualization Manager"]
+    assert manager["Global Options"]["Fixed Frame"] == "world"
+    known = {f"/{names.DEFAULT_NAMESPACE}/{value}" for key, value in vars(names).items()
+             if key.isupper() and isinstance(value, str) and value.islower() and not value.startswith("~")}  # fmt: skip
+    known |= {f"/{names.DEFAULT_NAMESPACE}/{names.camera_topic(c, 'color')}" for c in names.CAMERAS}
+    topics = [d["Topic"]["Value"] for d in manager["Displays"] if "Topic" in d]
+    assert len(topics) == 4 and set(topics) <= known, set(topics) - known

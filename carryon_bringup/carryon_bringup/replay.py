@@ -1,0 +1,77 @@
+"""`carryon replay BAG`: play a recorded run back into ROS (for rviz) and / or a Foxglove
+live server, at its recorded pace (`--rate` to speed up). Plain installs have no
+`ros2 bag play`; on a robot PC either works.
+
+Messages go out as recorded (raw CDR, no decoding), each topic with its recorded type;
+`--prefix /replay` moves them under another namespace so a replay never mixes with a
+live graph.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rosbags.rosbag2 import Reader
+
+from carryon_bringup.recorder_node import message_class
+from carryon_common.calls import RosSession
+
+
+def replay(
+    bag: Path,
+    *,
+    rate: float = 1.0,
+    prefix: str = "",
+    topics: set[str] | None = None,
+    ros: bool = True,
+    foxglove_port: int = 0,
+    progress: Callable[[int, float], None] = lambda _n, _t: None,
+) -> int:
+    """Publish the bag's messages; returns how many were sent."""
+    session = RosSession("carryon_replay") if ros else None
+    server: Any = None
+    channels: dict[str, Any] = {}
+    publishers: dict[str, Any] = {}
+    sent = 0
+    try:
+        with Reader(bag) as reader:
+            connections = [c for c in reader.connections if topics is None or c.topic in topics]
+            if foxglove_port:
+                import foxglove
+
+                server = foxglove.start_server(name="carryon replay", port=foxglove_port)
+            for c in connections:
+                name = f"{prefix.rstrip('/')}{c.topic}" if prefix else c.topic
+                if session is not None and c.topic not in publishers:
+                    publishers[c.topic] = session.node.create_publisher(message_class(c.msgtype), name, 10)
+                if server is not None and c.topic not in channels:
+                    import foxglove
+
+                    schema = foxglove.Schema(name=c.msgtype, encoding="ros2msg", data=c.msgdef.data.encode())
+                    channels[c.topic] = foxglove.Channel(name, schema=schema, message_encoding="cdr")
+            if session is not None:
+                time.sleep(1.0)  # let subscribers (rviz, a test) match before the first message
+            start_wall, start_bag = time.monotonic(), None
+            for connection, stamp, raw in reader.messages(connections=connections):
+                start_bag = stamp if start_bag is None else start_bag
+                due = start_wall + (stamp - start_bag) * 1e-9 / rate
+                while (wait := due - time.monotonic()) > 0:
+                    if session is not None:
+                        session.executor.spin_once(timeout_sec=min(wait, 0.05))
+                    else:
+                        time.sleep(min(wait, 0.05))
+                if session is not None:
+                    publishers[connection.topic].publish(bytes(raw))
+                if connection.topic in channels:
+                    channels[connection.topic].log(bytes(raw), log_time=stamp)
+                sent += 1
+                progress(sent, (stamp - start_bag) * 1e-9)
+    finally:
+        if server is not None:
+            server.stop()
+        if session is not None:
+            session.close()
+    return sent
