@@ -167,6 +167,8 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--quick", action="store_true", help="a short run (CI-sized)")
     bench.add_argument("--seed", type=int, default=0, help="random seed (recorded)")
     bench.add_argument("--json", metavar="PATH", help="also write the figures to this JSON file")
+    bench.add_argument("--resume", metavar="RUN_DIR",
+                       help="continue an interrupted run in its folder (benchmarks saving rows: safety)")  # fmt: skip
     bench.add_argument(
         "--set", action="append", default=[], metavar="NODE.KEY=VALUE",
         help="override a node parameter for benchmarks that build a node's backend, e.g. "
@@ -606,6 +608,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         err.print(f"benchmark {args.name!r} is not implemented yet (issue #{bench.issue}): {bench.description}")
         return EXIT_NOT_IMPLEMENTED
     run_dir = Path("runs") / f"bench-{args.name}-{dt.datetime.now():%Y%m%d-%H%M%S}"
+    if args.resume:
+        run_dir = Path(args.resume)
+        if not run_dir.is_dir():
+            err.print(f"--resume: {run_dir} is not a folder of an earlier run")
+            return EXIT_USAGE
     config_dir = Path(args.config_dir) if args.config_dir else None
     options = BenchOptions(args.quick, args.seed, run_dir, tuple(args.set), config_dir)
     result = bench.run(options)
@@ -616,6 +623,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         table.add_row(m.name, f"{m.value:.4g}", m.unit, m.note)
     console.print(table)
     result.write(run_dir / "results.json")
+    (run_dir / "results.md").write_text(result.to_markdown(), encoding="utf-8")
     if args.json:
         result.write(Path(args.json))
     console.print(f"results: {run_dir / 'results.json'}" + (f" and {args.json}" if args.json else ""))

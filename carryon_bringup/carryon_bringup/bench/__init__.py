@@ -6,12 +6,12 @@ from carryon_bringup.bench import memory as _memory  # noqa: F401  (registers "m
 from carryon_bringup.bench import personalization as _personalization  # noqa: F401  (registers it)
 from carryon_bringup.bench import policy as _policy  # noqa: F401  (registers "policy")
 from carryon_bringup.bench import recovery as _recovery  # noqa: F401  (registers "recovery")
+from carryon_bringup.bench import safety as _safety  # noqa: F401  (registers "safety")
 from carryon_bringup.bench import shield as _shield  # noqa: F401  (registers "shield")
 from carryon_bringup.bench import sim as _sim  # noqa: F401  (registers "sim")
 from carryon_bringup.core.bench import BENCHMARKS, Benchmark
 
 for _name, _description, _issue in (
-    ("safety", "violation rate and violation-free success with and without the shield (paper Table 3)", 10),
     ("latency", "per-stage p50/p99: policy -> shield -> driver, shield, judge, planner", 10),
 ):
     BENCHMARKS.register(_name, Benchmark(_name, _description, run=None, issue=_issue))

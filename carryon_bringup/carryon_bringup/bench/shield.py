@@ -200,46 +200,67 @@ def _rates(episodes: list[EpisodeResult]) -> dict[str, Any]:
     }
 
 
-def episodes(n: int, first_seed: int, result: BenchResult) -> dict[str, Any]:
+BACKBONES = ("sim_scripted", "sim_scripted_safe")
+SCENES = ("food", "safety")
+
+
+def scene_tasks(name: str) -> tuple[Scene, list[Task]]:
+    """The episode scenes: food (the demo's, a bottle on the path) and safety (obstacles)."""
     library = load_skill_library(skills_path())
-    scenes: dict[str, tuple[Scene, list[Task]]] = {
-        "food": (load_scene(scenes_dir() / "food_serving.yaml"), _tasks(library, FOOD_TASKS)),
-        "safety": (load_scene(scenes_dir() / "safety.yaml"), _tasks(library, SAFETY_TASKS)),
-    }
+    if name == "food":
+        return load_scene(scenes_dir() / "food_serving.yaml"), _tasks(library, FOOD_TASKS)
+    return load_scene(scenes_dir() / "safety.yaml"), _tasks(library, SAFETY_TASKS)
+
+
+def episode_row(backend: str, scene_name: str, seeds: range, *, shielded: bool) -> dict[str, Any]:
+    """Rates over `seeds` for one backbone and scene, with or without the shield (with it:
+    the shield's decisions and timings too)."""
+    scene, tasks = scene_tasks(scene_name)
+    world = World(scene, seed=seeds.start)
+    if not shielded:
+        return _rates(_run(world, backend, tasks, seeds, None))
     response, _ = load_response_model()
+    gate = SimShieldGate(world, ShieldConfig(), tasks, response)
+    try:
+        began = time.perf_counter()
+        row = _rates(_run(world, backend, tasks, seeds, gate))
+        wall = time.perf_counter() - began
+    finally:
+        gate.close()
+    stats = gate.stats
+    row["decisions"] = {d.name: stats.count(d) for d in Decision if stats.count(d)}
+    row["filter_p99_ms"] = percentile([1e3 * s for s in stats.latency_s], 99)
+    row["grounding_p50_ms"] = percentile([1e3 * s for s in stats.grounding_s], 50)
+    row["wall_s_per_episode"] = wall / len(seeds)
+    return row
+
+
+def add_rows(result: BenchResult, key: str, without: dict[str, Any], shielded: dict[str, Any], n: int) -> None:
+    result.add(f"{key}_violations_without", 100 * without["violation_rate"], "%", f"{n} episodes, no shield")
+    result.add(f"{key}_violations_with", 100 * shielded["violation_rate"], "%", "with the shield")
+    result.add(f"{key}_success_without", 100 * without["success"], "%")
+    result.add(f"{key}_success_with", 100 * shielded["success"], "%")
+    vf = "violation-free success"
+    result.add(f"{key}_vf_success_without", 100 * without["violation_free_success"], "%", vf)
+    result.add(f"{key}_vf_success_with", 100 * shielded["violation_free_success"], "%")
+
+
+def episodes(n: int, first_seed: int, result: BenchResult) -> dict[str, Any]:
     seeds = range(first_seed, first_seed + n)
     out: dict[str, Any] = {}
     with Progress() as progress:
         job = progress.add_task("episodes (without / with shield)", total=2 * 2 * 2 * n)
-        for backend in ("sim_scripted", "sim_scripted_safe"):
-            for name, (scene, tasks) in scenes.items():
-                world = World(scene, seed=first_seed)
-                without = _run(world, backend, tasks, seeds, None)
+        for backend in BACKBONES:
+            for name in SCENES:
+                without = episode_row(backend, name, seeds, shielded=False)
                 progress.advance(job, n)
-                gate = SimShieldGate(world, ShieldConfig(), tasks, response)
-                try:
-                    began = time.perf_counter()
-                    shielded = _run(world, backend, tasks, seeds, gate)
-                    wall = time.perf_counter() - began
-                finally:
-                    gate.close()
+                shielded = episode_row(backend, name, seeds, shielded=True)
                 progress.advance(job, n)
                 key = f"{backend}_{name}"
-                stats = gate.stats
-                decisions = {d.name: stats.count(d) for d in Decision if stats.count(d)}
-                row = {"without_shield": _rates(without), "with_shield": _rates(shielded), "decisions": decisions,
-                       "filter_p99_ms": percentile([1e3 * s for s in stats.latency_s], 99),
-                       "grounding_p50_ms": percentile([1e3 * s for s in stats.grounding_s], 50),
-                       "wall_s_per_episode": wall / n}  # fmt: skip
-                out[key] = row
-                w, s = row["without_shield"], row["with_shield"]
-                result.add(f"{key}_violations_without", 100 * w["violation_rate"], "%", f"{n} episodes, no shield")
-                result.add(f"{key}_violations_with", 100 * s["violation_rate"], "%", "with the shield")
-                result.add(f"{key}_success_without", 100 * w["success"], "%")
-                result.add(f"{key}_success_with", 100 * s["success"], "%")
-                vf = "violation-free success"
-                result.add(f"{key}_vf_success_without", 100 * w["violation_free_success"], "%", vf)
-                result.add(f"{key}_vf_success_with", 100 * s["violation_free_success"], "%")
+                out[key] = {"without_shield": without, "with_shield": shielded,
+                            **{k: shielded.pop(k) for k in ("decisions", "filter_p99_ms", "grounding_p50_ms",
+                                                              "wall_s_per_episode")}}  # fmt: skip
+                add_rows(result, key, without, shielded, n)
     return out
 
 

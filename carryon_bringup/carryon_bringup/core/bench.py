@@ -48,6 +48,15 @@ class BenchResult:
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=False)
 
+    def to_markdown(self) -> str:
+        """The figures as a Markdown table (results.md beside results.json)."""
+        lines = [f"# carryon bench {self.benchmark}{' --quick' if self.quick else ''} (seed {self.seed})", "",
+                 "| metric | value | unit | note |", "|---|---|---|---|"]  # fmt: skip
+        for m in self.metrics:
+            note = m.note.replace("|", "/")
+            lines.append(f"| {m.name} | {m.value:.4g} | {m.unit} | {note} |")
+        return "\n".join(lines) + "\n"
+
     def write(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(self.to_json() + "\n")
