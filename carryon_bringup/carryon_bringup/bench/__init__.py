@@ -2,6 +2,7 @@
 
 from carryon_bringup.bench import graph as _graph  # noqa: F401  (registers "graph")
 from carryon_bringup.bench import judge as _judge  # noqa: F401  (registers "judge")
+from carryon_bringup.bench import latency as _latency  # noqa: F401  (registers "latency")
 from carryon_bringup.bench import memory as _memory  # noqa: F401  (registers "memory")
 from carryon_bringup.bench import personalization as _personalization  # noqa: F401  (registers it)
 from carryon_bringup.bench import policy as _policy  # noqa: F401  (registers "policy")
@@ -9,11 +10,6 @@ from carryon_bringup.bench import recovery as _recovery  # noqa: F401  (register
 from carryon_bringup.bench import safety as _safety  # noqa: F401  (registers "safety")
 from carryon_bringup.bench import shield as _shield  # noqa: F401  (registers "shield")
 from carryon_bringup.bench import sim as _sim  # noqa: F401  (registers "sim")
-from carryon_bringup.core.bench import BENCHMARKS, Benchmark
-
-for _name, _description, _issue in (
-    ("latency", "per-stage p50/p99: policy -> shield -> driver, shield, judge, planner", 10),
-):
-    BENCHMARKS.register(_name, Benchmark(_name, _description, run=None, issue=_issue))
+from carryon_bringup.core.bench import BENCHMARKS
 
 __all__ = ["BENCHMARKS"]
