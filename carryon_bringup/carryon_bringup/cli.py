@@ -131,6 +131,14 @@ def _parser() -> argparse.ArgumentParser:
     mset.add_argument("entity", help="section, e.g. diet")
     mset.add_argument("key", help="attribute, e.g. preference")
     mset.add_argument("value", help='value, e.g. vegetarian ("" removes the fact)')
+    image = memory_sub.add_parser(
+        "remember-image", parents=[common], help="store a reference image (PNG/JPEG) of a user's object, e.g. their mug"
+    )
+    image.add_argument("--user", required=True, help="user id (memory/users/<id>.md)")
+    image.add_argument("--key", default="reference_image", help="attribute to record it under")
+    image.add_argument("--source", default="operator:cli", help="recorded in the journal (default operator:cli)")
+    image.add_argument("entity", help="the object, e.g. mug")
+    image.add_argument("file", help="a .png or .jpg file")
     history = memory_sub.add_parser("history", parents=[common], help="journal of memory changes, newest first")
     history.add_argument("--file", default="", help="only this file, e.g. users/alice.md or scene.md")
     history.add_argument("--limit", type=int, default=20, help="most entries shown (0 = all; default 20)")
@@ -518,6 +526,14 @@ def cmd_memory(args: argparse.Namespace) -> int:
     with GraphClient(_namespace(args), args.timeout) as client:
         if args.memory_command == "set":
             response = client.memory_set(args.user, args.entity, args.key, args.value, args.source)
+        elif args.memory_command == "remember-image":
+            path = Path(args.file)
+            kind = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg"}.get(path.suffix.lower())
+            if kind is None or not path.is_file():
+                err.print(f"{path}: not a .png / .jpg file")
+                return EXIT_USAGE
+            response = client.remember_image(args.user, args.entity, args.key, image=(kind, path.read_bytes()),
+                                             source=args.source)  # fmt: skip
         elif args.memory_command == "history":
             response = client.memory_history(args.file, args.limit)
         elif args.memory_command == "restore":

@@ -9,13 +9,25 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from sensor_msgs.msg import CompressedImage
+
 from carryon_common.calls import RosSession
 from carryon_common.convert import msg_to_health
 from carryon_common.core import names
 from carryon_common.core.status import NodeHealth
 from carryon_interfaces.action import Assist, RunPolicy
 from carryon_interfaces.msg import MemoryFact, SimTruth
-from carryon_interfaces.srv import Ask, GetContext, GetStatus, MemoryHistory, SetEstop, SetTask, SimPerturb, UpdateUser
+from carryon_interfaces.srv import (
+    Ask,
+    GetContext,
+    GetStatus,
+    MemoryHistory,
+    RememberImage,
+    SetEstop,
+    SetTask,
+    SimPerturb,
+    UpdateUser,
+)
 
 # Seconds between repeated status requests to a node that is not ready yet.
 _REPOLL_S = 0.5
@@ -117,6 +129,17 @@ class GraphClient:
         # Setting a value is idempotent (the second identical request changes nothing), so a lost reply is resent.
         name = self._name(names.MEMORY_UPDATE_USER)
         return self.session.call(UpdateUser, name, request, self.timeout_s, resend_s=_RESEND_S)
+
+    def remember_image(
+        self, user_id: str, entity: str, key: str, *, image: tuple[str, bytes], source: str
+    ) -> RememberImage.Response:
+        """Store a reference image of a user's object; `image` = (format png / jpeg, encoded bytes),
+        checked by memory_node."""
+        kind, data = image
+        msg = CompressedImage(format=kind, data=data)
+        request = RememberImage.Request(user_id=user_id, entity=entity, key=key, image=msg, source=source)
+        # Not resent: each accepted image is a new file.
+        return self.session.call(RememberImage, self._name(names.MEMORY_REMEMBER_IMAGE), request, self.timeout_s)
 
     def memory_history(self, file: str, limit: int, restore_version: int = 0) -> MemoryHistory.Response:
         """Journal entries, newest first; with restore_version > 0 that version is restored first."""

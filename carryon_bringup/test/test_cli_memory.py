@@ -1,4 +1,5 @@
-"""`carryon memory show|set|history|restore` against a memory_node (in-process, real DDS)."""
+"""`carryon memory show|set|remember-image|history|restore` against a memory_node
+(in-process, real DDS)."""
 
 from __future__ import annotations
 
@@ -63,3 +64,25 @@ def test_failures_have_the_documented_exit_codes(memory_node: MemoryNode, capsys
     with pytest.raises(SystemExit) as caught:  # there is no such thing as a temporary fact in memory
         cli.main(["memory", "set", "--user", "alice", "--temporary", "drink", "wish", "tea"])
     assert caught.value.code == cli.EXIT_USAGE
+
+
+def test_remember_image_stores_a_reference_image(
+    memory_node: MemoryNode, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import io
+
+    from PIL import Image
+
+    photo = tmp_path / "my_mug.png"
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 8), (20, 90, 200)).save(buffer, format="PNG")
+    photo.write_bytes(buffer.getvalue())
+    code, out, _ = run(capsys, "remember-image", "--user", "alice", "mug", str(photo))
+    assert code == cli.EXIT_OK, out
+    code, out, _ = run(capsys, "show", "--user", "alice")
+    assert "### mug" in out and "- reference_image: images/" in out
+    code, _, err = run(capsys, "remember-image", "--user", "alice", "mug", str(tmp_path / "notes.txt"))
+    assert code == cli.EXIT_USAGE and "not a .png / .jpg file" in err
+    (tmp_path / "fake.png").write_bytes(b"not an image")
+    code, _, err = run(capsys, "remember-image", "--user", "alice", "mug", str(tmp_path / "fake.png"))
+    assert code == cli.EXIT_FAILED and "invalid argument" in err
