@@ -40,7 +40,7 @@ from carryon_interfaces.msg import ShieldEvent
 from carryon_judge import convert as judge_convert
 from carryon_judge.core.perception import PerceptionParams, object_clouds
 from carryon_judge.core.types import Observation, ObservationUnusable
-from carryon_recovery.core.base_skill import FloatArray, Seen, resample, support_height
+from carryon_recovery.core.base_skill import FloatArray, Seen, resample, seen_from_clouds
 
 STREAMS = ("depth", "segmentation", "labels", "camera_info", "pose")
 _POLL_S = 0.01
@@ -155,14 +155,7 @@ class RosRecoveryIO:
             clouds = object_clouds(Observation(0, asked, tuple(views)), PerceptionParams(stride=self.params.stride))
         except ObservationUnusable:
             return None
-        points = clouds.get(target)
-        if points is None:
-            return None
-        others = [c for name, c in clouds.items() if name not in (target, destination, "robot")]
-        return Seen(
-            points, clouds.get(destination) if destination else None, support_height(clouds, target),
-            np.vstack(others) if others else None,
-        )  # fmt: skip
+        return seen_from_clouds(clouds, target, destination)
 
     def tool_position(self) -> FloatArray:
         with self.latest.lock:

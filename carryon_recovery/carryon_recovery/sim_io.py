@@ -14,7 +14,7 @@ from scipy.spatial.transform import Rotation
 from carryon_common.core.chunk import Chunk, ChunkSource, Convention
 from carryon_judge.core.perception import PerceptionParams, object_clouds
 from carryon_judge.sim_observation import observe_world
-from carryon_recovery.core.base_skill import FloatArray, Seen, resample, run_base_skill, support_height
+from carryon_recovery.core.base_skill import FloatArray, Seen, resample, run_base_skill, seen_from_clouds
 from carryon_recovery.core.library import SkillVersion
 from carryon_recovery.core.reflection import Attempt
 from carryon_recovery.core.types import Outcome
@@ -54,14 +54,7 @@ class SimRecoveryIO:
     def perceive(self, target: str, destination: str) -> Seen | None:
         observation = observe_world(self.world, self.rig, next(self._ids), rgb=False)
         clouds = object_clouds(observation, PerceptionParams(stride=2))
-        points = clouds.get(target)
-        if points is None:
-            return None
-        others = [c for name, c in clouds.items() if name not in (target, destination, "robot")]
-        return Seen(
-            points, clouds.get(destination) if destination else None, support_height(clouds, target),
-            np.vstack(others) if others else None,
-        )  # fmt: skip
+        return seen_from_clouds(clouds, target, destination)
 
     def tool_position(self) -> FloatArray:
         position, _ = self.world.ee_pose()

@@ -90,6 +90,20 @@ def support_height(clouds: dict[str, FloatArray], target: str, radius_m: float =
     return float(np.median(heights[int(0.9 * len(heights)) :]))
 
 
+def seen_from_clouds(clouds: dict[str, FloatArray], target: str, destination: str) -> Seen | None:
+    """What relocalization found in per-object point clouds (None: the target is not seen):
+    the target's and destination's points, the surface under the target, and every other
+    object's points (the robot's excluded) as obstacles for transit heights."""
+    points = clouds.get(target)
+    if points is None:
+        return None
+    others = [c for name, c in clouds.items() if name not in (target, destination, "robot")]
+    return Seen(
+        points, clouds.get(destination) if destination else None, support_height(clouds, target),
+        np.vstack(others) if others else None,
+    )  # fmt: skip
+
+
 def resample(start: FloatArray, positions: FloatArray, step_m: float) -> FloatArray:
     """The path start -> positions (n, 3) resampled every `step_m` along its length (the
     tool speed times the control period); the last sample is the last position."""
