@@ -4,7 +4,8 @@ processes over DDS, the simulator at real time):
 * policy inference (the backend's own time, `policy/timing`);
 * policy -> shield -> driver: from a chunk on `policy/chunk` to its release on
   `shield/chunk` (what the driver receives), as seen by one subscriber of both;
-* the shield's check of one chunk (`ShieldEvent.compute_time_s`: grounding excluded);
+* the shield node's decision on one chunk (`ShieldEvent.compute_time_s`: grounding the
+  newest camera frames when they changed, the check, publishing the release);
 * the judge: a `judge/judge` round trip on the cameras (the configured backend);
 * the planner: an `Ask` round trip with the scripted replies, i.e. context, validation
   and DDS without the LLM (the LLM's own time is in `carryon bench personalization`).
@@ -44,7 +45,7 @@ def run(options: BenchOptions) -> BenchResult:
     stages = (
         ("policy_infer", "policy_infer_ms", "inference of the scripted stand-in (policy/timing)"),
         ("policy_to_released", "policy_to_released_ms", "policy/chunk -> shield/chunk, seen by one subscriber"),
-        ("shield_check", "shield_compute_ms", "ShieldEvent.compute_time_s per chunk"),
+        ("shield_decision", "shield_compute_ms", "ShieldEvent.compute_time_s: grounding new frames, check, release"),
         ("judge", "judge_ms", f"judge/judge round trip ({samples.get('judge_backend', '?')} backend)"),
         ("planner_ask", "planner_ms", "Ask round trip, scripted replies (no LLM time)"),
     )
