@@ -63,7 +63,7 @@ carryon up --profile sim --run-dir "$RUN_DIR" "${PLANNER[@]}" \
   --set policy_node.backend=sim_scripted_safe \
   --set policy_node.scripted_drop_probability=0.0 --set policy_node.scripted_slip_probability=0.0 \
   --set policy_node.scripted_stuck_probability=0.0 \
-  --set planner_node.policy_step_budget=900 --set judge_node.stuck_timeout_s=12.0 \
+  --set planner_node.policy_step_budget=1500 --set judge_node.stuck_timeout_s=12.0 \
   > "$RUN_DIR/launcher.out" 2>&1 &
 UP_PID=$!
 DROP_PID=""
@@ -85,7 +85,7 @@ done
 operator carryon status
 operator carryon memory show --user alice
 bold "Injecting a perturbation: the carrot will be dropped once it is carried (carryon perturb)"
-carryon perturb drop --when-lifted carrot --lift-m 0.08 2>&1 | sed 's/^/  [perturbation] /' | tee -a "$TRANSCRIPT" &
+carryon perturb drop --when-lifted carrot --lift-m 0.04 2>&1 | sed 's/^/  [perturbation] /' | tee -a "$TRANSCRIPT" &
 DROP_PID=$!
 operator carryon assist --user alice "Serve me food"
 CODE=$?

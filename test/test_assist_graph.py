@@ -46,7 +46,7 @@ def test_serve_me_food_end_to_end(config_dir: Path, tmp_path: Path) -> None:
             "planner_node.llm_model=stub", "planner_node.llm_api_key_env=CARRYON_TEST_KEY",
             f"memory_node.memory_dir={tmp_path / 'memory'}", "policy_node.backend=sim_scripted_safe",
             "policy_node.scripted_drop_probability=0.0", "policy_node.scripted_slip_probability=0.0",
-            "policy_node.scripted_stuck_probability=0.0", "planner_node.policy_step_budget=900",
+            "policy_node.scripted_stuck_probability=0.0", "planner_node.policy_step_budget=1500",
             "judge_node.stuck_timeout_s=12.0",
         ]  # fmt: skip
         env = {**os.environ, "CARRYON_TEST_KEY": "not-a-secret", "NO_COLOR": "1"}
@@ -54,7 +54,7 @@ def test_serve_me_food_end_to_end(config_dir: Path, tmp_path: Path) -> None:
             graph.wait_ready(timeout_s=120.0)
             cli = [sys.executable, "-m", "carryon_bringup.cli", "--config-dir", str(config_dir)]
             # The carrot is dropped once it is carried (an injected perturbation, as in the paper).
-            drop = [*cli, "perturb", "drop", "--when-lifted", "carrot", "--lift-m", "0.08"]
+            drop = [*cli, "perturb", "drop", "--when-lifted", "carrot", "--lift-m", "0.04"]
             dropper = subprocess.Popen(drop, env=graph.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             try:
                 done = subprocess.run([*cli, "assist", "--user", "alice", "Serve me food"], env=graph.env,

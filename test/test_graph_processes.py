@@ -67,7 +67,7 @@ def test_up_status_cli_round_trip_and_sigterm(spec: GraphSpec, tmp_path: Path) -
     with graph:
         ready_s = graph.wait_ready(timeout_s=30.0)
         pids = graph.node_pids()
-        assert set(pids) == set(graph.node_names) and len(set(pids.values())) == 7  # one OS process each
+        assert set(pids) == set(graph.node_names) and len(set(pids.values())) == 8  # one OS process each
 
         status, _ = cli(["status", "--json"], graph.domain_id)
         assert status.returncode == 0, status.stderr
@@ -93,7 +93,7 @@ def test_up_status_cli_round_trip_and_sigterm(spec: GraphSpec, tmp_path: Path) -
     assert not stray_shm(graph)
     assert (tmp_path / "run" / "logs" / "memory_node.log").read_text()
     stopped = graph.event("stopped")
-    assert stopped is not None and stopped["killed"] == [] and len(stopped["clean"]) == 7
+    assert stopped is not None and stopped["killed"] == [] and len(stopped["clean"]) == 8
 
 
 def test_ctrl_c_stops_everything_within_5_s(spec: GraphSpec, tmp_path: Path) -> None:
@@ -201,7 +201,7 @@ def test_graph_benchmark_quick(tmp_path: Path, empty_domain: int) -> None:
     result, _ = cli(["bench", "graph", "--quick", "--json", str(out)], empty_domain, timeout_s=180.0)
     assert result.returncode == 0, result.stdout + result.stderr
     metrics = {m["name"]: m["value"] for m in json.loads(out.read_text())["metrics"]}
-    assert metrics["nodes"] == 7
+    assert metrics["nodes"] == 8
     assert metrics["ready_max"] < 30.0 and metrics["stop_max"] < 5.0
     assert metrics["leftover_processes"] == 0 and metrics["leftover_shm_files"] == 0
     assert 0.0 < metrics["status_rtt_p50"] <= metrics["status_rtt_p99"]
