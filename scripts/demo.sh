@@ -84,8 +84,8 @@ done
 
 operator carryon status
 operator carryon memory show --user alice
-bold "Injecting a perturbation: the carrot will be dropped once it is carried (carryon perturb)"
-carryon perturb drop --when-lifted carrot --lift-m 0.04 2>&1 | sed 's/^/  [perturbation] /' | tee -a "$TRANSCRIPT" &
+bold "Injecting a perturbation: the carrot will be dropped while it is carried towards the bowl (carryon perturb)"
+carryon perturb drop --when-lifted carrot --lift-m 0.04 --near bowl 0.12 2>&1 | sed 's/^/  [perturbation] /' | tee -a "$TRANSCRIPT" &
 DROP_PID=$!
 operator carryon assist --user alice "Serve me food"
 CODE=$?

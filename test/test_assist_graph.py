@@ -53,8 +53,8 @@ def test_serve_me_food_end_to_end(config_dir: Path, tmp_path: Path) -> None:
         with GraphRun(spec, tmp_path / "run", extra_args=[a for s in sets for a in ("--set", s)], env=env) as graph:
             graph.wait_ready(timeout_s=120.0)
             cli = [sys.executable, "-m", "carryon_bringup.cli", "--config-dir", str(config_dir)]
-            # The carrot is dropped once it is carried (an injected perturbation, as in the paper).
-            drop = [*cli, "perturb", "drop", "--when-lifted", "carrot", "--lift-m", "0.04"]
+            # The carrot is dropped while carried to the bowl (an injected perturbation, as in the paper).
+            drop = [*cli, "perturb", "drop", "--when-lifted", "carrot", "--lift-m", "0.04", "--near", "bowl", "0.12"]
             dropper = subprocess.Popen(drop, env=graph.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             try:
                 done = subprocess.run([*cli, "assist", "--user", "alice", "Serve me food"], env=graph.env,

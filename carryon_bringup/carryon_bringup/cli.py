@@ -100,6 +100,8 @@ def _parser() -> argparse.ArgumentParser:
     perturb.add_argument("--when-lifted", default="", metavar="OBJECT",
                          help="wait until OBJECT is held and lifted by --lift-m, then perturb")  # fmt: skip
     perturb.add_argument("--lift-m", type=float, default=0.05, help="lift that triggers --when-lifted (default 0.05)")
+    perturb.add_argument("--near", nargs=2, metavar=("OBJECT", "METRES"),
+                         help="with --when-lifted: only once it is carried within METRES (xy) of OBJECT")  # fmt: skip
     perturb.add_argument("--wait-timeout", type=float, default=900.0, help="give up waiting after this many s")
 
     replay_p = sub.add_parser("replay", help="play a recorded run (bag/) back into ROS for rviz, and/or to Foxglove")
@@ -447,13 +449,15 @@ def cmd_perturb(args: argparse.Namespace) -> int:
                                  displacement=Vector3(x=dx, y=dy, z=dz))  # fmt: skip
     with GraphClient(_namespace(args), args.timeout) as client:
         if args.when_lifted:
+            client.prepare_perturb()  # sent the moment the object is lifted, not after a discovery
             console.print(f"waiting until {args.when_lifted} is lifted by {args.lift_m:.2f} m ...")
+            near = (args.near[0], float(args.near[1])) if args.near else None
             try:
-                z = client.wait_until_lifted(args.when_lifted, args.lift_m, args.wait_timeout)
+                x, y, z = client.wait_until_lifted(args.when_lifted, args.lift_m, args.wait_timeout, near)
             except TimeoutError as exc:
                 err.print(str(exc))
                 return EXIT_FAILED
-            console.print(f"{args.when_lifted} held at z = {z:.3f} m")
+            console.print(f"{args.when_lifted} held at ({x:.3f}, {y:.3f}, {z:.3f}) m")
         response = client.perturb(request)
     code = _service_outcome(response.status, response.message)
     if code == EXIT_OK:

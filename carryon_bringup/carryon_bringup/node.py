@@ -11,7 +11,7 @@ from typing import Any
 
 from sensor_msgs.msg import CompressedImage
 
-from carryon_common.calls import RosSession
+from carryon_common.calls import GraphUnreachable, RosSession
 from carryon_common.convert import msg_to_health
 from carryon_common.core import names
 from carryon_common.core.status import NodeHealth
@@ -187,32 +187,50 @@ class GraphClient:
         """Apply a perturbation in the simulator (not resent: it is not idempotent)."""
         return self.session.call(SimPerturb, self._name(names.SIM_PERTURB), request, self.timeout_s)
 
-    def wait_until_lifted(self, name: str, lift_m: float, timeout_s: float) -> float:
+    def prepare_perturb(self) -> None:
+        """Discover sim/perturb now, so a perturbation sent later goes out at once."""
+        missing = self.session.wait_for_services([(SimPerturb, self._name(names.SIM_PERTURB))], self.timeout_s)
+        if missing:
+            raise GraphUnreachable(f"service {missing[0]} is not available (is sim_node running?)")
+
+    def wait_until_lifted(
+        self, name: str, lift_m: float, timeout_s: float, near: tuple[str, float] | None = None
+    ) -> tuple[float, float, float]:
         """Wait (sim/truth) until `name` is held and at least `lift_m` above where it lay
-        when last not held; returns its height then. TimeoutError after `timeout_s`."""
+        when last not held, and (with `near` = (other object, metres)) within that
+        horizontal distance of the other object; returns its position then.
+        TimeoutError after `timeout_s`."""
         rest: dict[str, float] = {}
-        lifted: list[float] = []
+        found: list[tuple[float, float, float]] = []
 
         def on_truth(msg: SimTruth) -> None:
-            for obj in msg.objects:
-                if obj.name != name:
-                    continue
-                z = obj.pose.position.z
-                if not obj.grasped:
-                    rest["z"] = z
-                elif "z" in rest and z >= rest["z"] + lift_m and not lifted:
-                    lifted.append(z)
+            where = {obj.name: obj for obj in msg.objects}
+            obj = where.get(name)
+            if obj is None or found:
+                return
+            p = obj.pose.position
+            if not obj.grasped:
+                rest["z"] = p.z
+                return
+            if "z" not in rest or p.z < rest["z"] + lift_m:
+                return
+            if near is not None:
+                other = where.get(near[0])
+                if other is None or math.hypot(p.x - other.pose.position.x, p.y - other.pose.position.y) > near[1]:
+                    return
+            found.append((p.x, p.y, p.z))
 
         sub = self.session.node.create_subscription(SimTruth, self._name(names.SIM_TRUTH), on_truth, 10)
         deadline = time.monotonic() + timeout_s
         try:
-            while not lifted:
+            while not found:
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"{name} was not lifted by {lift_m:.2f} m within {timeout_s:.0f} s")
+                    where = f" within {near[1]:.2f} m of {near[0]}" if near else ""
+                    raise TimeoutError(f"{name} was not lifted by {lift_m:.2f} m{where} within {timeout_s:.0f} s")
                 self.session.executor.spin_once(timeout_sec=0.05)
         finally:
             self.session.node.destroy_subscription(sub)
-        return lifted[0]
+        return found[0]
 
     def set_estop(self, active: bool, reason: str) -> SetEstop.Response:
         request = SetEstop.Request(active=active, reason=reason, source="cli")
