@@ -7,8 +7,8 @@
 * move: the tool path resampled at `speed_m_s`, sent as ABSOLUTE Cartesian chunks of
   `horizon` steps on `recovery/chunk`. The shield is the only path to the driver: each
   chunk waits for its ShieldEvent and for its released steps to execute; a chunk not
-  released whole (prefix, e-stop) ends the motion as failed; after a retreat the rest of
-  the path is tried again from where the retreat left the tool (a few times); a chunk
+  released whole ends the motion as failed unless it was a retreat or a prefix: then the
+  rest of the path is tried again from where the tool is (a few times); a chunk
   rejected for stale or missing perception is sent again after a short wait. The driver (sim_node,
   or the robot's arm adapter) turns targets into joint commands through its own IK.
   Then the tool must come within `tolerance_m` of the goal.
@@ -90,7 +90,7 @@ class MotionParams:
     stride: int = 2
     retries: int = 10  # re-sends of a chunk the shield rejected for stale / missing perception
     retry_s: float = 0.3  # wait before a re-send, s
-    max_retreats: int = 4  # shield retreats after which a motion is given up
+    max_retreats: int = 6  # shield retreats / partial releases after which a motion is given up
 
 
 class RosRecoveryIO:
@@ -115,7 +115,7 @@ class RosRecoveryIO:
         self.chunks_sent = 0
         self.chunks_blocked = 0
         self.estopped = False
-        self.retreated = False  # the last blocked chunk was answered with a retreat
+        self.retreated = False  # the last blocked chunk was answered with a retreat or a prefix
         self.last_event = ""
 
     # -- waiting -----------------------------------------------------------------------
@@ -222,14 +222,15 @@ class RosRecoveryIO:
         self.last_event = event.reason or f"shield decision {event.decision}"
         if event.decision == ShieldEvent.DECISION_REJECTED_ESTOP:
             self.estopped = True
-        self.retreated = event.decision == ShieldEvent.DECISION_RETREAT
+        # A retreat moved the tool away, a prefix part of the way: the rest can be tried again.
+        self.retreated = event.decision in (ShieldEvent.DECISION_RETREAT, ShieldEvent.DECISION_RELEASED_PREFIX)
         transient = (ShieldEvent.DECISION_REJECTED_STALE, ShieldEvent.DECISION_REJECTED_NO_PERCEPTION)
         return None if event.decision in transient else False
 
     def move(self, positions: FloatArray, rotation: FloatArray, gripper: float) -> tuple[bool, str]:
         """The path in chunks; after a shield retreat (the arm was too close to something)
-        the rest of the path is tried again from where the retreat left the tool, at most
-        `max_retreats` times; any other block ends the motion."""
+        or a partial release, the rest of the path is tried again from where the tool is
+        now, at most `max_retreats` times; any other block ends the motion."""
         p = self.params
         rest = positions
         retreats = 0
