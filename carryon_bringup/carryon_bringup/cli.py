@@ -440,12 +440,9 @@ def cmd_perturb(args: argparse.Namespace) -> int:
     from carryon_bringup.node import GraphClient
     from carryon_interfaces.srv import SimPerturb
 
-    kinds = {"drop": SimPerturb.Request.KIND_DROP, "displace": SimPerturb.Request.KIND_DISPLACE,
-             "relocate": SimPerturb.Request.KIND_RELOCATE, "slip": SimPerturb.Request.KIND_SLIP,
-             "uncover": SimPerturb.Request.KIND_UNCOVER, "cover": SimPerturb.Request.KIND_COVER,
-             "place": SimPerturb.Request.KIND_PLACE}  # fmt: skip
     dx, dy, dz = args.by
-    request = SimPerturb.Request(kind=kinds[args.kind], object=args.object, location=args.location,
+    kind = getattr(SimPerturb.Request, f"KIND_{args.kind.upper()}")  # the choices are the message's kinds
+    request = SimPerturb.Request(kind=kind, object=args.object, location=args.location,
                                  displacement=Vector3(x=dx, y=dy, z=dz))  # fmt: skip
     with GraphClient(_namespace(args), args.timeout) as client:
         if args.when_lifted:

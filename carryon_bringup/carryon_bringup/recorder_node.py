@@ -34,20 +34,14 @@ from carryon_common.core.errors import ConfigError
 from carryon_common.core.status import implemented
 from carryon_common.node import CarryOnNode, latched_qos, run_node
 from carryon_interfaces.msg import EstopState, MemoryChange, PlanState, ShieldEvent, Verdict
+from carryon_judge.core.types import VerdictStatus
+from carryon_shield.core.gate import Decision
 
 CAPABILITIES = (
     implemented("recorder.bag", "rosbag2 (MCAP) of the graph's topics, for ros2 bag play, Foxglove, carryon replay"),
     implemented("recorder.foxglove", "live Foxglove WebSocket server of the same topics (foxglove_port)"),
     implemented("recorder.audit", "hash-chained audit log of every decision seen on the graph"),
 )
-_DECISIONS = {
-    ShieldEvent.DECISION_RELEASED_ALL: "released_all", ShieldEvent.DECISION_RELEASED_PREFIX: "released_prefix",
-    ShieldEvent.DECISION_RETREAT: "retreat", ShieldEvent.DECISION_REJECTED_STALE: "rejected_stale",
-    ShieldEvent.DECISION_REJECTED_NO_PERCEPTION: "rejected_no_perception",
-    ShieldEvent.DECISION_REJECTED_ESTOP: "rejected_estop", ShieldEvent.DECISION_REJECTED_INVALID: "rejected_invalid",
-}  # fmt: skip
-_VERDICTS = {Verdict.STATUS_RUNNING: "running", Verdict.STATUS_SUCCESS: "success", Verdict.STATUS_FAILED: "failed",
-             Verdict.STATUS_UNABLE_TO_JUDGE: "unable_to_judge"}  # fmt: skip
 
 
 def message_class(type_name: str) -> Any:
@@ -126,13 +120,13 @@ class Recorder(CarryOnNode):
                                            plan_json=m.plan_json, subtasks=subs))  # fmt: skip
 
         def on_event(m: ShieldEvent) -> None:
-            decision = _DECISIONS.get(m.decision, str(m.decision))
+            decision = Decision(m.decision).name.lower()
             self._log(self.feed.shield_event(chunk_id=int(m.chunk_id), subtask_id=m.subtask_id, decision=decision,
                                              released=int(m.released_steps), total=int(m.total_steps),
                                              reason=m.reason, obstacle=m.blocking_obstacle))  # fmt: skip
 
         def on_verdict(m: Verdict) -> None:
-            self._log(self.feed.verdict(m.subtask_id, _VERDICTS.get(m.status, str(m.status)), m.reason, m.backend))
+            self._log(self.feed.verdict(m.subtask_id, VerdictStatus(m.status).name.lower(), m.reason, m.backend))
 
         def on_memory(m: MemoryChange) -> None:
             self._log(self.feed.memory_change(version=int(m.version), file=m.file, entity=m.entity, key=m.key,

@@ -25,10 +25,9 @@ from rosbags.rosbag2 import Reader
 
 from carryon_bringup.core.recorder import typestore_for
 from carryon_common.core.audit import verify
+from carryon_shield.core.gate import Decision
 
-_DECISIONS = {1: "prefix", 2: "retreat", 3: "rejected (stale)", 4: "rejected (no perception)", 5: "rejected (e-stop)",
-              6: "rejected (invalid)"}  # fmt: skip
-_MARKERS = {"prefix": ("o", "tab:orange"), "retreat": ("^", "tab:red")}
+_MARKERS = {"released_prefix": ("o", "tab:orange"), "retreat": ("^", "tab:red")}
 
 
 @dataclass
@@ -54,8 +53,8 @@ def read_run(run_dir: Path) -> RunData:
                     p = msg.pose.position
                     data.path.append((t, p.x, p.y, p.z))
                 elif connection.topic.endswith("/shield/events"):
-                    if msg.decision in _DECISIONS:
-                        data.blocks.append((t, _DECISIONS[msg.decision], msg.reason))
+                    if msg.decision != Decision.RELEASED_ALL:
+                        data.blocks.append((t, Decision(msg.decision).name.lower(), msg.reason))
                 else:
                     for obj in msg.objects:
                         data.objects.setdefault(obj.name, (obj.pose.position.x, obj.pose.position.y))

@@ -111,6 +111,13 @@ def truth_from_msg(msg: SimTruth) -> dict[str, TruthObject]:
     }
 
 
+# The message type of each camera stream (camera/<name>/<stream>).
+CAMERA_STREAM_TYPES: dict[str, Any] = {
+    "color": Image, "depth": Image, "segmentation": Image, "labels": SegmentationLabels, "camera_info": CameraInfo,
+    "pose": PoseStamped,
+}  # fmt: skip
+
+
 def camera_view(camera: str, msgs: Mapping[str, Any]) -> CameraView:
     """One camera's latest messages (stream -> message or None: color, depth, segmentation,
     labels, camera_info, pose) as a CameraView; raises ValueError for a malformed image."""

@@ -26,13 +26,13 @@ import numpy as np
 from geometry_msgs.msg import PoseStamped
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.qos import qos_profile_sensor_data
-from sensor_msgs.msg import CameraInfo, Image
+from sensor_msgs.msg import Image
 from std_msgs.msg import Float64
 
 from carryon_common.core import names
 from carryon_common.core.status import implemented
 from carryon_common.node import CarryOnNode, latched_qos, run_node
-from carryon_interfaces.msg import PlanState, SegmentationLabels, SimTruth, SubtaskState, Verdict
+from carryon_interfaces.msg import PlanState, SimTruth, SubtaskState, Verdict
 from carryon_interfaces.srv import Judge as JudgeSrv
 from carryon_judge import convert
 from carryon_judge.core.backends import make_judge, perception_params, shapes_for
@@ -94,8 +94,7 @@ class JudgeNode(CarryOnNode):
         self._known: dict[str, SubtaskSpec] = {}
         self._completed: tuple[str, ...] = ()
         self._monitor: _Monitor | None = None
-        types = {"color": Image, "depth": Image, "segmentation": Image, "labels": SegmentationLabels,
-                 "camera_info": CameraInfo, "pose": PoseStamped}  # fmt: skip
+        types = convert.CAMERA_STREAM_TYPES
         for camera in cfg.cameras:
             for stream in _STREAMS:
                 qos = qos_profile_sensor_data if types[stream] is Image else 10

@@ -37,8 +37,13 @@ def subtask_from_msg(msg: Subtask) -> SubtaskSpec:
     )
 
 
+def planned_subtask_to_msg(subtask: PlannedSubtask) -> Subtask:
+    """A validated plan's subtask as the Subtask message the execution loop's nodes take."""
+    fields = subtask.model_dump()
+    return subtask_to_msg(SubtaskSpec(**{**fields, "kind": SubtaskKind(subtask.kind),
+                                         "depends_on": tuple(subtask.depends_on)}))  # fmt: skip
+
+
 def planned_subtask_to_state(subtask: PlannedSubtask) -> SubtaskState:
     """A validated plan's subtask as a pending SubtaskState."""
-    fields = subtask.model_dump()
-    spec = SubtaskSpec(**{**fields, "kind": SubtaskKind(subtask.kind), "depends_on": tuple(subtask.depends_on)})
-    return SubtaskState(subtask=subtask_to_msg(spec), state=SubtaskState.STATE_PENDING)
+    return SubtaskState(subtask=planned_subtask_to_msg(subtask), state=SubtaskState.STATE_PENDING)

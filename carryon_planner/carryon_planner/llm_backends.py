@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from carryon_common.core.config import config_path
 from carryon_planner.core.config import PlannerConfig
 from carryon_planner.core.llm import LlmClient
 
@@ -33,6 +33,4 @@ def make_llm(config: PlannerConfig) -> LlmClient:
 
 def script_path(configured: str) -> Path:
     """The scripted backend's YAML: `configured`, else <config dir>/planner/demo_script.yaml."""
-    if configured:
-        return Path(configured)
-    return Path(os.environ.get("CARRYON_CONFIG_DIR", "config")) / "planner" / "demo_script.yaml"
+    return config_path(configured, "planner", "demo_script.yaml")

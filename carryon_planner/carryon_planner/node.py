@@ -71,16 +71,6 @@ _SCENE_ACTIONS = {
 }
 
 
-_STATES = {
-    State.PENDING: SubtaskState.STATE_PENDING,
-    State.ACTIVE: SubtaskState.STATE_ACTIVE,
-    State.RECOVERING: SubtaskState.STATE_RECOVERING,
-    State.SUCCEEDED: SubtaskState.STATE_SUCCEEDED,
-    State.FAILED: SubtaskState.STATE_FAILED,
-    State.SKIPPED: SubtaskState.STATE_SKIPPED,
-    State.CANCELLED: SubtaskState.STATE_CANCELLED,
-}
-
 _FINAL = {
     Assist.Result.STATUS_SUCCEEDED: PlanState.STATE_SUCCEEDED,
     Assist.Result.STATUS_REFUSED: PlanState.STATE_REFUSED,
@@ -371,7 +361,7 @@ class PlannerNode(CarryOnNode):
         if record.state == State.ACTIVE and record.subtask.id in recovering:
             msg.state, msg.message = SubtaskState.STATE_RECOVERING, recovering[record.subtask.id]
         else:
-            msg.state, msg.message = _STATES[record.state], record.message
+            msg.state, msg.message = int(record.state), record.message  # State mirrors SubtaskState
         msg.attempts = record.attempts
         return msg
 

@@ -33,9 +33,10 @@ from carryon_common.core import names
 from carryon_common.core.errors import CarryOnError
 from carryon_common.node import CarryOnNode, GoalRun, ServiceUnavailable
 from carryon_interfaces.action import Recover, RunPolicy
-from carryon_interfaces.msg import ObjectState, SimTruth, Subtask
+from carryon_interfaces.msg import ObjectState, SimTruth
 from carryon_interfaces.msg import Verdict as VerdictMsg
 from carryon_interfaces.srv import Judge, SetTask
+from carryon_planner.convert import planned_subtask_to_msg
 from carryon_planner.core.config import PlannerConfig
 from carryon_planner.core.executive import Report, Verdict, run_vla
 from carryon_planner.core.plan import PlannedSubtask
@@ -61,14 +62,6 @@ class Cancelled(CarryOnError):
 
 class DispatchError(CarryOnError):
     """A node the subtask needs is missing or refused; the subtask fails with this reason."""
-
-
-def subtask_msg(subtask: PlannedSubtask) -> Subtask:
-    return Subtask(
-        id=subtask.id, kind=subtask.kind, objective=subtask.objective, instruction=subtask.instruction,
-        target=subtask.target, source=subtask.source, destination=subtask.destination,
-        depends_on=list(subtask.depends_on), condition=subtask.condition,
-    )  # fmt: skip
 
 
 def visible_from_truth(
@@ -196,7 +189,7 @@ class RosPlant:
 
     def verdict(self, subtask: PlannedSubtask) -> tuple[Verdict, str]:
         self._wait(self.config.judge_period_s)
-        request = Judge.Request(subtask=subtask_msg(subtask), completed_subtask_ids=list(self.completed),
+        request = Judge.Request(subtask=planned_subtask_to_msg(subtask), completed_subtask_ids=list(self.completed),
                                 started=self._started, since_progress_s=-1.0)  # fmt: skip
         try:
             answer = self.node.call_service(Judge, names.JUDGE, request, self.config.service_timeout_s)
@@ -210,7 +203,7 @@ class RosPlant:
     def recover(self, subtask: PlannedSubtask) -> tuple[bool, str]:
         with self.sensors.lock:
             pose = self.sensors.ee_pose or PoseStamped()
-        goal = Recover.Goal(subtask=subtask_msg(subtask), skill=self.config.recovery_skill, version=0,
+        goal = Recover.Goal(subtask=planned_subtask_to_msg(subtask), skill=self.config.recovery_skill, version=0,
                             failure_reason=self._last_reason, pre_failure_pose=pose)  # fmt: skip
         self.on_recovering(subtask.id, True, f"recovering: {self._last_reason}")
 

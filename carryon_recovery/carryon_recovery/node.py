@@ -29,15 +29,17 @@ from typing import Any
 from geometry_msgs.msg import PoseStamped
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.qos import qos_profile_sensor_data
-from sensor_msgs.msg import CameraInfo, Image
+from sensor_msgs.msg import Image
 from std_msgs.msg import Float64
 
 from carryon_common.core import names
+from carryon_common.core.config import config_path
 from carryon_common.core.errors import CarryOnError
 from carryon_common.core.status import implemented, planned
 from carryon_common.node import CarryOnNode, run_node
 from carryon_interfaces.action import Recover
-from carryon_interfaces.msg import ActionChunk, SegmentationLabels, ShieldEvent
+from carryon_interfaces.msg import ActionChunk, ShieldEvent
+from carryon_judge.convert import CAMERA_STREAM_TYPES
 from carryon_recovery import convert
 from carryon_recovery.core.base_skill import run_base_skill
 from carryon_recovery.core.config import RecoveryConfig
@@ -52,8 +54,6 @@ CAPABILITIES = (
     implemented("recovery.library", "versioned skills/recovery/<skill>/vN.yaml with lineage"),
     implemented("recovery.reflection", "offline reflection producing new skill versions (carryon reflect)"),
 )
-_TYPES = {"depth": Image, "segmentation": Image, "labels": SegmentationLabels, "camera_info": CameraInfo,
-          "pose": PoseStamped}  # fmt: skip
 
 
 class RecoveryNode(CarryOnNode):
@@ -78,9 +78,7 @@ class RecoveryNode(CarryOnNode):
 
     def _skills_root(self) -> Path:
         cfg: RecoveryConfig = self.config
-        if cfg.skills_dir:
-            return Path(cfg.skills_dir)
-        return Path(os.environ.get("CARRYON_CONFIG_DIR", "config")) / "skills" / "recovery"
+        return config_path(cfg.skills_dir, "skills", "recovery")
 
     def _watch_cameras(self) -> list[Any]:
         """Camera subscriptions for one recovery (images are decoded only while one runs)."""
@@ -88,9 +86,10 @@ class RecoveryNode(CarryOnNode):
         subs = []
         for camera in cfg.cameras:
             for stream in STREAMS:
-                qos = qos_profile_sensor_data if _TYPES[stream] is Image else 10
+                qos = qos_profile_sensor_data if CAMERA_STREAM_TYPES[stream] is Image else 10
                 topic = names.camera_topic(camera, stream)
-                subs.append(self.create_subscription(_TYPES[stream], topic, self.latest.keeper(camera, stream), qos))
+                kind = CAMERA_STREAM_TYPES[stream]
+                subs.append(self.create_subscription(kind, topic, self.latest.keeper(camera, stream), qos))
         return subs
 
     def now_s(self) -> float:

@@ -15,12 +15,17 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from carryon_common.core.config import NodeConfig, format_validation_error, load_node_config, read_yaml
+from carryon_common.core.config import (
+    CONFIG_DIR_ENV,
+    NodeConfig,
+    format_validation_error,
+    load_node_config,
+    read_yaml,
+)
 from carryon_common.core.errors import ConfigError, UnknownNameError
 from carryon_common.core.registry import unknown_name_message
 
 GRAPH_FILE = "graph.yaml"
-CONFIG_DIR_ENV = "CARRYON_CONFIG_DIR"
 PROFILE_ENV = "CARRYON_PROFILE"
 
 

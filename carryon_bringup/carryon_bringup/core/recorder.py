@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import Field
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
+from carryon_common.core import names
 from carryon_common.core.config import NodeConfig
 
 DEFAULT_TOPICS = [
@@ -47,7 +48,7 @@ class RecorderConfig(NodeConfig):
 
 def qualified(namespace: str, topic: str) -> str:
     """`/namespace/topic` for a relative name; absolute names unchanged."""
-    return topic if topic.startswith("/") else f"/{namespace.strip('/')}/{topic}".replace("//", "/")
+    return topic if topic.startswith("/") else names.qualify(namespace, topic)
 
 
 def interface_msg_files(share_dirs: list[Path]) -> dict[str, str]:

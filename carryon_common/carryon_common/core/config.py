@@ -15,6 +15,7 @@ Parameter files use the standard ROS 2 layout::
 
 from __future__ import annotations
 
+import os
 import types
 import typing
 from collections.abc import Iterable, Mapping, Sequence
@@ -132,6 +133,17 @@ def _selectors(node_name: str, namespace: str) -> tuple[str, ...]:
     ns = namespace.strip("/")
     full = f"/{ns}/{node_name}" if ns else f"/{node_name}"
     return ("/**", node_name, full, f"/**/{node_name}", full.lstrip("/"))
+
+
+CONFIG_DIR_ENV = "CARRYON_CONFIG_DIR"
+
+
+def config_path(configured: str, *default: str) -> Path:
+    """`configured` when given, else `<$CARRYON_CONFIG_DIR or ./config>/<default...>` (where
+    `carryon up` points every node)."""
+    if configured:
+        return Path(configured)
+    return Path(os.environ.get(CONFIG_DIR_ENV, "config"), *default)
 
 
 def read_yaml(path: Path) -> Any:

@@ -7,9 +7,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from carryon_common.core.config import NodeConfig
-
-CONFIG_DIR_ENV = "CARRYON_CONFIG_DIR"
+from carryon_common.core.config import CONFIG_DIR_ENV, NodeConfig
 
 
 class MemoryConfig(NodeConfig):

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from carryon_common.core.config import read_yaml
+from carryon_common.core.config import config_path, read_yaml
 from carryon_common.core.errors import ConfigError
 from carryon_planner.core.validator import PlanningFacts
 from carryon_policy.core.skills import SkillLibrary
@@ -26,9 +25,7 @@ def objects_in_contents(items: Iterable[str]) -> set[str]:
 
 def preferences_path(configured: str = "") -> Path:
     """`configured`, else `<$CARRYON_CONFIG_DIR or ./config>/planner/preferences.yaml`."""
-    if configured:
-        return Path(configured)
-    return Path(os.environ.get("CARRYON_CONFIG_DIR", "config")) / "planner" / "preferences.yaml"
+    return config_path(configured, "planner", "preferences.yaml")
 
 
 def load_preference_rules(path: Path) -> dict[str, tuple[str, ...]]:

@@ -6,13 +6,12 @@ Each entry may carry a `script`, read only by the simulation stand-in policy.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from carryon_common.core.config import format_validation_error, read_yaml
+from carryon_common.core.config import config_path, format_validation_error, read_yaml
 from carryon_common.core.errors import ConfigError
 
 
@@ -67,9 +66,7 @@ class SkillLibrary(_Strict):
 
 def skills_path(configured: str = "") -> Path:
     """The library file: `configured`, else `<$CARRYON_CONFIG_DIR or ./config>/skills/library.yaml`."""
-    if configured:
-        return Path(configured)
-    return Path(os.environ.get("CARRYON_CONFIG_DIR", "config")) / "skills" / "library.yaml"
+    return config_path(configured, "skills", "library.yaml")
 
 
 def load_skill_library(path: Path) -> SkillLibrary:

@@ -10,7 +10,6 @@ robot base at the origin facing +x. An object is placed by exactly one of
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from carryon_common.core.config import format_validation_error, one_of, read_yaml
+from carryon_common.core.config import config_path, format_validation_error, one_of, read_yaml
 from carryon_common.core.errors import ConfigError, UnknownNameError
 from carryon_common.core.registry import unknown_name_message
 from carryon_sim.core.objects import OBJECT_TYPES, ObjectType
@@ -157,9 +156,7 @@ def load_scene(path: Path) -> Scene:
 
 def scenes_dir(configured: str = "") -> Path:
     """The scene folder: `configured`, else `<$CARRYON_CONFIG_DIR or ./config>/scenes`."""
-    if configured:
-        return Path(configured)
-    return Path(os.environ.get("CARRYON_CONFIG_DIR", "config")) / "scenes"
+    return config_path(configured, "scenes")
 
 
 def scene_path(scenes_dir: Path, name: str) -> Path:
