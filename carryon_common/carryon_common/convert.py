@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 from builtin_interfaces.msg import Time as TimeMsg
-from geometry_msgs.msg import Vector3
+from geometry_msgs.msg import Point, PoseStamped, Quaternion, Vector3
+from sensor_msgs.msg import Image, JointState
 
 from carryon_common.core.chunk import Chunk, ChunkSource, Convention, InvalidChunk
 from carryon_common.core.status import Capability, NodeHealth, NodeState
 from carryon_interfaces.msg import ActionChunk, ActionStep, NodeStatus
 from carryon_interfaces.msg import Capability as CapabilityMsg
+
+WORLD_FRAME = "world"
 
 
 def health_to_msg(health: NodeHealth, stamp: TimeMsg) -> NodeStatus:
@@ -95,3 +101,58 @@ def chunk_to_msg(chunk: Chunk, stamp: TimeMsg) -> ActionChunk:
         for p, r, g in zip(chunk.positions, chunk.rotations, chunk.gripper, strict=True)
     ]
     return msg
+
+
+def matrix_to_quaternion(rotation: npt.NDArray[np.float64]) -> Quaternion:
+    """3x3 rotation matrix -> geometry_msgs/Quaternion (Shepperd's method)."""
+    m = rotation
+    trace = m[0, 0] + m[1, 1] + m[2, 2]
+    if trace > 0:
+        s = 2.0 * np.sqrt(trace + 1.0)
+        w, x, y, z = 0.25 * s, (m[2, 1] - m[1, 2]) / s, (m[0, 2] - m[2, 0]) / s, (m[1, 0] - m[0, 1]) / s
+    elif m[0, 0] > m[1, 1] and m[0, 0] > m[2, 2]:
+        s = 2.0 * np.sqrt(1.0 + m[0, 0] - m[1, 1] - m[2, 2])
+        w, x, y, z = (m[2, 1] - m[1, 2]) / s, 0.25 * s, (m[0, 1] + m[1, 0]) / s, (m[0, 2] + m[2, 0]) / s
+    elif m[1, 1] > m[2, 2]:
+        s = 2.0 * np.sqrt(1.0 + m[1, 1] - m[0, 0] - m[2, 2])
+        w, x, y, z = (m[0, 2] - m[2, 0]) / s, (m[0, 1] + m[1, 0]) / s, 0.25 * s, (m[1, 2] + m[2, 1]) / s
+    else:
+        s = 2.0 * np.sqrt(1.0 + m[2, 2] - m[0, 0] - m[1, 1])
+        w, x, y, z = (m[1, 0] - m[0, 1]) / s, (m[0, 2] + m[2, 0]) / s, (m[1, 2] + m[2, 1]) / s, 0.25 * s
+    return Quaternion(w=float(w), x=float(x), y=float(y), z=float(z))
+
+
+def pose_msg(
+    position: npt.NDArray[np.float64], rotation: npt.NDArray[np.float64], stamp: TimeMsg, frame_id: str = WORLD_FRAME
+) -> PoseStamped:
+    msg = PoseStamped()
+    msg.header.stamp = stamp
+    msg.header.frame_id = frame_id
+    msg.pose.position = Point(x=float(position[0]), y=float(position[1]), z=float(position[2]))
+    msg.pose.orientation = matrix_to_quaternion(rotation)
+    return msg
+
+
+def joint_state_msg(names: list[str], positions: npt.NDArray[np.float64], stamp: TimeMsg) -> JointState:
+    msg = JointState(name=names, position=[float(p) for p in positions])
+    msg.header.stamp = stamp
+    return msg
+
+
+IMAGE_DTYPES = {"32FC1": np.float32, "32SC1": np.int32, "16UC1": np.uint16, "8UC1": np.uint8, "16SC1": np.int16}
+
+
+def image_array(msg: Image) -> npt.NDArray[Any]:
+    """rgb8 / bgr8 -> (H, W, 3) RGB uint8; 32FC1 / 32SC1 / 16UC1 / ... -> (H, W).
+    Raises ValueError for other encodings or a size that does not match."""
+    if msg.encoding in ("rgb8", "bgr8"):
+        rows = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)
+        rgb = rows[:, : msg.width * 3].reshape(msg.height, msg.width, 3)
+        return np.ascontiguousarray(rgb[:, :, ::-1] if msg.encoding == "bgr8" else rgb)
+    dtype = IMAGE_DTYPES.get(msg.encoding)
+    if dtype is None:
+        raise ValueError(f"image encoding {msg.encoding!r} is not supported (rgb8, bgr8, {', '.join(IMAGE_DTYPES)})")
+    item = np.dtype(dtype).newbyteorder(">" if msg.is_bigendian else "<")
+    rows = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)
+    array = rows[:, : msg.width * item.itemsize].copy().view(item).reshape(msg.height, msg.width)
+    return array.astype(dtype)

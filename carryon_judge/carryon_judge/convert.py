@@ -11,6 +11,7 @@ from builtin_interfaces.msg import Time as TimeMsg
 from geometry_msgs.msg import PoseStamped
 from sensor_msgs.msg import CameraInfo, Image
 
+from carryon_common import convert as common_convert
 from carryon_interfaces.msg import SegmentationLabels, SimTruth, Subtask, Verdict
 from carryon_judge.core.types import CameraView, JudgeVerdict, SubtaskSpec, TruthObject, VerdictStatus
 
@@ -52,25 +53,6 @@ def subtask_from_msg(msg: Subtask) -> SubtaskSpec:
         id=msg.id, kind=msg.kind, objective=msg.objective, instruction=msg.instruction, target=msg.target,
         source=msg.source, destination=msg.destination,
     )  # fmt: skip
-
-
-_DTYPES = {"32FC1": np.float32, "32SC1": np.int32, "16UC1": np.uint16, "8UC1": np.uint8, "16SC1": np.int16}
-
-
-def image_array(msg: Image) -> npt.NDArray[Any]:
-    """rgb8 / bgr8 -> (H, W, 3) RGB uint8; 32FC1 / 32SC1 / 16UC1 / ... -> (H, W).
-    Raises ValueError for other encodings or a size that does not match."""
-    if msg.encoding in ("rgb8", "bgr8"):
-        rows = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)
-        rgb = rows[:, : msg.width * 3].reshape(msg.height, msg.width, 3)
-        return np.ascontiguousarray(rgb[:, :, ::-1] if msg.encoding == "bgr8" else rgb)
-    dtype = _DTYPES.get(msg.encoding)
-    if dtype is None:
-        raise ValueError(f"image encoding {msg.encoding!r} is not supported (rgb8, bgr8, {', '.join(_DTYPES)})")
-    item = np.dtype(dtype).newbyteorder(">" if msg.is_bigendian else "<")
-    rows = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)
-    array = rows[:, : msg.width * item.itemsize].copy().view(item).reshape(msg.height, msg.width)
-    return array.astype(dtype)
 
 
 def pose_matrix(msg: PoseStamped) -> npt.NDArray[np.float64]:
@@ -123,7 +105,7 @@ def camera_view(camera: str, msgs: Mapping[str, Any]) -> CameraView:
     labels, camera_info, pose) as a CameraView; raises ValueError for a malformed image."""
 
     def array(stream: str) -> Any:
-        return None if msgs.get(stream) is None else image_array(msgs[stream])
+        return None if msgs.get(stream) is None else common_convert.image_array(msgs[stream])
 
     stamps = [stamp_s(m.header.stamp) for m in msgs.values() if m is not None and hasattr(m, "header")]
     seg = array("segmentation")

@@ -103,6 +103,7 @@ def _sensor_peer(ros, shield):  # type: ignore[no-untyped-def]
     from std_msgs.msg import Float64
     from test_shield_grounding import overhead_frame
 
+    from carryon_common import convert as common_convert
     from carryon_interfaces.msg import SegmentationLabels
     from carryon_sim import convert as sim_convert
     from carryon_sim.core.cameras import CameraFrame
@@ -125,7 +126,7 @@ def _sensor_peer(ros, shield):  # type: ignore[no-untyped-def]
                              frame.segmentation, frame.labels, frame.K, frame.world_from_camera, 0.0)  # fmt: skip
         msgs = sim_convert.camera_msgs(camera, "scene_camera_optical", stamp)
         width_pub.publish(Float64(data=0.08))
-        pose_pub.publish(sim_convert.pose_msg(np.array([0.5, 0.0, 0.6]), down, stamp))
+        pose_pub.publish(common_convert.pose_msg(np.array([0.5, 0.0, 0.6]), down, stamp))
         for index in (5, 4, 3, 0, 2, 1):  # depth last: it completes a frame
             pubs[index].publish(msgs[index])
 

@@ -6,13 +6,14 @@ import numpy as np
 import numpy.typing as npt
 from builtin_interfaces.msg import Time as TimeMsg
 from geometry_msgs.msg import Point, Pose, PoseStamped, Quaternion
-from sensor_msgs.msg import CameraInfo, Image, JointState
+from sensor_msgs.msg import CameraInfo, Image
 
+from carryon_common.convert import WORLD_FRAME, pose_msg
 from carryon_interfaces.msg import ObjectState, SegmentationLabels
 from carryon_sim.core.cameras import CameraFrame
 from carryon_sim.core.types import ObjectTruth
 
-WORLD_FRAME = "world"
+__all__ = ["WORLD_FRAME", "camera_msgs", "object_from_msg", "object_to_msg"]
 
 
 def object_to_msg(obj: ObjectTruth) -> ObjectState:
@@ -41,40 +42,6 @@ def object_from_msg(msg: ObjectState) -> ObjectTruth:
         inside=msg.inside,
         covered_by=msg.covered_by,
     )
-
-
-def matrix_to_quaternion(rotation: npt.NDArray[np.float64]) -> Quaternion:
-    """3x3 rotation matrix -> geometry_msgs/Quaternion (Shepperd's method)."""
-    m = rotation
-    trace = m[0, 0] + m[1, 1] + m[2, 2]
-    if trace > 0:
-        s = 2.0 * np.sqrt(trace + 1.0)
-        w, x, y, z = 0.25 * s, (m[2, 1] - m[1, 2]) / s, (m[0, 2] - m[2, 0]) / s, (m[1, 0] - m[0, 1]) / s
-    elif m[0, 0] > m[1, 1] and m[0, 0] > m[2, 2]:
-        s = 2.0 * np.sqrt(1.0 + m[0, 0] - m[1, 1] - m[2, 2])
-        w, x, y, z = (m[2, 1] - m[1, 2]) / s, 0.25 * s, (m[0, 1] + m[1, 0]) / s, (m[0, 2] + m[2, 0]) / s
-    elif m[1, 1] > m[2, 2]:
-        s = 2.0 * np.sqrt(1.0 + m[1, 1] - m[0, 0] - m[2, 2])
-        w, x, y, z = (m[0, 2] - m[2, 0]) / s, (m[0, 1] + m[1, 0]) / s, 0.25 * s, (m[1, 2] + m[2, 1]) / s
-    else:
-        s = 2.0 * np.sqrt(1.0 + m[2, 2] - m[0, 0] - m[1, 1])
-        w, x, y, z = (m[1, 0] - m[0, 1]) / s, (m[0, 2] + m[2, 0]) / s, (m[1, 2] + m[2, 1]) / s, 0.25 * s
-    return Quaternion(w=float(w), x=float(x), y=float(y), z=float(z))
-
-
-def pose_msg(position: npt.NDArray[np.float64], rotation: npt.NDArray[np.float64], stamp: TimeMsg) -> PoseStamped:
-    msg = PoseStamped()
-    msg.header.stamp = stamp
-    msg.header.frame_id = WORLD_FRAME
-    msg.pose.position = Point(x=float(position[0]), y=float(position[1]), z=float(position[2]))
-    msg.pose.orientation = matrix_to_quaternion(rotation)
-    return msg
-
-
-def joint_state_msg(names: list[str], positions: npt.NDArray[np.float64], stamp: TimeMsg) -> JointState:
-    msg = JointState(name=names, position=[float(p) for p in positions])
-    msg.header.stamp = stamp
-    return msg
 
 
 def _image(array: npt.NDArray[np.generic], encoding: str, frame_id: str, stamp: TimeMsg) -> Image:

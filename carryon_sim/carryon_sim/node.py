@@ -156,8 +156,8 @@ class SimNode(CarryOnNode):
         stamp = self.get_clock().now().to_msg()
         q = self.world.data.qpos
         joints = [*self.world.robot.arm_qpos, *self.world.robot.finger_qpos]
-        self.joint_pub.publish(convert.joint_state_msg([*ARM_JOINTS, *FINGER_JOINTS], q[joints], stamp))
-        self.pose_pub.publish(convert.pose_msg(*self.world.ee_pose(), stamp))
+        self.joint_pub.publish(common_convert.joint_state_msg([*ARM_JOINTS, *FINGER_JOINTS], q[joints], stamp))
+        self.pose_pub.publish(common_convert.pose_msg(*self.world.ee_pose(), stamp))
         self.width_pub.publish(Float64(data=self.world.gripper_width()))
 
     def _publish_cameras(self, rig: CameraRig) -> None:

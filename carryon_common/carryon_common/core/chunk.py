@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+from scipy.spatial.transform import Rotation
 
 
 class Convention(enum.IntEnum):
@@ -73,3 +74,32 @@ class Chunk:
             raise InvalidChunk("gripper commands must lie in [0, 1]")
         if not self.frame_id:
             raise InvalidChunk("frame_id is empty")
+
+
+@dataclass(frozen=True)
+class ToolTarget:
+    """One step of a chunk as an absolute tool target: position (3,) metres and rotation
+    (3, 3) in the chunk's frame, gripper command in [0, 1] (0 = open)."""
+
+    chunk_id: int
+    step: int
+    position: npt.NDArray[np.float64]
+    rotation: npt.NDArray[np.float64]
+    gripper: float
+
+
+def tool_targets(
+    chunk: Chunk, start_position: npt.NDArray[np.float64], start_rotation: npt.NDArray[np.float64]
+) -> list[ToolTarget]:
+    """Every step of `chunk` as an absolute target. DELTA steps add to the previous
+    target, starting from `start_*` (the last commanded target); ABSOLUTE steps stand alone."""
+    rotations = Rotation.from_rotvec(chunk.rotations).as_matrix()
+    pos, rot = np.asarray(start_position, dtype=np.float64), np.asarray(start_rotation, dtype=np.float64)
+    targets = []
+    for i in range(len(chunk)):
+        if chunk.convention == Convention.DELTA:
+            pos, rot = pos + chunk.positions[i], rotations[i] @ rot
+        else:
+            pos, rot = chunk.positions[i].astype(np.float64), rotations[i]
+        targets.append(ToolTarget(chunk.chunk_id, i, pos.copy(), rot.copy(), float(chunk.gripper[i])))
+    return targets

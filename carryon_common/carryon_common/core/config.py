@@ -30,6 +30,7 @@ from carryon_common.core.errors import ConfigError
 from carryon_common.core.registry import unknown_name_message
 
 C = TypeVar("C", bound="NodeConfig")
+M = TypeVar("M", bound=BaseModel)
 
 # Parameters every ROS node has; params files may set them, config classes never declare them.
 ROS_BUILTIN_PARAMETERS = frozenset({"use_sim_time"})
@@ -159,6 +160,15 @@ def read_yaml(path: Path) -> Any:
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+
+
+def load_yaml_model(model_cls: type[M], path: Path) -> M:
+    """A YAML file validated into `model_cls`; ConfigError names the file, the key and the reason."""
+    data = read_yaml(path)
+    try:
+        return model_cls.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, {}, str(path))) from None
 
 
 def read_params_file(path: Path, node_name: str, namespace: str) -> dict[str, Any]:

@@ -22,6 +22,7 @@ SHIELD_NODE = "shield_node"
 JUDGE_NODE = "judge_node"
 RECOVERY_NODE = "recovery_node"
 SIM_NODE = "sim_node"
+ARM_ADAPTER_NODE = "arm_adapter_node"
 RECORDER_NODE = "recorder_node"
 
 # Every node: readiness / health check (carryon_interfaces/srv/GetStatus).

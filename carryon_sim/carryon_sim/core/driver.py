@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from carryon_common.core.chunk import Chunk, Convention, InvalidChunk
+from carryon_common.core.chunk import Chunk, InvalidChunk, tool_targets
 from carryon_sim.core.ik import ArmIk
 from carryon_sim.core.world import World
 
@@ -38,16 +38,6 @@ class Rejection:
     chunk_id: int
     step: int
     reason: str
-
-
-def _rotvec_to_matrix(rotvec: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    angle = float(np.linalg.norm(rotvec))
-    if angle < 1e-12:
-        return np.eye(3)
-    k = rotvec / angle
-    kx = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]], dtype=np.float64)
-    rotation: npt.NDArray[np.float64] = np.eye(3) + np.sin(angle) * kx + (1 - np.cos(angle)) * (kx @ kx)
-    return rotation  # Rodrigues' formula
 
 
 class Driver:
@@ -80,15 +70,9 @@ class Driver:
             raise InvalidChunk(f"frame {chunk.frame_id!r} is not supported (expected {WORLD_FRAME!r})")
         if self.estop:
             raise InvalidChunk("emergency stop engaged")
-        pos, rot = self._target_pos.copy(), self._target_rot.copy()
         self._queue.clear()
-        for i in range(len(chunk)):
-            if chunk.convention == Convention.DELTA:
-                pos = pos + chunk.positions[i]
-                rot = _rotvec_to_matrix(chunk.rotations[i]) @ rot
-            else:
-                pos, rot = chunk.positions[i].copy(), _rotvec_to_matrix(chunk.rotations[i])
-            self._queue.append((chunk.chunk_id, i, pos, rot, float(chunk.gripper[i])))
+        for t in tool_targets(chunk, self._target_pos, self._target_rot):
+            self._queue.append((t.chunk_id, t.step, t.position, t.rotation, t.gripper))
         self._last_step_s = now_s
         self.state = DriverState.EXECUTING
 

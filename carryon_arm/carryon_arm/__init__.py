@@ -1,0 +1,1 @@
+"""CarryOn on a real arm: the arm adapter between the shield and your controllers."""

@@ -1,0 +1,1 @@
+"""Arm adapter logic without ROS: kinematics, chunk execution, camera bridging."""

@@ -1,0 +1,94 @@
+"""Configuration of arm_adapter_node (defaults: the simulator's Franka Panda behind ros2_control)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, model_validator
+
+from carryon_common.core.config import NodeConfig, one_of
+
+INTERFACES = ("joint_trajectory", "pose_target")
+
+
+class ArmAdapterConfig(NodeConfig):
+    interface: Annotated[str, one_of("arm interface", INTERFACES)] = Field(
+        "joint_trajectory",
+        description="How released steps reach your controller: 'joint_trajectory' (IK here, one "
+        "trajectory_msgs/JointTrajectory point per step, e.g. ros2_control's joint_trajectory_controller) or "
+        "'pose_target' (geometry_msgs/PoseStamped tool targets in command_frame_id, e.g. a Cartesian "
+        "impedance / motion controller).",
+    )
+    command_topic: str = Field(
+        "/joint_trajectory_controller/joint_trajectory",
+        description="Topic of your controller that receives the commands (absolute name).",
+    )
+    command_frame_id: str = Field(
+        "panda_link0", description="Frame of pose targets (the URDF's base link); pose_target only."
+    )
+    joint_states_topic: str = Field(
+        "/joint_states", description="Your driver's sensor_msgs/JointState topic (absolute name)."
+    )
+    gripper_command_topic: str = Field(
+        "", description="std_msgs/Float64 target finger width topic, metres ('' = the gripper is not commanded)."
+    )
+    robot_file: str = Field(
+        "",
+        description="The arm's kinematic description (URDF, joints, tool centre point, base pose), absolute or "
+        "relative to the config folder ('' = robot/panda.yaml).",
+    )
+    control_rate_hz: float = Field(20.0, gt=0.0, le=1000.0, description="Rate at which chunk steps are sent, Hz.")
+    watchdog_s: float = Field(
+        0.25, gt=0.0, description="Hold the arm when no released command arrived for this long, seconds."
+    )
+    state_timeout_s: float = Field(
+        0.5, gt=0.0, description="Joint states older than this are stale: the arm holds and chunks are refused, s."
+    )
+    max_ik_error_m: float = Field(0.01, gt=0.0, description="A step whose IK misses by more is refused, metres.")
+    max_joint_step_rad: float = Field(
+        0.5, gt=0.0, description="A step whose joint targets jump further from the measured joints is refused, rad."
+    )
+    workspace_min: list[float] = Field(
+        default_factory=lambda: [0.15, -0.6, 0.425], description="Lower corner of the allowed TCP box in 'world', m."
+    )
+    workspace_max: list[float] = Field(
+        default_factory=lambda: [0.95, 0.6, 1.2], description="Upper corner of the allowed TCP box in 'world', m."
+    )
+    cameras_file: str = Field(
+        "",
+        description="YAML mapping your camera drivers' topics and frames to CarryOn's camera/<name>/... topics, "
+        "absolute or relative to the config folder ('' = your drivers publish those topics themselves; "
+        "example: arm/cameras.yaml).",
+    )
+
+    @model_validator(mode="after")
+    def _check_vectors(self) -> ArmAdapterConfig:
+        for name in ("workspace_min", "workspace_max"):
+            if len(getattr(self, name)) != 3:
+                raise ValueError(f"{name} needs 3 numbers, got {getattr(self, name)}")
+        if any(lo >= hi for lo, hi in zip(self.workspace_min, self.workspace_max, strict=True)):
+            raise ValueError(f"workspace_min {self.workspace_min} must lie below workspace_max {self.workspace_max}")
+        return self
+
+
+class FakeControllerConfig(NodeConfig):
+    """A stand-in for your arm's controllers (tests and dry runs without a robot): it follows
+    the commands arm_adapter_node sends and publishes joint states like ros2_control's
+    joint_state_broadcaster. Not a physics simulation: joints move at a capped speed."""
+
+    interface: Annotated[str, one_of("arm interface", INTERFACES)] = Field(
+        "joint_trajectory", description="Which command the controller accepts (as arm_adapter_node.interface)."
+    )
+    command_topic: str = Field(
+        "/joint_trajectory_controller/joint_trajectory", description="Topic the commands arrive on."
+    )
+    joint_states_topic: str = Field("/joint_states", description="Where joint states are published.")
+    gripper_command_topic: str = Field("", description="std_msgs/Float64 finger width topic ('' = fingers fixed).")
+    rate_hz: float = Field(100.0, gt=0.0, le=1000.0, description="Joint state rate, Hz.")
+    max_velocity_rad_s: float = Field(1.5, gt=0.0, description="Joint speed cap, rad/s.")
+    initial_q: list[float] = Field(
+        default_factory=lambda: [0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785],
+        description="Arm joints at start, radians (the simulator's home pose).",
+    )
+    initial_width_m: float = Field(0.08, ge=0.0, description="Finger width at start, metres.")
+    robot_file: str = Field("", description="The arm's description, as arm_adapter_node.robot_file.")

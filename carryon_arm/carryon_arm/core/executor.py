@@ -1,0 +1,179 @@
+"""Executes released chunks on a real arm, step by step, the way sim_node does in simulation.
+
+Every control period `tick` takes the next step of the current chunk as an absolute tool
+target (delta steps add to the last commanded target), checks it (workspace box, IK error,
+joint jump from the measured joints) and returns the command for the controller. The arm
+holds — the command becomes the measured joints / tool pose — when a step fails a check,
+when no step arrived for `watchdog_s`, when the joint states go stale, and on e-stop; a
+new chunk replaces what is left of the previous one. Times are seconds on one clock.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from carryon_arm.core.config import ArmAdapterConfig
+from carryon_arm.core.kinematics import ArmKinematics
+from carryon_common.core.chunk import Chunk, InvalidChunk, ToolTarget, tool_targets
+
+FloatArray = npt.NDArray[np.float64]
+WORLD_FRAME = "world"
+
+
+class Mode(enum.StrEnum):
+    IDLE = "idle"  # nothing to execute, the controller keeps its last target
+    EXECUTING = "executing"
+    HOLDING = "holding"  # stopped by the watchdog, a refused step, stale state or the e-stop
+
+
+@dataclass(frozen=True)
+class RobotState:
+    """Measured joints (in the configured order), gripper width (m, NaN = unknown), stamp (s)."""
+
+    q: FloatArray
+    gripper_width_m: float
+    stamp_s: float
+
+
+@dataclass(frozen=True)
+class Command:
+    """What to send: joint targets and/or the tool pose in `world`; gripper width (m) or None."""
+
+    hold: bool
+    q: FloatArray
+    position: FloatArray
+    rotation: FloatArray
+    gripper_width_m: float | None
+    duration_s: float  # time to reach the target
+
+
+@dataclass(frozen=True)
+class Rejection:
+    chunk_id: int
+    step: int
+    reason: str
+
+
+class ChunkExecutor:
+    def __init__(self, kinematics: ArmKinematics, config: ArmAdapterConfig, *, open_width_m: float = 0.08) -> None:
+        self.kinematics = kinematics
+        self.open_width_m = open_width_m
+        self.config = config
+        self.mode = Mode.IDLE
+        self.estop = False
+        self.state: RobotState | None = None
+        self.rejections: list[Rejection] = []
+        self.steps_sent = 0
+        self._queue: collections.deque[ToolTarget] = collections.deque()
+        self._dt = 1.0 / config.control_rate_hz
+        self._last_step_s = 0.0
+        self._target: tuple[FloatArray, FloatArray] | None = None  # last commanded tool pose
+        self._q_command: FloatArray | None = None  # last commanded joints (IK seed)
+        self._lo = np.asarray(config.workspace_min)
+        self._hi = np.asarray(config.workspace_max)
+
+    # -- inputs ---------------------------------------------------------------------------
+    def update_state(self, state: RobotState) -> None:
+        self.state = state
+
+    def stale_reason(self, now_s: float) -> str | None:
+        if self.state is None:
+            return f"no joint states yet on {self.config.joint_states_topic}"
+        age = now_s - self.state.stamp_s
+        if age > self.config.state_timeout_s:
+            return f"joint states are stale ({age:.2f} s old, limit {self.config.state_timeout_s} s)"
+        return None
+
+    def submit(self, chunk: Chunk, now_s: float) -> None:
+        """Queue a released chunk, replacing the rest of the previous one; InvalidChunk says why not."""
+        chunk.validate()
+        if chunk.frame_id != WORLD_FRAME:
+            raise InvalidChunk(f"frame {chunk.frame_id!r} is not supported (expected {WORLD_FRAME!r})")
+        if self.estop:
+            raise InvalidChunk("emergency stop engaged")
+        stale = self.stale_reason(now_s)
+        if stale is not None:
+            raise InvalidChunk(stale)
+        if self._target is None or self.mode != Mode.EXECUTING:
+            self._target = self.measured_pose()
+            self._q_command = None
+        self._queue = collections.deque(tool_targets(chunk, *self._target))
+        self._dt = chunk.dt
+        self._last_step_s = now_s
+        self.mode = Mode.EXECUTING
+
+    def set_estop(self, active: bool) -> Command | None:
+        """Engage / release the e-stop; engaging returns the hold command."""
+        was, self.estop = self.estop, active
+        if active and not was and self.state is not None:
+            return self.hold()
+        return None
+
+    # -- control period -------------------------------------------------------------------
+    def tick(self, now_s: float) -> Command | None:
+        """The command for this period, or None when there is nothing new to send."""
+        if self.mode != Mode.EXECUTING:
+            return None
+        if self.estop:
+            return self.hold()
+        stale = self.stale_reason(now_s)
+        if stale is not None:
+            self.rejections.append(Rejection(-1, -1, f"arm holds: {stale}"))
+            if self.state is None:
+                self._queue.clear()
+                self.mode = Mode.HOLDING
+                return None
+            return self.hold()
+        if not self._queue:
+            if now_s - self._last_step_s > self.config.watchdog_s:
+                return self.hold()  # the command stream stopped: do not drift
+            return None
+        step = self._queue.popleft()
+        if np.any(step.position < self._lo) or np.any(step.position > self._hi):
+            return self._refuse(step, f"target {np.round(step.position, 3).tolist()} m is outside the workspace")
+        command = self._command(step)
+        if isinstance(command, str):
+            return self._refuse(step, command)
+        self._target = (step.position, step.rotation)
+        self._last_step_s = now_s
+        self.steps_sent += 1
+        return command
+
+    def _command(self, step: ToolTarget) -> Command | str:
+        assert self.state is not None
+        width = self.open_width_m * (1.0 - step.gripper)
+        if self.config.interface == "pose_target":
+            q = self.state.q
+        else:
+            seed = self._q_command if self._q_command is not None else self.state.q
+            solution = self.kinematics.inverse(seed, step.position, step.rotation)
+            if solution.position_error_m > self.config.max_ik_error_m:
+                return f"unreachable: IK error {solution.position_error_m * 1000:.1f} mm"
+            jump = float(np.max(np.abs(solution.q - self.state.q)))
+            if jump > self.config.max_joint_step_rad:
+                limit = self.config.max_joint_step_rad
+                return f"joint targets jump {jump:.2f} rad from the measured joints (limit {limit} rad)"
+            q = self._q_command = solution.q
+        return Command(False, q, step.position, step.rotation, width, self._dt)
+
+    def _refuse(self, step: ToolTarget, reason: str) -> Command | None:
+        self.rejections.append(Rejection(step.chunk_id, step.step, reason))
+        return self.hold()
+
+    def measured_pose(self) -> tuple[FloatArray, FloatArray]:
+        assert self.state is not None
+        return self.kinematics.forward(self.state.q)
+
+    def hold(self) -> Command:
+        """Stop where the arm is: the target becomes the measured joints and tool pose."""
+        assert self.state is not None
+        self._queue.clear()
+        self.mode = Mode.HOLDING
+        self._target = self.measured_pose()
+        self._q_command = None
+        return Command(True, self.state.q.copy(), *self._target, None, self._dt)

@@ -1,0 +1,184 @@
+"""Kinematics of a real arm from its URDF, with Pinocchio.
+
+Poses are those of the tool centre point (TCP) in CarryOn's `world` frame: the URDF's
+base sits at `base_xyz` / `base_rpy` in `world`, and the TCP at `tcp_xyz` / `tcp_rpy` in
+the URDF's `tool_frame`. The defaults describe the Franka Panda of the simulator (base on
+the table top at z = 0.42 m; TCP between the fingertips, 96.5 mm beyond `panda_hand`, x
+along the finger opening), so chunks mean the same on the simulated and the real arm.
+Joints the arm does not command (the fingers) are locked at zero.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pinocchio as pin
+from pydantic import BaseModel, ConfigDict, Field
+from scipy.spatial.transform import Rotation
+
+from carryon_common.core.config import config_path, load_yaml_model
+from carryon_common.core.errors import ConfigError
+
+FloatArray = npt.NDArray[np.float64]
+# The Panda URDF shipped in the robosuite wheel (installed for its assets, see requirements/assets.txt).
+PANDA_URDF = "models/assets/bullet_data/panda_description/urdf/panda_arm_hand.urdf"
+
+
+def default_urdf() -> Path:
+    """The Panda URDF from the robosuite wheel's assets."""
+    spec = importlib.util.find_spec("robosuite")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(
+            "no URDF given and the Panda model is not installed: set arm_adapter_node.urdf_file to your "
+            "robot's URDF, or `pip install --no-deps -r requirements/assets.txt`"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / PANDA_URDF
+
+
+def transform(xyz: Sequence[float], rpy: Sequence[float]) -> pin.SE3:
+    """SE3 from a translation (metres) and roll-pitch-yaw (radians, fixed axes x-y-z as in URDF)."""
+    return pin.SE3(Rotation.from_euler("xyz", list(rpy)).as_matrix(), np.asarray(xyz, dtype=np.float64))
+
+
+@dataclass(frozen=True)
+class IkSolution:
+    q: FloatArray  # commanded joints, radians, in `ArmKinematics.joint_names` order
+    position_error_m: float
+    rotation_error_rad: float
+    iterations: int
+
+
+class ArmKinematics:
+    """Forward and inverse kinematics of the commanded joints of an arm."""
+
+    def __init__(
+        self,
+        urdf: Path,
+        joint_names: Sequence[str],
+        *,
+        tool_frame: str,
+        tcp: pin.SE3,
+        base: pin.SE3,
+        damping: float = 1e-4,
+    ) -> None:
+        if not urdf.is_file():
+            raise ConfigError(f"URDF {urdf} does not exist")
+        try:
+            full = pin.buildModelFromUrdf(str(urdf))
+        except (RuntimeError, ValueError) as exc:
+            raise ConfigError(f"cannot read URDF {urdf}: {exc}") from exc
+        known = [full.names[i] for i in range(1, full.njoints)]
+        missing = [name for name in joint_names if name not in known]
+        if missing:
+            raise ConfigError(f"joints {missing} are not in {urdf.name}; its joints: {known}")
+        if not full.existFrame(tool_frame):
+            raise ConfigError(f"tool frame {tool_frame!r} is not in {urdf.name}")
+        locked = [full.getJointId(name) for name in known if name not in joint_names]
+        self.model = pin.buildReducedModel(full, locked, pin.neutral(full)) if locked else full
+        if self.model.nq != len(joint_names):
+            raise ConfigError(f"joints {list(joint_names)} must each have one position variable")
+        self.data = self.model.createData()
+        # reduced models keep the URDF's joint order; map it to the configured order
+        order = [self.model.names[i] for i in range(1, self.model.njoints)]
+        self._to_model = np.array([list(joint_names).index(name) for name in order])
+        self.joint_names = tuple(joint_names)
+        self.lower = self._from_model(self.model.lowerPositionLimit)
+        self.upper = self._from_model(self.model.upperPositionLimit)
+        self.frame = self.model.getFrameId(tool_frame)
+        self.tcp, self.base = tcp, base
+        self.damping = damping
+
+    def _to_model_q(self, q: FloatArray) -> FloatArray:
+        out: FloatArray = np.asarray(q, dtype=np.float64)[self._to_model]
+        return out
+
+    def _from_model(self, q_model: FloatArray) -> FloatArray:
+        q = np.empty(len(self.joint_names))
+        q[self._to_model] = q_model
+        return q
+
+    def _tcp_in_base(self, q_model: FloatArray) -> pin.SE3:
+        pin.framesForwardKinematics(self.model, self.data, q_model)
+        return self.data.oMf[self.frame] * self.tcp
+
+    def forward(self, q: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """TCP position (metres) and rotation matrix in `world` for joints `q`."""
+        pose = self.base * self._tcp_in_base(self._to_model_q(q))
+        return pose.translation.copy(), pose.rotation.copy()
+
+    def to_base(self, position: FloatArray, rotation: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """A `world` pose in the URDF base frame (the frame most controllers take targets in)."""
+        pose = self.base.inverse() * pin.SE3(np.asarray(rotation, dtype=np.float64), np.asarray(position))
+        return pose.translation.copy(), pose.rotation.copy()
+
+    def inverse(
+        self,
+        q_seed: FloatArray,
+        position: FloatArray,
+        rotation: FloatArray,
+        *,
+        max_iterations: int = 50,
+        tolerance_m: float = 1e-4,
+        tolerance_rad: float = 1e-3,
+    ) -> IkSolution:
+        """Joints that put the TCP at the `world` pose, by damped least squares from `q_seed`."""
+        goal = self.base.inverse() * pin.SE3(np.asarray(rotation, dtype=np.float64), np.asarray(position))
+        q = np.clip(self._to_model_q(q_seed), self.model.lowerPositionLimit, self.model.upperPositionLimit)
+        error = np.zeros(6)
+        iterations = 0
+        for iterations in range(1, max_iterations + 1):  # noqa: B007 - the count is reported
+            current = self._tcp_in_base(q)
+            # error in the local TCP frame, as a twist from the current pose to the goal
+            error = pin.log6(current.actInv(goal)).vector
+            if np.linalg.norm(error[:3]) < tolerance_m and np.linalg.norm(error[3:]) < tolerance_rad:
+                break
+            pin.computeJointJacobians(self.model, self.data, q)
+            jacobian = self.tcp.toActionMatrixInverse() @ pin.getFrameJacobian(
+                self.model, self.data, self.frame, pin.ReferenceFrame.LOCAL
+            )
+            jacobian = pin.Jlog6(current.actInv(goal)) @ jacobian
+            step = jacobian.T @ np.linalg.solve(jacobian @ jacobian.T + self.damping * np.eye(6), error)
+            q = np.clip(q + step, self.model.lowerPositionLimit, self.model.upperPositionLimit)
+        current = self._tcp_in_base(q)
+        position_error = float(np.linalg.norm(goal.translation - current.translation))
+        rotation_error = float(np.linalg.norm(pin.log3(current.rotation.T @ goal.rotation)))
+        return IkSolution(self._from_model(q), position_error, rotation_error, iterations)
+
+
+class RobotDescription(BaseModel):
+    """An arm for CarryOn: its URDF, commanded joints, gripper, tool centre point and base pose."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    urdf_file: str = Field("", description="URDF path ('' = the Panda from the robot model assets)")
+    joint_names: list[str] = Field(min_length=1, description="commanded joints, in the controller's order")
+    gripper_joints: list[str] = Field(default_factory=list, description="finger joints adding up to the width")
+    gripper_open_width_m: float = Field(0.08, gt=0.0, description="finger width of an open gripper, metres")
+    tool_frame: str = Field(description="URDF frame the tool centre point is attached to")
+    tcp_xyz: tuple[float, float, float] = Field(description="tool centre point in tool_frame, metres")
+    tcp_rpy: tuple[float, float, float] = Field(description="its orientation, roll-pitch-yaw radians")
+    base_xyz: tuple[float, float, float] = Field(description="the URDF base in 'world', metres")
+    base_rpy: tuple[float, float, float] = Field(description="its orientation, roll-pitch-yaw radians")
+
+    def kinematics(self) -> ArmKinematics:
+        urdf = Path(self.urdf_file) if self.urdf_file else default_urdf()
+        return ArmKinematics(
+            urdf,
+            self.joint_names,
+            tool_frame=self.tool_frame,
+            tcp=transform(self.tcp_xyz, self.tcp_rpy),
+            base=transform(self.base_xyz, self.base_rpy),
+        )
+
+
+def load_robot(robot_file: str) -> RobotDescription:
+    """The robot description file (absolute, or relative to the config folder; '' = robot/panda.yaml)."""
+    path = Path(robot_file) if robot_file else config_path("", "robot", "panda.yaml")
+    if not path.is_absolute() and not path.exists():
+        path = config_path("", robot_file)
+    return load_yaml_model(RobotDescription, path)

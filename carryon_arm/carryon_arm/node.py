@@ -1,0 +1,229 @@
+"""arm_adapter_node: a real arm behind ros2_control (or any controller) as CarryOn's robot driver.
+
+It replaces sim_node in the `robot` profile. It executes only the shielded command topic
+(`shield/chunk`), one step per control period, as either a `trajectory_msgs/JointTrajectory`
+(IK from the URDF with Pinocchio) or a `geometry_msgs/PoseStamped` tool target for your
+controller; holds the arm on the watchdog, on e-stop, on stale joint states and on a
+step it refuses (reason on `driver/rejections`); and publishes what the graph reads:
+`joint_states`, `ee_pose` (forward kinematics of the measured joints), `gripper/width`,
+and — from a cameras file — your camera drivers' images as `camera/<name>/...`.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from geometry_msgs.msg import PoseStamped
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import CameraInfo, Image, JointState
+from std_msgs.msg import Float64, String
+from trajectory_msgs.msg import JointTrajectory
+
+from carryon_arm import convert
+from carryon_arm.core.cameras import CameraSource, depth_in_metres, load_camera_map
+from carryon_arm.core.config import ArmAdapterConfig
+from carryon_arm.core.executor import ChunkExecutor, Command, RobotState
+from carryon_arm.core.kinematics import load_robot
+from carryon_common import convert as common_convert
+from carryon_common.core import names
+from carryon_common.core.chunk import InvalidChunk
+from carryon_common.core.config import config_path
+from carryon_common.core.status import implemented
+from carryon_common.node import CarryOnNode, latched_qos, run_node
+from carryon_interfaces.msg import ActionChunk, EstopState, SegmentationLabels
+
+CAPABILITIES = (
+    implemented("arm.joint_trajectory", "released steps → JointTrajectory via Pinocchio IK from the URDF"),
+    implemented("arm.pose_target", "released steps → PoseStamped tool targets in the controller's base frame"),
+    implemented("arm.safety", "watchdog, e-stop, stale joint states and refused steps hold the arm"),
+    implemented("arm.state", "joint_states, ee_pose (forward kinematics), gripper/width from your driver"),
+    implemented("arm.cameras", "camera topics and frames bridged from a YAML file (depth to 32FC1 metres)"),
+)
+_GRIPPER_DEADBAND_M = 0.0005  # a new width is sent only when it changes by more
+
+
+class ArmAdapterNode(CarryOnNode):
+    def __init__(self, **node_kwargs: Any) -> None:
+        super().__init__(names.ARM_ADAPTER_NODE, ArmAdapterConfig, capabilities=CAPABILITIES, **node_kwargs)
+        cfg: ArmAdapterConfig = self.config
+        self.set_backends({"interface": cfg.interface})
+        self.robot = load_robot(cfg.robot_file)
+        self.kinematics = self.robot.kinematics()
+        self.executor_ = ChunkExecutor(self.kinematics, cfg, open_width_m=self.robot.gripper_open_width_m)
+        self.lock = threading.Lock()
+        self._warned_joints = False
+        self._width = float("nan")  # measured finger width, metres
+        self._last_joint_msg: JointState | None = None
+        self._gripper_sent: float | None = None
+        if cfg.interface == "joint_trajectory":
+            self.command_pub = self.create_publisher(JointTrajectory, cfg.command_topic, 10)
+        else:
+            self.command_pub = self.create_publisher(PoseStamped, cfg.command_topic, 10)
+        self.gripper_pub = (
+            self.create_publisher(Float64, cfg.gripper_command_topic, 10) if cfg.gripper_command_topic else None
+        )
+        self.joint_pub = self.create_publisher(JointState, names.JOINT_STATES, 10)
+        self.pose_pub = self.create_publisher(PoseStamped, names.EE_POSE, 10)
+        self.width_pub = self.create_publisher(Float64, names.GRIPPER_WIDTH, 10)
+        self.reject_pub = self.create_publisher(String, names.DRIVER_REJECTIONS, 10)
+        control = MutuallyExclusiveCallbackGroup()
+        self.create_subscription(ActionChunk, names.SHIELD_CHUNK, self._on_chunk, 10, callback_group=control)
+        self.create_subscription(EstopState, names.ESTOP_STATE, self._on_estop, latched_qos(), callback_group=control)
+        self.create_subscription(
+            JointState, cfg.joint_states_topic, self._on_joint_state, qos_profile_sensor_data, callback_group=control
+        )
+        self.create_timer(1.0 / cfg.control_rate_hz, self._on_tick, callback_group=control)
+        self._tool_pose: tuple[np.ndarray, np.ndarray] | None = None
+        self._bridge_cameras(cfg.cameras_file)
+        self.set_ready()
+
+    # -- arm ------------------------------------------------------------------------------
+    def _now_s(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    def _on_joint_state(self, msg: JointState) -> None:
+        """Arm and fingers may come in one message or in separate ones (arm and gripper drivers)."""
+        fingers = convert.joint_positions(msg, self.robot.gripper_joints) if self.robot.gripper_joints else None
+        if fingers is not None:
+            self._width = float(fingers.sum())
+        q = convert.joint_positions(msg, self.robot.joint_names)
+        if q is None:
+            if fingers is None and not self._warned_joints:
+                topic = self.config.joint_states_topic
+                self._reject(f"joint states on {topic} lack the arm joints {self.robot.joint_names}; ignored")
+                self._warned_joints = True
+            return
+        with self.lock:
+            self.executor_.update_state(RobotState(q, self._width, self._now_s()))
+            self._last_joint_msg = msg
+
+    def _on_chunk(self, msg: ActionChunk) -> None:
+        try:
+            chunk = common_convert.chunk_from_msg(msg)
+            with self.lock:
+                self.executor_.submit(chunk, self._now_s())
+        except InvalidChunk as exc:
+            with self.lock:
+                command = self.executor_.hold() if self.executor_.state is not None else None
+            self._send(command)
+            self._reject(f"chunk {msg.chunk_id}: {exc}")
+
+    def _on_estop(self, msg: EstopState) -> None:
+        with self.lock:
+            command = self.executor_.set_estop(msg.active)
+        self._send(command)
+
+    def _on_tick(self) -> None:
+        with self.lock:
+            rejected = len(self.executor_.rejections)
+            command = self.executor_.tick(self._now_s())
+            new = self.executor_.rejections[rejected:]
+            state, joint_msg = self.executor_.state, self._last_joint_msg
+        self._send(command)
+        for rejection in new:
+            where = f"chunk {rejection.chunk_id} step {rejection.step}: " if rejection.chunk_id >= 0 else ""
+            self._reject(where + rejection.reason)
+        if state is not None and joint_msg is not None:
+            self._publish_state(state, joint_msg)
+
+    def _send(self, command: Command | None) -> None:
+        if command is None:
+            return
+        cfg: ArmAdapterConfig = self.config
+        if cfg.interface == "joint_trajectory":
+            self.command_pub.publish(convert.trajectory_msg(self.robot.joint_names, command))
+        else:
+            position, rotation = self.kinematics.to_base(command.position, command.rotation)
+            self.command_pub.publish(
+                common_convert.pose_msg(position, rotation, self.get_clock().now().to_msg(), cfg.command_frame_id)
+            )
+        width = command.gripper_width_m
+        if self.gripper_pub is None or width is None:
+            return
+        if self._gripper_sent is None or abs(width - self._gripper_sent) > _GRIPPER_DEADBAND_M:
+            self.gripper_pub.publish(Float64(data=float(width)))
+            self._gripper_sent = width
+
+    def _publish_state(self, state: RobotState, joint_msg: JointState) -> None:
+        stamp = self.get_clock().now().to_msg()
+        position, rotation = self.kinematics.forward(state.q)
+        self._tool_pose = (position, rotation)
+        relay = JointState(name=list(joint_msg.name), position=list(joint_msg.position))
+        relay.velocity, relay.effort = list(joint_msg.velocity), list(joint_msg.effort)
+        relay.header.stamp = stamp
+        self.joint_pub.publish(relay)
+        self.pose_pub.publish(common_convert.pose_msg(position, rotation, stamp))
+        if np.isfinite(state.gripper_width_m):
+            self.width_pub.publish(Float64(data=state.gripper_width_m))
+
+    def _reject(self, reason: str) -> None:
+        self.get_logger().warning(f"command refused, arm holds: {reason}")
+        self.reject_pub.publish(String(data=reason))
+
+    # -- cameras --------------------------------------------------------------------------
+    def _bridge_cameras(self, cameras_file: str) -> None:
+        if not cameras_file:
+            return
+        path = Path(cameras_file)
+        if not path.is_absolute():
+            path = config_path("", cameras_file)  # relative to the config folder
+        cameras = load_camera_map(path).cameras
+        group = MutuallyExclusiveCallbackGroup()  # images never delay the control timer
+        for name, source in cameras.items():
+            self._bridge_camera(name, source, group)
+        self.get_logger().info(f"bridging cameras {sorted(cameras)} from {path}")
+
+    def _bridge_camera(self, name: str, source: CameraSource, group: MutuallyExclusiveCallbackGroup) -> None:
+        sensor = qos_profile_sensor_data
+        color_pub = self.create_publisher(Image, names.camera_topic(name, "color"), sensor)
+        depth_pub = self.create_publisher(Image, names.camera_topic(name, "depth"), sensor)
+        info_pub = self.create_publisher(CameraInfo, names.camera_topic(name, "camera_info"), 10)
+        pose_pub = self.create_publisher(PoseStamped, names.camera_topic(name, "pose"), 10)
+
+        def reframe(msg: Any) -> Any:
+            if source.frame_id:
+                msg.header.frame_id = source.frame_id
+            return msg
+
+        def on_color(msg: Image) -> None:
+            msg = convert.rgb_msg(msg)
+            color_pub.publish(reframe(msg))
+            tool = self._tool_pose
+            pose = source.optical_pose(*(tool if tool is not None else (None, None)))
+            if pose is not None:
+                pose_msg = common_convert.pose_msg(pose[:3, 3], pose[:3, :3], msg.header.stamp)
+                pose_pub.publish(pose_msg)
+
+        def on_depth(msg: Image) -> None:
+            try:
+                metres = depth_in_metres(common_convert.image_array(msg), source.depth_scale)
+            except ValueError as exc:
+                self.get_logger().warning(f"camera {name}: depth dropped: {exc}", throttle_duration_sec=5.0)
+                return
+            depth_pub.publish(reframe(convert.depth_msg(msg.header, metres)))
+
+        self.create_subscription(Image, source.color, on_color, sensor, callback_group=group)
+        self.create_subscription(Image, source.depth, on_depth, sensor, callback_group=group)
+        self.create_subscription(
+            CameraInfo, source.camera_info, lambda msg: info_pub.publish(reframe(msg)), 10, callback_group=group
+        )
+        if source.segmentation:
+            seg_pub = self.create_publisher(Image, names.camera_topic(name, "segmentation"), sensor)
+            self.create_subscription(
+                Image, source.segmentation, lambda msg: seg_pub.publish(reframe(msg)), sensor, callback_group=group
+            )
+        if source.labels:
+            labels_pub = self.create_publisher(SegmentationLabels, names.camera_topic(name, "labels"), 10)
+            self.create_subscription(SegmentationLabels, source.labels, labels_pub.publish, 10, callback_group=group)
+
+
+def main() -> int:
+    return run_node(ArmAdapterNode)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,236 @@
+"""arm_adapter_node's logic without ROS: Pinocchio kinematics against the simulator's MuJoCo
+model, the chunk executor's commands and holds, camera files and depth conversion."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+
+from carryon_arm.core.cameras import depth_in_metres, load_camera_map
+from carryon_arm.core.config import ArmAdapterConfig
+from carryon_arm.core.executor import ChunkExecutor, Mode, RobotState
+from carryon_arm.core.kinematics import ArmKinematics, RobotDescription, default_urdf, load_robot, transform
+from carryon_common.core.chunk import Chunk, ChunkSource, Convention, InvalidChunk
+from carryon_common.core.errors import ConfigError
+
+HOME = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785])
+HOME_ROTATION = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])
+
+
+@pytest.fixture(scope="module")
+def panda(config_dir: Path) -> RobotDescription:
+    return load_robot(str(config_dir / "robot" / "panda.yaml"))
+
+
+@pytest.fixture(scope="module")
+def kinematics(panda: RobotDescription) -> ArmKinematics:
+    return panda.kinematics()
+
+
+def chunk(positions: list[list[float]], *, convention: Convention = Convention.ABSOLUTE, frame: str = "world",
+          gripper: float = 0.0, chunk_id: int = 1) -> Chunk:  # fmt: skip
+    n = len(positions)
+    home = Rotation.from_matrix(HOME_ROTATION).as_rotvec()  # gripper down, as at home
+    rotations = np.tile(home, (n, 1)) if convention == Convention.ABSOLUTE else np.zeros((n, 3))
+    return Chunk(chunk_id, "s1", ChunkSource.POLICY, convention, frame, 0.05, 1, 0.0,
+                 np.array(positions, dtype=np.float64), rotations, np.full(n, gripper))  # fmt: skip
+
+
+# -- kinematics ---------------------------------------------------------------------------
+def test_forward_kinematics_agree_with_the_simulated_arm(kinematics: ArmKinematics) -> None:
+    mujoco = pytest.importorskip("mujoco")
+    from carryon_sim.core.scene import load_scene, scene_path, scenes_dir
+    from carryon_sim.core.world import World
+
+    world = World(load_scene(scene_path(scenes_dir(str(Path(__file__).parents[2] / "config" / "scenes")),
+                                        "food_serving")), seed=0)  # fmt: skip
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        q = rng.uniform(kinematics.lower, kinematics.upper) * 0.7
+        world.data.qpos[world.robot.arm_qpos] = q
+        mujoco.mj_kinematics(world.model, world.data)
+        sim_position, sim_rotation = world.ee_pose()
+        position, rotation = kinematics.forward(q)
+        assert np.abs(position - sim_position).max() < 1e-6
+        assert np.linalg.norm(Rotation.from_matrix(rotation.T @ sim_rotation).as_rotvec()) < 2e-3  # < 0.1 degree
+
+
+def test_inverse_kinematics_reaches_targets_near_the_seed(kinematics: ArmKinematics) -> None:
+    start_position, start_rotation = kinematics.forward(HOME)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        goal = start_position + rng.uniform(-0.12, 0.12, 3)
+        turn = Rotation.from_rotvec(rng.uniform(-0.3, 0.3, 3)).as_matrix()
+        solution = kinematics.inverse(HOME, goal, turn @ start_rotation)
+        position, rotation = kinematics.forward(solution.q)
+        assert solution.position_error_m < 1e-3
+        assert np.abs(position - goal).max() < 1e-3
+        assert np.all(solution.q >= kinematics.lower - 1e-9) and np.all(solution.q <= kinematics.upper + 1e-9)
+        assert np.linalg.norm(Rotation.from_matrix(rotation.T @ turn @ start_rotation).as_rotvec()) < 1e-2
+
+
+def test_joint_order_follows_the_configuration(kinematics: ArmKinematics) -> None:
+    names = [f"panda_joint{i}" for i in (7, 6, 5, 4, 3, 2, 1)]
+    reordered = ArmKinematics(default_urdf(), names, tool_frame="panda_hand", tcp=transform([0, 0, 0.0965],
+                              [0, 0, -np.pi / 2]), base=transform([0, 0, 0.42], [0, 0, 0]))  # fmt: skip
+    assert np.allclose(reordered.forward(HOME[::-1])[0], kinematics.forward(HOME)[0])
+
+
+def test_bad_models_are_reported_clearly(panda: RobotDescription, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        panda.model_copy(update={"urdf_file": str(tmp_path / "nope.urdf")}).kinematics()
+    with pytest.raises(ConfigError, match=r"joints \['elbow'\] are not in"):
+        panda.model_copy(update={"joint_names": ["elbow"]}).kinematics()
+    with pytest.raises(ConfigError, match="tool frame 'flange'"):
+        panda.model_copy(update={"tool_frame": "flange"}).kinematics()
+    broken = tmp_path / "broken.urdf"
+    broken.write_text("<robot name='x'><link name='a'/><joint name='j' type='revolute'></robot>")
+    with pytest.raises(ConfigError, match="cannot read URDF"):
+        panda.model_copy(update={"urdf_file": str(broken)}).kinematics()
+    bad = tmp_path / "robot.yaml"
+    bad.write_text("joint_names: []\ntool_frame: panda_hand\ntcp_xyz: [0, 0]\n")
+    with pytest.raises(ConfigError, match=r"robot.yaml: joint_names: .*\n.*tcp_xyz"):
+        load_robot(str(bad))
+    with pytest.raises(ValueError, match="workspace_min"):
+        ArmAdapterConfig(workspace_min=[1.0, 0.0, 0.5], workspace_max=[0.5, 0.5, 1.0])
+
+
+# -- executor -----------------------------------------------------------------------------
+def executor(kinematics: ArmKinematics, **overrides: object) -> ChunkExecutor:
+    run = ChunkExecutor(kinematics, ArmAdapterConfig(**overrides))  # type: ignore[arg-type]
+    run.update_state(RobotState(HOME.copy(), 0.08, 0.0))
+    return run
+
+
+def follow(run: ChunkExecutor, now: float, q: np.ndarray) -> None:
+    run.update_state(RobotState(q, 0.08, now))
+
+
+def test_each_tick_sends_one_step_as_joint_targets_that_reach_it(kinematics: ArmKinematics) -> None:
+    run = executor(kinematics)
+    start, _ = kinematics.forward(HOME)
+    path = [start + np.array([0.0, 0.01 * i, -0.005 * i]) for i in range(1, 6)]
+    run.submit(chunk([list(p) for p in path], gripper=1.0), 0.0)
+    q = HOME.copy()
+    for i, target in enumerate(path):
+        command = run.tick(0.05 * (i + 1))
+        assert command is not None and not command.hold
+        assert np.abs(kinematics.forward(command.q)[0] - target).max() < 1e-3
+        assert command.gripper_width_m == pytest.approx(0.0)  # 1 = closed
+        q = command.q
+        follow(run, 0.05 * (i + 1), q)
+    assert run.steps_sent == 5 and not run.rejections
+
+
+def test_delta_steps_add_to_the_last_commanded_target(kinematics: ArmKinematics) -> None:
+    run = executor(kinematics)
+    start, _ = kinematics.forward(HOME)
+    run.submit(chunk([[0.0, 0.02, 0.0]] * 3, convention=Convention.DELTA), 0.0)
+    commands = [run.tick(0.05 * i) for i in range(1, 4)]
+    assert np.allclose(commands[-1].position, start + np.array([0.0, 0.06, 0.0]))  # type: ignore[union-attr]
+
+
+def test_refused_steps_hold_the_arm_with_the_reason(kinematics: ArmKinematics) -> None:
+    run = executor(kinematics)
+    run.submit(chunk([[0.5, 0.0, 0.3]]), 0.0)  # under the table
+    command = run.tick(0.05)
+    assert command is not None and command.hold and np.allclose(command.q, HOME)
+    assert "outside the workspace" in run.rejections[-1].reason and run.mode == Mode.HOLDING
+    run.submit(chunk([[0.9, 0.55, 1.15]]), 0.1)  # inside the box, beyond the reach
+    command = run.tick(0.15)
+    assert command is not None and command.hold
+    assert "unreachable" in run.rejections[-1].reason or "jump" in run.rejections[-1].reason
+
+
+def test_large_joint_jumps_are_refused(kinematics: ArmKinematics) -> None:
+    run = executor(kinematics, max_joint_step_rad=0.05)
+    start, _ = kinematics.forward(HOME)
+    run.submit(chunk([list(start + np.array([0.0, 0.15, 0.0]))]), 0.0)
+    command = run.tick(0.05)
+    assert command is not None and command.hold and "jump" in run.rejections[-1].reason
+
+
+def test_watchdog_holds_when_commands_stop(kinematics: ArmKinematics) -> None:
+    run = executor(kinematics, watchdog_s=0.25)
+    start, _ = kinematics.forward(HOME)
+    run.submit(chunk([list(start + np.array([0.0, 0.01, 0.0]))]), 0.0)
+    assert run.tick(0.05) is not None
+    follow(run, 0.2, HOME)
+    assert run.tick(0.2) is None  # within the watchdog period: the controller keeps the target
+    follow(run, 0.35, HOME)
+    command = run.tick(0.35)
+    assert command is not None and command.hold and run.mode == Mode.HOLDING
+    assert run.tick(0.4) is None  # holds once, then stays quiet
+
+
+def test_stale_or_missing_joint_states_refuse_and_hold(kinematics: ArmKinematics) -> None:
+    run = ChunkExecutor(kinematics, ArmAdapterConfig())
+    with pytest.raises(InvalidChunk, match="no joint states yet"):
+        run.submit(chunk([[0.5, 0.0, 0.8]]), 0.0)
+    run.update_state(RobotState(HOME, 0.08, 0.0))
+    with pytest.raises(InvalidChunk, match="stale"):
+        run.submit(chunk([[0.5, 0.0, 0.8]]), 2.0)
+    start, _ = kinematics.forward(HOME)
+    run.submit(chunk([list(start)] * 5), 0.1)
+    command = run.tick(1.0)  # the states stopped while executing
+    assert command is not None and command.hold and "stale" in run.rejections[-1].reason
+
+
+def test_estop_holds_and_refuses_until_released(kinematics: ArmKinematics) -> None:
+    run = executor(kinematics)
+    start, _ = kinematics.forward(HOME)
+    run.submit(chunk([list(start + np.array([0.0, 0.01 * i, 0.0])) for i in range(1, 10)]), 0.0)
+    run.tick(0.05)
+    command = run.set_estop(True)
+    assert command is not None and command.hold
+    assert run.tick(0.1) is None
+    with pytest.raises(InvalidChunk, match="emergency stop"):
+        run.submit(chunk([list(start)]), 0.1)
+    run.set_estop(False)
+    run.submit(chunk([list(start)]), 0.1)
+    assert run.mode == Mode.EXECUTING
+
+
+def test_wrong_frames_are_refused(kinematics: ArmKinematics) -> None:
+    run = executor(kinematics)
+    with pytest.raises(InvalidChunk, match="frame 'panda_link0'"):
+        run.submit(chunk([[0.5, 0.0, 0.8]], frame="panda_link0"), 0.0)
+
+
+def test_pose_targets_carry_the_step_without_ik(kinematics: ArmKinematics) -> None:
+    run = executor(kinematics, interface="pose_target")
+    run.submit(chunk([[0.5, 0.1, 0.7]], gripper=0.5), 0.0)
+    command = run.tick(0.05)
+    assert command is not None and np.allclose(command.position, [0.5, 0.1, 0.7])
+    assert command.gripper_width_m == pytest.approx(0.04)
+    position, rotation = kinematics.to_base(command.position, command.rotation)
+    assert np.allclose(position, [0.5, 0.1, 0.28])  # base on the table top at z = 0.42
+    assert np.allclose(rotation, HOME_ROTATION)
+
+
+# -- cameras ------------------------------------------------------------------------------
+def test_camera_file_validation_and_poses(tmp_path: Path, config_dir: Path) -> None:
+    cameras = load_camera_map(config_dir / "arm" / "cameras.yaml").cameras
+    assert set(cameras) == {"scene", "wrist"}
+    scene = cameras["scene"].optical_pose(None, None)
+    assert scene is not None and scene[:3, 2] @ [-1.0, 0.0, 0.0] > 0.5  # it looks back at the robot
+    assert cameras["wrist"].optical_pose(None, None) is None  # no tool pose yet
+    tool = cameras["wrist"].optical_pose(np.array([0.5, 0.0, 0.8]), np.diag([1.0, -1.0, -1.0]))
+    assert tool is not None and np.allclose(tool[:3, 3], [0.55, 0.0, 0.88])
+    bad = tmp_path / "cameras.yaml"
+    bad.write_text("cameras:\n  scene:\n    color: /c\n    depth: /d\n    camera_info: /i\n    mount: ceiling\n"
+                   "    xyz: [0, 0]\n    rpy: [0, 0, 0]\n")  # fmt: skip
+    with pytest.raises(ConfigError, match=r"(?s)cameras.yaml: cameras.scene.mount: .*cameras.yaml: cameras.scene.xyz"):
+        load_camera_map(bad)
+
+
+def test_depth_becomes_float_metres_with_nan_for_no_reading() -> None:
+    raw = np.array([[0, 1000], [1500, 65535]], dtype=np.uint16)
+    metres = depth_in_metres(raw, 0.001)
+    assert metres.dtype == np.float32 and np.isnan(metres[0, 0])
+    assert np.allclose(metres[0, 1:], [1.0]) and metres[1, 0] == pytest.approx(1.5)
+    floats = np.array([[0.5]], dtype=np.float32)
+    assert depth_in_metres(floats, 0.001) is floats or np.array_equal(depth_in_metres(floats, 0.001), floats)

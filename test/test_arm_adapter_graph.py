@@ -1,0 +1,191 @@
+"""arm_adapter_node (robot profile, started by `carryon up`) against a fake controller in a
+separate process, over DDS: released chunks reach the controller as joint trajectories
+(IK from the URDF) or pose targets and the measured tool follows; the e-stop stops the arm
+mid-chunk and refuses new chunks; bad chunks and stale joint states are refused with the
+reason on driver/rejections; camera driver topics are bridged to camera/<name>/..."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+from geometry_msgs.msg import PoseStamped
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import CameraInfo, Image
+from std_msgs.msg import Float64, String
+from trajectory_msgs.msg import JointTrajectory
+
+from carryon_bringup.core.graph import GraphSpec
+from carryon_bringup.graph_run import GraphRun
+from carryon_common import convert as common_convert
+from carryon_common.calls import RosSession
+from carryon_common.core.chunk import Chunk, ChunkSource, Convention
+from carryon_common.node import latched_qos
+from carryon_interfaces.msg import ActionChunk, EstopState
+
+pytestmark = pytest.mark.graph
+HOME_TOOL = np.array([0.4635, 0.0, 0.8297])  # the Panda's home pose, tool centre point in world
+HOME_ROTVEC = np.array([2.2214, 2.2214, 0.0])  # gripper down, fingers along y (rotation vector)
+
+
+class Probe:
+    """The test's side of the graph: publishes released chunks and the e-stop, watches the rest."""
+
+    def __init__(self, session: RosSession, command_type: type, command_topic: str) -> None:
+        node = session.node
+        self.session = session
+        self.chunks = node.create_publisher(ActionChunk, "/carryon/shield/chunk", 10)
+        self.estop = node.create_publisher(EstopState, "/carryon/estop/state", latched_qos())
+        self.poses: list[PoseStamped] = []
+        self.rejections: list[str] = []
+        self.commands: list[object] = []
+        self.widths: list[float] = []
+        node.create_subscription(PoseStamped, "/carryon/ee_pose", self.poses.append, 10)
+        node.create_subscription(String, "/carryon/driver/rejections", lambda m: self.rejections.append(m.data), 10)
+        node.create_subscription(command_type, command_topic, self.commands.append, 10)
+        node.create_subscription(Float64, "/carryon/gripper/width", lambda m: self.widths.append(m.data), 10)
+        self.next_id = 1
+
+    def spin(self, seconds: float, until: Callable[[], bool] = lambda: False) -> bool:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self.session.executor.spin_once(timeout_sec=0.02)
+            if until():
+                return True
+        return until()
+
+    def tool(self) -> np.ndarray:
+        p = self.poses[-1].pose.position
+        return np.array([p.x, p.y, p.z])
+
+    def send(self, positions: np.ndarray, *, frame: str = "world", gripper: float = 0.0) -> None:
+        n = len(positions)
+        chunk = Chunk(self.next_id, "s1", ChunkSource.POLICY, Convention.ABSOLUTE, frame, 0.05, 1, 0.0,
+                      np.asarray(positions, dtype=np.float64), np.tile(HOME_ROTVEC, (n, 1)),
+                      np.full(n, gripper))  # fmt: skip
+        self.next_id += 1
+        self.chunks.publish(common_convert.chunk_to_msg(chunk, self.session.node.get_clock().now().to_msg()))
+
+    def set_estop(self, active: bool) -> None:
+        self.estop.publish(EstopState(active=active))
+
+
+def line(start: np.ndarray, end: np.ndarray, steps: int) -> np.ndarray:
+    return np.array([start + (end - start) * (i + 1) / steps for i in range(steps)])
+
+
+@contextmanager
+def adapter_and_controller(
+    config_dir: Path, tmp_path: Path, interface: str, topic: str
+) -> Iterator[tuple[GraphRun, subprocess.Popen[bytes]]]:
+    spec = GraphSpec.load(config_dir)
+    sets = [f"arm_adapter_node.interface={interface}", f"arm_adapter_node.command_topic={topic}",
+            "arm_adapter_node.gripper_command_topic=/gripper/width_command"]  # fmt: skip
+    extra = [arg for value in sets for arg in ("--set", value)]
+    with GraphRun(spec, tmp_path / interface, profile="robot", only=["arm_adapter_node"], extra_args=extra) as graph:
+        controller_cmd = [sys.executable, "-m", "carryon_arm.fake_controller", "--ros-args",
+                          "-p", f"interface:={interface}", "-p", f"command_topic:={topic}",
+                          "-p", "gripper_command_topic:=/gripper/width_command"]  # fmt: skip
+        log = (tmp_path / f"{interface}-controller.log").open("wb")
+        env = {**graph.env, "CARRYON_CONFIG_DIR": str(config_dir)}
+        controller = subprocess.Popen(controller_cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            graph.wait_ready(timeout_s=90.0)
+            yield graph, controller
+        finally:
+            if controller.poll() is None:
+                controller.terminate()
+                controller.wait(timeout=10)
+            log.close()
+
+
+def test_joint_trajectories_estop_refusals_stale_state_and_cameras(config_dir: Path, tmp_path: Path) -> None:
+    topic = "/joint_trajectory_controller/joint_trajectory"
+    with adapter_and_controller(config_dir, tmp_path, "joint_trajectory", topic) as (graph, controller), \
+            RosSession("arm_probe", domain_id=graph.domain_id) as session:  # fmt: skip
+        probe = Probe(session, JointTrajectory, topic)
+        assert probe.spin(30.0, lambda: len(probe.poses) > 5), "no ee_pose from arm_adapter_node"
+        assert np.abs(probe.tool() - HOME_TOOL).max() < 2e-3  # forward kinematics of the controller's joints
+        assert probe.widths and probe.widths[-1] == pytest.approx(0.08, abs=1e-3)
+
+        # A released chunk: 10 cm sideways and 5 cm down in 20 steps; the arm follows.
+        goal = HOME_TOOL + np.array([0.0, 0.10, -0.05])
+        probe.send(line(HOME_TOOL, goal, 20), gripper=1.0)
+        assert probe.spin(15.0, lambda: np.abs(probe.tool() - goal).max() < 3e-3), (probe.tool(), probe.rejections)
+        trajectories = [c for c in probe.commands if isinstance(c, JointTrajectory)]
+        assert len(trajectories) >= 20 and trajectories[-1].joint_names[0] == "panda_joint1"
+        assert probe.spin(5.0, lambda: probe.widths[-1] < 0.005)  # the gripper closed on command
+        assert not probe.rejections
+
+        # E-stop mid-chunk: the arm stops short and new chunks are refused.
+        start = probe.tool()
+        far = start + np.array([0.0, -0.25, 0.0])
+        probe.send(line(start, far, 100))
+        probe.spin(0.6)
+        probe.set_estop(True)
+        probe.spin(1.0)
+        stopped = probe.tool()
+        probe.spin(1.5)
+        assert np.abs(probe.tool() - stopped).max() < 2e-3, "the arm kept moving under e-stop"
+        assert np.abs(probe.tool() - far).max() > 0.1
+        probe.send(line(stopped, far, 5))
+        assert probe.spin(5.0, lambda: any("emergency stop engaged" in r for r in probe.rejections))
+        probe.set_estop(False)
+        probe.spin(0.5)
+
+        # Refusals: a wrong frame, a target under the table.
+        probe.send(line(stopped, stopped + np.array([0.0, 0.0, 0.02]), 2), frame="panda_link0")
+        assert probe.spin(5.0, lambda: any("frame 'panda_link0'" in r for r in probe.rejections))
+        probe.send(np.array([[0.5, 0.0, 0.3]]))
+        assert probe.spin(5.0, lambda: any("outside the workspace" in r for r in probe.rejections))
+        assert np.abs(probe.tool() - stopped).max() < 3e-3
+
+        # Camera bridging from config/arm/cameras.yaml: 16UC1 millimetres arrive as 32FC1 metres.
+        depth_in = session.node.create_publisher(Image, "/scene_camera/aligned_depth_to_color/image_raw", 10)
+        info_in = session.node.create_publisher(CameraInfo, "/scene_camera/color/camera_info", 10)
+        depths: list[Image] = []
+        infos: list[CameraInfo] = []
+        session.node.create_subscription(Image, "/carryon/camera/scene/depth", depths.append, qos_profile_sensor_data)
+        session.node.create_subscription(CameraInfo, "/carryon/camera/scene/camera_info", infos.append, 10)
+        raw = np.array([[0, 1000], [1500, 2000]], dtype=np.uint16)
+        msg = Image(height=2, width=2, encoding="16UC1", step=4, data=raw.tobytes())
+        msg.header.frame_id = "camera_color_optical_frame"
+
+        def publish_and_check() -> bool:
+            depth_in.publish(msg)
+            info_in.publish(CameraInfo(height=2, width=2))
+            return bool(depths) and bool(infos)
+
+        assert probe.spin(10.0, publish_and_check), "camera topics were not bridged"
+        metres = common_convert.image_array(depths[-1])
+        assert depths[-1].encoding == "32FC1" and depths[-1].header.frame_id == "scene_camera_optical"
+        assert np.isnan(metres[0, 0]) and np.allclose(metres.ravel()[1:], [1.0, 1.5, 2.0])
+        assert infos[-1].header.frame_id == "scene_camera_optical"
+
+        # The controller dies: joint states go stale and chunks are refused.
+        controller.terminate()
+        controller.wait(timeout=10)
+        probe.spin(1.5)
+        probe.send(line(stopped, stopped + np.array([0.0, 0.0, 0.02]), 2))
+        assert probe.spin(5.0, lambda: any("stale" in r for r in probe.rejections)), probe.rejections
+
+
+def test_pose_targets_move_a_cartesian_controller(config_dir: Path, tmp_path: Path) -> None:
+    topic = "/cartesian_motion_controller/target_frame"
+    with adapter_and_controller(config_dir, tmp_path, "pose_target", topic) as (graph, _controller), \
+            RosSession("arm_probe", domain_id=graph.domain_id) as session:  # fmt: skip
+        probe = Probe(session, PoseStamped, topic)
+        assert probe.spin(30.0, lambda: len(probe.poses) > 5), "no ee_pose from arm_adapter_node"
+        goal = HOME_TOOL + np.array([0.05, -0.08, -0.04])
+        probe.send(line(HOME_TOOL, goal, 16))
+        assert probe.spin(15.0, lambda: np.abs(probe.tool() - goal).max() < 3e-3), (probe.tool(), probe.rejections)
+        targets = [c for c in probe.commands if isinstance(c, PoseStamped)]
+        assert len(targets) >= 16 and targets[-1].header.frame_id == "panda_link0"
+        last = targets[-1].pose.position
+        assert np.allclose([last.x, last.y, last.z], goal - [0.0, 0.0, 0.42], atol=1e-6)  # in the URDF base frame
