@@ -63,3 +63,27 @@ def test_rounds_rerun_failures_and_reflect_between_them(tmp_path: Path, monkeypa
     assert (tmp_path / "run" / "skills" / "recovery" / "regrasp" / "v2.yaml").is_file()
     assert not (CONFIG / "skills" / "recovery" / "regrasp" / "v2.yaml").exists()  # config/ untouched
     assert metrics["recovery_success_v1"] == 0.0 and metrics["recovery_success_v2"] == 50.0
+
+
+def test_without_a_revision_r2_reuses_the_version_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """NO_UPDATE writes nothing: R2 still re-runs the failed episodes, with v1 reused."""
+    runs: list[tuple[str, int, int | None]] = []
+
+    def fake_episode(episode: recovery.Episode, version: SkillVersion | None) -> tuple[bool, list[Attempt]]:
+        runs.append((episode.kind, episode.seed, None if version is None else version.version))
+        tries = sum(1 for kind, seed, v in runs if (kind, seed) == (episode.kind, episode.seed) and v is not None)
+        done = version is not None and tries == 2 and episode.seed == 1  # the second v1 try of seed 1 succeeds
+        return done, [] if version is None else [fake_attempt(version, episode.seed)]
+
+    monkeypatch.setattr(recovery, "run_episode", fake_episode)
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    reply = {"decision": "NO_UPDATE", "diagnosis": "the failures disagree", "evidence": ["e1", "e2"]}
+    with StubVlmServer([json.dumps(reply)]) as stub:
+        sets = ("planner_node.llm_backend=openai", f"planner_node.llm_base_url={stub.base_url}")
+        result = recovery.run(BenchOptions(True, 0, tmp_path / "run", sets, CONFIG))
+    metrics = {m.name: (m.value, m.note) for m in result.metrics}
+    assert metrics["R1_completion"][0] == 0.0
+    assert metrics["R2_completion"][0] == 25.0  # seed 1 of each kind on its second try
+    assert "reused, reflection NO_UPDATE" in metrics["R2_completion"][1]
+    assert [r["version"] for r in result.details["rounds"]] == [None, 1, 1]
+    assert not (tmp_path / "run" / "skills" / "recovery" / "regrasp" / "v2.yaml").exists()

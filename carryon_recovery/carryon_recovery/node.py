@@ -14,8 +14,10 @@ record (planned vs measured, per operation) is appended to `attempts_file` as JS
 (default: the run folder),
 the input of `carryon reflect --attempts`.
 
-Motion backend `moveit_py` (robot PCs with MoveIt) is not implemented: goals then end
-OUTCOME_NOT_IMPLEMENTED with that reason.
+Motion backends (core/motion.py): `builtin` checks every step of a path by IK on the arm's
+model (robot_file) before it moves, so an unreachable path fails early into the fallback;
+`moveit_py` (robot PCs with MoveIt 2, moveit_backend.py) lets MoveIt plan the path. Both
+send the path as shielded Cartesian steps.
 """
 
 from __future__ import annotations
@@ -29,13 +31,14 @@ from typing import Any
 from geometry_msgs.msg import PoseStamped
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.qos import qos_profile_sensor_data
-from sensor_msgs.msg import Image
+from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Float64
 
+from carryon_arm.core.kinematics import load_robot
 from carryon_common.core import names
 from carryon_common.core.config import config_path
 from carryon_common.core.errors import CarryOnError
-from carryon_common.core.status import implemented, planned
+from carryon_common.core.status import implemented
 from carryon_common.node import CarryOnNode, run_node
 from carryon_interfaces.action import Recover
 from carryon_interfaces.msg import ActionChunk, ShieldEvent
@@ -44,13 +47,14 @@ from carryon_recovery import convert
 from carryon_recovery.core.base_skill import run_base_skill
 from carryon_recovery.core.config import RecoveryConfig
 from carryon_recovery.core.library import SkillLibrary
+from carryon_recovery.core.motion import CartesianIk, MotionBackend
 from carryon_recovery.core.types import Outcome, RecoveryResult
 from carryon_recovery.ros_io import STREAMS, Latest, MotionParams, RosRecoveryIO
 
 CAPABILITIES = (
     implemented("recovery.recover", "base re-grasp skill: localise, grasp, check holding, transport, resume"),
-    implemented("recovery.motion.builtin", "Cartesian interpolation, every chunk through the shield, driver IK"),
-    planned("recovery.motion.moveit_py", 9, "motion through MoveIt on robot PCs"),
+    implemented("recovery.motion.builtin", "Cartesian interpolation + IK check on the URDF model, every step shielded"),
+    implemented("recovery.motion.moveit_py", "MoveIt 2 plans the path (robot PCs), every step shielded"),
     implemented("recovery.library", "versioned skills/recovery/<skill>/vN.yaml with lineage"),
     implemented("recovery.reflection", "offline reflection producing new skill versions (carryon reflect)"),
 )
@@ -62,8 +66,19 @@ class RecoveryNode(CarryOnNode):
         cfg: RecoveryConfig = self.config
         self.set_backends({"motion": cfg.motion_backend})
         self.library = SkillLibrary(self._skills_root())
+        robot = load_robot(cfg.robot_file)
+        kinematics = robot.kinematics()
+        self.joint_names = tuple(robot.joint_names)
+        self.motion: MotionBackend
+        if cfg.motion_backend == "moveit_py":
+            from carryon_recovery.moveit_backend import moveit_planner
+
+            self.motion = moveit_planner(kinematics, cfg.moveit_group, cfg.moveit_base_frame, robot.tool_frame)
+        else:
+            self.motion = CartesianIk(kinematics)
         self.latest = Latest()
         self.create_subscription(PoseStamped, names.EE_POSE, self.latest.keep_ee_pose, 10)
+        self.create_subscription(JointState, names.JOINT_STATES, self.latest.keep_joint_state, 10)
         self.create_subscription(Float64, names.GRIPPER_WIDTH, self.latest.keep_width, 10)
         self.create_subscription(ShieldEvent, names.SHIELD_EVENTS, self.latest.keep_event, 50)
         self.chunk_pub = self.create_publisher(ActionChunk, names.RECOVERY_CHUNK, 10)
@@ -122,9 +137,6 @@ class RecoveryNode(CarryOnNode):
         cfg: RecoveryConfig = self.config
         goal: Recover.Goal = goal_handle.request
         skill = goal.skill or cfg.default_skill
-        if cfg.motion_backend != "builtin":
-            message = f"motion backend {cfg.motion_backend!r} is not implemented yet (issue #9); use 'builtin'"
-            return RecoveryResult(Outcome.NOT_IMPLEMENTED, message, 0, skill, goal.version)
         try:
             version = self.library.load(skill, goal.version or None)
         except CarryOnError as exc:
@@ -143,7 +155,8 @@ class RecoveryNode(CarryOnNode):
             return bool(goal_handle.is_cancel_requested) or (io is not None and io.estopped)
 
         io = RosRecoveryIO(
-            self.latest, self.chunk_pub.publish, self.now_s, cameras=tuple(cfg.cameras), subtask_id=subtask.id,
+            self.latest, self.chunk_pub.publish, self.now_s, self.motion, joint_names=self.joint_names,
+            cameras=tuple(cfg.cameras), subtask_id=subtask.id,
             params=MotionParams(speed_m_s=cfg.speed_m_s, tolerance_m=cfg.tolerance_m), cancelled=cancelled,
         )  # fmt: skip
         try:

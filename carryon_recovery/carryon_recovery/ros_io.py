@@ -4,7 +4,8 @@
   streams the geometric judge reads), taken after the request (fresh frames once the arm
   has settled), fused into per-object point clouds by the judge's `object_clouds`. No
   ground truth.
-* move: the tool path resampled at `speed_m_s`, sent as ABSOLUTE Cartesian chunks of
+* move: the steps of the motion backend (core/motion.py: the tool path resampled at
+  `speed_m_s` and checked by IK on the arm's model, or MoveIt's path), sent as ABSOLUTE Cartesian chunks of
   `horizon` steps on `recovery/chunk`. The shield is the only path to the driver: each
   chunk waits for its ShieldEvent and for its released steps to execute; a chunk not
   released whole ends the motion as failed unless it was a retreat or a prefix: then the
@@ -32,6 +33,7 @@ import numpy as np
 from builtin_interfaces.msg import Time as TimeMsg
 from geometry_msgs.msg import PoseStamped
 from scipy.spatial.transform import Rotation
+from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64
 
 from carryon_common.convert import chunk_to_msg
@@ -40,7 +42,8 @@ from carryon_interfaces.msg import ShieldEvent
 from carryon_judge import convert as judge_convert
 from carryon_judge.core.perception import PerceptionParams, object_clouds
 from carryon_judge.core.types import Observation, ObservationUnusable
-from carryon_recovery.core.base_skill import FloatArray, Seen, resample, seen_from_clouds
+from carryon_recovery.core.base_skill import FloatArray, Seen, seen_from_clouds
+from carryon_recovery.core.motion import MotionBackend
 
 STREAMS = ("depth", "segmentation", "labels", "camera_info", "pose")
 _POLL_S = 0.01
@@ -52,6 +55,7 @@ class Latest:
 
     cameras: dict[tuple[str, str], Any] = field(default_factory=dict)
     ee_pose: PoseStamped | None = None
+    joint_state: JointState | None = None
     width: Float64 | None = None
     events: dict[int, ShieldEvent] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -66,6 +70,10 @@ class Latest:
     def keep_ee_pose(self, msg: PoseStamped) -> None:
         with self.lock:
             self.ee_pose = msg
+
+    def keep_joint_state(self, msg: JointState) -> None:
+        with self.lock:
+            self.joint_state = msg
 
     def keep_width(self, msg: Float64) -> None:
         with self.lock:
@@ -103,13 +111,16 @@ class RosRecoveryIO:
         latest: Latest,
         publish: Callable[[Any], None],
         now_s: Callable[[], float],
+        motion: MotionBackend,
         *,
+        joint_names: tuple[str, ...] = (),
         cameras: tuple[str, ...],
         subtask_id: str,
         params: MotionParams = MotionParams(),
         cancelled: Callable[[], bool] = lambda: False,
     ) -> None:
-        self.latest, self.publish, self.now_s = latest, publish, now_s
+        self.latest, self.publish, self.now_s, self.motion = latest, publish, now_s, motion
+        self.joint_names = joint_names
         self.cameras, self.subtask_id, self.params, self.cancelled = cameras, subtask_id, params, cancelled
         self.steps = 0
         self.chunks_sent = 0
@@ -164,6 +175,17 @@ class RosRecoveryIO:
             raise ObservationUnusable("no ee_pose received")
         p = pose.pose.position
         return np.array([p.x, p.y, p.z])
+
+    def joints(self) -> FloatArray | None:
+        """Measured arm joints in `joint_names` order (None: no joint state with all of them)."""
+        with self.latest.lock:
+            msg = self.latest.joint_state
+        if msg is None:
+            return None
+        index = {name: i for i, name in enumerate(msg.name)}
+        if any(name not in index for name in self.joint_names):
+            return None
+        return np.array([msg.position[index[name]] for name in self.joint_names], dtype=np.float64)
 
     def _tool_rotation(self) -> FloatArray:
         with self.latest.lock:
@@ -236,9 +258,12 @@ class RosRecoveryIO:
         retreats = 0
         while True:
             try:
-                samples = resample(self.tool_position(), rest, p.speed_m_s * p.dt)
+                plan = self.motion.plan(self.joints(), self.tool_position(), rest, rotation, p.speed_m_s * p.dt)
             except ObservationUnusable as exc:
                 return False, str(exc)
+            if not plan.ok:
+                return False, plan.reason
+            samples = plan.positions
             blocked = False
             for first in range(0, len(samples), p.horizon):
                 if not self._execute(samples[first : first + p.horizon], rotation, gripper):

@@ -14,8 +14,9 @@ from scipy.spatial.transform import Rotation
 from carryon_common.core.chunk import Chunk, ChunkSource, Convention
 from carryon_judge.core.perception import PerceptionParams, object_clouds
 from carryon_judge.sim_observation import observe_world
-from carryon_recovery.core.base_skill import FloatArray, Seen, resample, run_base_skill, seen_from_clouds
+from carryon_recovery.core.base_skill import FloatArray, Seen, run_base_skill, seen_from_clouds
 from carryon_recovery.core.library import SkillVersion
+from carryon_recovery.core.motion import MotionBackend
 from carryon_recovery.core.reflection import Attempt
 from carryon_recovery.core.types import Outcome
 from carryon_sim.core.cameras import CameraRig
@@ -33,6 +34,7 @@ class SimRecoveryIO:
         world: World,
         driver: Driver,
         rig: CameraRig,
+        motion: MotionBackend,
         *,
         gate: Gate | None = None,
         subtask_id: str = "recovery",
@@ -42,7 +44,7 @@ class SimRecoveryIO:
         settle_steps: int = 12,
         tolerance_m: float = 0.015,
     ) -> None:
-        self.world, self.driver, self.rig, self.gate = world, driver, rig, gate
+        self.world, self.driver, self.rig, self.gate, self.motion = world, driver, rig, gate, motion
         self.subtask_id, self.dt, self.speed_m_s, self.horizon = subtask_id, dt, speed_m_s, horizon
         self.settle_steps, self.tolerance_m = settle_steps, tolerance_m
         self._ids = itertools.count(10_000_000)
@@ -89,7 +91,10 @@ class SimRecoveryIO:
 
     def move(self, positions: FloatArray, rotation: FloatArray, gripper: float) -> tuple[bool, str]:
         self.gripper_command = gripper
-        samples = resample(self.tool_position(), positions, self.speed_m_s * self.dt)
+        plan = self.motion.plan(self.world.arm_q(), self.tool_position(), positions, rotation, self.speed_m_s * self.dt)
+        if not plan.ok:
+            return False, plan.reason
+        samples = plan.positions
         for first in range(0, len(samples), self.horizon):
             if not self._execute(samples[first : first + self.horizon], rotation, gripper):
                 return False, "the shield did not release the whole motion"
@@ -111,14 +116,16 @@ class SimRecoveryIO:
         return float(self.world.gripper_width())
 
 
-def base_skill_recovery(version: SkillVersion, rig: CameraRig) -> Callable[[Any, Any], tuple[bool, str]]:
+def base_skill_recovery(
+    version: SkillVersion, rig: CameraRig, motion: MotionBackend
+) -> Callable[[Any, Any], tuple[bool, str]]:
     """`recover(plant, subtask)` for carryon_planner.sim_dispatch.SimPlant: runs the base
     skill on the plant's world and driver, through the plant's gate (the shield), and
     keeps each attempt's record in `recover.attempts` (for reflection)."""
     attempts: list[Attempt] = []
 
     def recover(plant: Any, subtask: Any) -> tuple[bool, str]:
-        io = SimRecoveryIO(plant.world, plant.driver, rig, gate=plant.gate, subtask_id=subtask.id)
+        io = SimRecoveryIO(plant.world, plant.driver, rig, motion, gate=plant.gate, subtask_id=subtask.id)
         result = run_base_skill(
             version, io, target=subtask.target, destination=subtask.destination, instruction=subtask.instruction,
             pre_failure=io.tool_position(), attempt_id=f"{subtask.id}-{len(attempts) + 1}",

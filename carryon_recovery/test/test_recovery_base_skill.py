@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from carryon_arm.core.kinematics import load_robot
 from carryon_common.core.chunk import Chunk, ChunkSource
 from carryon_common.openai_stub import StubVlmServer
 from carryon_planner.core.executive import Executive
@@ -22,6 +23,7 @@ from carryon_policy.core.episodes import Task
 from carryon_policy.core.skills import load_skill_library, skills_path
 from carryon_recovery.core.base_skill import TRANSIT_MARGIN_M, Seen, run_base_skill, transit
 from carryon_recovery.core.library import SkillLibrary, SkillVersion
+from carryon_recovery.core.motion import CartesianIk
 from carryon_recovery.core.reflection import reflect
 from carryon_recovery.core.types import Outcome
 from carryon_recovery.sim_io import base_skill_recovery
@@ -45,6 +47,9 @@ from test_planner_executive_sim import (
 )  # fmt: skip
 
 SEED = Path(__file__).resolve().parents[2] / "config" / "skills" / "recovery"
+PANDA_MOTION = CartesianIk(
+    load_robot(str(Path(__file__).resolve().parents[2] / "config" / "robot" / "panda.yaml")).kinematics()
+)
 
 
 class ShieldedGate:
@@ -82,7 +87,7 @@ def serve_carrot_with_a_drop(version: SkillVersion, *, shield: bool = False) -> 
     dispatch.plant.gate = gate
     rig = CameraRig(world.model, world.object_of_body, 256, 256)
     try:
-        recover = base_skill_recovery(version, rig)
+        recover = base_skill_recovery(version, rig, PANDA_MOTION)
         dispatch.plant.recover_skill = recover
         result = Executive(plan_of([OBSERVE, OPEN, LOOK_AGAIN, CARROT]), dispatch, MEMORY).run()
         placed = inside_of(world, "carrot") == "bowl"

@@ -116,6 +116,13 @@ class ArmKinematics:
         pose = self.base.inverse() * pin.SE3(np.asarray(rotation, dtype=np.float64), np.asarray(position))
         return pose.translation.copy(), pose.rotation.copy()
 
+    def tool_frame_in_base(self, position: FloatArray, rotation: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """Where `tool_frame` must be, in the URDF base frame, for the TCP to be at the `world` pose
+        (the goal a planner such as MoveIt takes for the tool frame link)."""
+        goal = self.base.inverse() * pin.SE3(np.asarray(rotation, dtype=np.float64), np.asarray(position))
+        pose = goal * self.tcp.inverse()
+        return pose.translation.copy(), pose.rotation.copy()
+
     def inverse(
         self,
         q_seed: FloatArray,

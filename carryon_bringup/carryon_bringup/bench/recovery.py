@@ -13,9 +13,10 @@ the carrot is carried (held and 3 cm up):
 Rounds (Table 4 shape): R0 = the VLA alone (a failed verdict only resumes the instruction);
 R1 = the base recovery skill (config/skills/recovery/regrasp, newest version) on the
 episodes R0 left failed; then reflection reviews up to three failed R1 attempts through
-the planner's configured LLM (`--set planner_node.llm_backend=openai ...`) and, when it
-writes a new version, R2 re-runs the episodes still failed with it. Without a usable LLM
-R2 is reported as not run. Versions are written into the run folder's copy of the
+the planner's configured LLM (`--set planner_node.llm_backend=openai ...`); R2 re-runs
+the episodes still failed with the version reflection wrote, or — when it wrote none
+(NO_UPDATE, a rejected proposal, no usable LLM) — with the R1 version reused, which the
+report says. Versions are written into the run folder's copy of the
 library, never into config/. Completion is cumulative; "reuse" is the recovery success
 rate per version (attempts that ended holding at the stand-off pose).
 """
@@ -33,6 +34,7 @@ import numpy as np
 from rich.console import Console
 from rich.progress import Progress
 
+from carryon_arm.core.kinematics import load_robot
 from carryon_bringup.bench.personalization import planner_config
 from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult
 from carryon_bringup.core.graph import find_config_dir
@@ -49,6 +51,7 @@ from carryon_policy.core.config import PolicyConfig
 from carryon_policy.core.episodes import without_obstacles
 from carryon_policy.core.policy import Policy
 from carryon_recovery.core.library import SkillLibrary, SkillVersion
+from carryon_recovery.core.motion import CartesianIk
 from carryon_recovery.core.reflection import Attempt, reflect
 from carryon_recovery.sim_io import base_skill_recovery
 from carryon_sim.core.cameras import CameraRig
@@ -119,6 +122,12 @@ def _fixed() -> tuple[Scene, ShapeTable, SimOracleJudge, Policy]:
     return scene, shapes, SimOracleJudge(shapes, rule_params(config)), policy
 
 
+@functools.lru_cache(maxsize=1)
+def _motion() -> CartesianIk:
+    """The built-in motion backend on the Panda's model (<config dir>/robot/panda.yaml)."""
+    return CartesianIk(load_robot("").kinematics())
+
+
 def run_episode(episode: Episode, recover_with: SkillVersion | None) -> tuple[bool, list[Attempt]]:
     scene, shapes, judge, policy = _fixed()
     world = World(scene, seed=episode.seed)
@@ -129,7 +138,7 @@ def run_episode(episode: Episode, recover_with: SkillVersion | None) -> tuple[bo
     attempts: list[Attempt] = []
     if recover_with is not None:
         rig = CameraRig(world.model, world.object_of_body, 256, 256)
-        recover = base_skill_recovery(recover_with, rig)
+        recover = base_skill_recovery(recover_with, rig, _motion())
         plant.recover_skill = recover
     else:
         plant.recover_skill = resume_only
@@ -156,7 +165,7 @@ def run(options: BenchOptions) -> BenchResult:
     rounds: list[dict[str, Any]] = []
     reuse: dict[int, list[bool]] = {}
 
-    def play(label: str, version: SkillVersion | None) -> None:
+    def play(label: str, version: SkillVersion | None, why: str = "") -> None:
         todo = [e for e in episodes if not e.completed]
         resolved = 0
         with Progress(console=console, transient=True) as progress:
@@ -172,8 +181,10 @@ def run(options: BenchOptions) -> BenchResult:
                 progress.advance(task)
         completed = sum(e.completed for e in episodes)
         rounds.append({"round": label, "version": version.version if version else None, "ran": len(todo),
-                       "resolved": resolved, "cumulative_completion": completed / len(episodes)})  # fmt: skip
+                       "resolved": resolved, "cumulative_completion": completed / len(episodes),
+                       "version_note": why})  # fmt: skip
         note = f"{resolved}/{len(todo)} resolved" + (f", regrasp v{version.version}" if version else ", VLA only")
+        note += f" ({why})" if why else ""
         result.add(f"{label}_completion", 100 * completed / len(episodes), "%", note)
         console.print(f"{label}: {note}; cumulative {100 * completed / len(episodes):.0f} %")
 
@@ -183,17 +194,20 @@ def run(options: BenchOptions) -> BenchResult:
         a for e in episodes if not e.completed for a in e.attempts if a.version == library.versions("regrasp")[-1]
     ]
     reflection: dict[str, Any] = {"reviewed": min(3, len(failed))}
+    newest = library.load("regrasp")
     try:
         llm = make_llm(planner_config(config_dir, options.sets))
         outcome = reflect(llm, library, "regrasp", failed[:3])
         reflection.update(decision=outcome.decision, reason=outcome.reason, reflector=llm.name)
-        if outcome.written is not None:
-            play("R2", outcome.written)
-        else:
-            result.add("R2_completion", float("nan"), "%", f"not run: reflection {outcome.decision} ({outcome.reason})")
     except CarryOnError as exc:
         reflection.update(decision="NOT_RUN", reason=str(exc))
-        result.add("R2_completion", float("nan"), "%", f"not run: no reflector ({exc})")
+        outcome = None
+    if outcome is not None and outcome.written is not None:
+        play("R2", outcome.written, "reflection wrote it")
+    else:
+        # No revision (NO_UPDATE, a rejected proposal, no reflector): the version is reused as it is.
+        why = f"reflection {reflection['decision']}: {reflection['reason']}"
+        play("R2", newest, f"reused, {why}")
     for version, outcomes in sorted(reuse.items()):
         result.add(f"recovery_success_v{version}", 100 * sum(outcomes) / len(outcomes), "%",
                    f"{sum(outcomes)} of {len(outcomes)} attempts ended holding at the stand-off pose "

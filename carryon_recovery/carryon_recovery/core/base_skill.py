@@ -61,8 +61,9 @@ class RecoveryIO(Protocol):
         """Fresh points of the target (None: not found) and of the destination."""
 
     def move(self, positions: FloatArray, rotation: FloatArray, gripper: float) -> tuple[bool, str]:
-        """Move the tool through `positions` (n, 3) at `rotation` with the gripper command,
-        every step through the shield; (reached, why not)."""
+        """Move the tool through `positions` (n, 3) at `rotation` with the gripper command:
+        steps from the motion backend (core/motion.py), every step through the shield;
+        (reached, why not)."""
 
     def set_gripper(self, command: float) -> float:
         """Command the gripper (0 open .. 1 closed), wait for it to settle; the measured width, metres."""
@@ -102,19 +103,6 @@ def seen_from_clouds(clouds: dict[str, FloatArray], target: str, destination: st
         points, clouds.get(destination) if destination else None, support_height(clouds, target),
         np.vstack(others) if others else None,
     )  # fmt: skip
-
-
-def resample(start: FloatArray, positions: FloatArray, step_m: float) -> FloatArray:
-    """The path start -> positions (n, 3) resampled every `step_m` along its length (the
-    tool speed times the control period); the last sample is the last position."""
-    path = np.vstack([start, positions])
-    lengths = np.linalg.norm(np.diff(path, axis=0), axis=1)
-    total = float(lengths.sum())
-    n = max(1, math.ceil(total / step_m))
-    distance = np.concatenate([[0.0], np.cumsum(lengths)])
-    wanted = np.linspace(0.0, total, n + 1)[1:]
-    out: FloatArray = np.column_stack([np.interp(wanted, distance, path[:, a]) for a in range(3)])
-    return out
 
 
 @dataclass(frozen=True)

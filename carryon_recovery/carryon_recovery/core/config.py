@@ -14,9 +14,17 @@ MOTION_BACKENDS = ("builtin", "moveit_py")
 class RecoveryConfig(NodeConfig):
     motion_backend: Annotated[str, one_of("motion backend", MOTION_BACKENDS)] = Field(
         "builtin",
-        description="Motion backend by name: 'builtin' (IK + Cartesian interpolation, every step shielded) "
-        "or 'moveit_py' (robot PCs with MoveIt).",
+        description="Motion backend by name: 'builtin' (Cartesian interpolation, every step checked by IK on the "
+        "arm's model from robot_file) or 'moveit_py' (robot PCs with MoveIt 2: MoveIt plans the path); either "
+        "way every step passes the shield.",
     )
+    robot_file: str = Field(
+        "",
+        description="The arm's kinematic description, as arm_adapter_node.robot_file ('' = robot/panda.yaml "
+        "in the config folder).",
+    )
+    moveit_group: str = Field("panda_arm", description="MoveIt planning group of the arm (moveit_py only).")
+    moveit_base_frame: str = Field("panda_link0", description="Frame of MoveIt pose goals (moveit_py only).")
     skills_dir: str = Field(
         "",
         description="Versioned recovery skill library (<skill>/vN.yaml; '' = <config dir>/skills/recovery).",

@@ -1,0 +1,121 @@
+"""Motion backends of recovery: turn a tool path into the steps recovery sends.
+
+Every backend returns tool poses (Cartesian ABSOLUTE steps in `world`), because recovery's
+steps go to the robot the same way the VLA's do: as chunks through the shield, which
+releases, trims or blocks them, then to the driver. A backend decides *which* steps:
+
+* `builtin` (`CartesianIk`) — Cartesian interpolation at the recovery speed, and IK of
+  every step on the arm's kinematic model (Pinocchio from the URDF in
+  `robot/<arm>.yaml`; on the simulated Panda it agrees with the MuJoCo model, see
+  carryon_arm's tests), each step seeded with the previous one: a path with an unreachable
+  step, or a joint flip after the first step (which turns the tool to the path's rotation),
+  is refused before the arm moves.
+* `moveit_py` (`MoveItPlanner`, robot PCs with MoveIt 2) — MoveIt plans a collision-free
+  joint path to the goal in its planning scene; its waypoints are turned back into tool
+  poses by forward kinematics and sent through the shield like any other step.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from carryon_arm.core.kinematics import ArmKinematics
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class MotionPlan:
+    positions: FloatArray  # (n, 3) tool positions in world, one per control step
+    joints: FloatArray | None = None  # (n, dof) the backend's joint solution per step, when it has one
+    reason: str = ""  # why the path cannot be executed ("" = it can)
+
+    @property
+    def ok(self) -> bool:
+        return not self.reason
+
+
+class MotionBackend(Protocol):
+    name: str
+
+    def plan(
+        self, q_start: FloatArray | None, start: FloatArray, path: FloatArray, rotation: FloatArray, step_m: float
+    ) -> MotionPlan:
+        """Steps from the tool at `start` (joints `q_start`, None = unknown) through `path`
+        (n, 3) at the constant tool `rotation`, about `step_m` apart."""
+
+
+def resample(start: FloatArray, positions: FloatArray, step_m: float) -> FloatArray:
+    """The path start -> positions (n, 3) resampled every `step_m` along its length (the
+    tool speed times the control period); the last sample is the last position."""
+    path = np.vstack([start, positions])
+    lengths = np.linalg.norm(np.diff(path, axis=0), axis=1)
+    total = float(lengths.sum())
+    n = max(1, math.ceil(total / step_m))
+    distance = np.concatenate([[0.0], np.cumsum(lengths)])
+    wanted = np.linspace(0.0, total, n + 1)[1:]
+    out: FloatArray = np.column_stack([np.interp(wanted, distance, path[:, a]) for a in range(3)])
+    return out
+
+
+class CartesianIk:
+    """The built-in backend: Cartesian interpolation + IK of every step (see the module)."""
+
+    name = "builtin"
+
+    def __init__(self, kinematics: ArmKinematics, *, max_ik_error_m: float = 0.01, max_joint_step_rad: float = 0.3):
+        self.kinematics = kinematics
+        self.max_ik_error_m = max_ik_error_m
+        self.max_joint_step_rad = max_joint_step_rad
+
+    def plan(
+        self, q_start: FloatArray | None, start: FloatArray, path: FloatArray, rotation: FloatArray, step_m: float
+    ) -> MotionPlan:
+        samples = resample(start, path, step_m)
+        if q_start is None:
+            return MotionPlan(samples, reason="no joint states: the path cannot be checked for reachability")
+        joints = np.empty((len(samples), len(q_start)))
+        q = np.asarray(q_start, dtype=np.float64)
+        for i, position in enumerate(samples):
+            solution = self.kinematics.inverse(q, position, rotation)
+            where = f"step {i + 1}/{len(samples)} at {np.round(position, 3).tolist()} m"
+            if solution.position_error_m > self.max_ik_error_m or solution.rotation_error_rad > 0.05:
+                return MotionPlan(samples, reason=f"unreachable: {where} (IK error {solution.position_error_m:.3f} m)")
+            jump = float(np.max(np.abs(solution.q - q)))
+            if i > 0 and jump > self.max_joint_step_rad:  # the first step also turns the tool to `rotation`
+                return MotionPlan(samples, reason=f"joint flip: {where} moves a joint {jump:.2f} rad in one step")
+            joints[i] = q = solution.q
+        return MotionPlan(samples, joints)
+
+
+# moveit_py ---------------------------------------------------------------------------------
+PlanJoints = Callable[[FloatArray, FloatArray, FloatArray], tuple[FloatArray | None, str]]
+
+
+class MoveItPlanner:
+    """The `moveit_py` backend. `plan_joints(q_start, goal_position, goal_rotation)` asks
+    MoveIt for a joint path ((m, dof) waypoints, or None with the reason); its waypoints
+    become tool poses (forward kinematics), resampled at the recovery speed."""
+
+    name = "moveit_py"
+
+    def __init__(self, kinematics: ArmKinematics, plan_joints: PlanJoints) -> None:
+        self.kinematics = kinematics
+        self.plan_joints = plan_joints
+
+    def plan(
+        self, q_start: FloatArray | None, start: FloatArray, path: FloatArray, rotation: FloatArray, step_m: float
+    ) -> MotionPlan:
+        if q_start is None:
+            return MotionPlan(resample(start, path, step_m), reason="no joint states: MoveIt needs the start state")
+        waypoints, why = self.plan_joints(np.asarray(q_start, dtype=np.float64), path[-1], rotation)
+        if waypoints is None or len(waypoints) == 0:
+            return MotionPlan(resample(start, path, step_m), reason=f"MoveIt found no path: {why}")
+        tool = np.array([self.kinematics.forward(q)[0] for q in waypoints])
+        return MotionPlan(resample(start, tool, step_m), np.asarray(waypoints))

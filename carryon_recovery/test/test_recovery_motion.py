@@ -1,0 +1,77 @@
+"""Motion backends of recovery: the built-in Cartesian + IK check on the arm's model, and
+the MoveIt backend's conversion of a joint path into shielded tool steps (with a stand-in
+planner: MoveIt itself is not installable here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from carryon_arm.core.kinematics import ArmKinematics, load_robot
+from carryon_recovery.core.motion import CartesianIk, MoveItPlanner, resample
+
+HOME = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785])
+
+
+@pytest.fixture(scope="module")
+def arm(config_dir: Path) -> ArmKinematics:
+    return load_robot(str(config_dir / "robot" / "panda.yaml")).kinematics()
+
+
+def test_resample_spaces_steps_evenly_and_ends_on_the_goal() -> None:
+    samples = resample(np.zeros(3), np.array([[0.1, 0.0, 0.0], [0.1, 0.1, 0.0]]), 0.006)
+    assert np.allclose(samples[-1], [0.1, 0.1, 0.0])
+    gaps = np.linalg.norm(np.diff(np.vstack([np.zeros(3), samples]), axis=0), axis=1)
+    assert gaps.max() <= 0.006 + 1e-9 and gaps.min() > 0.005
+
+
+def test_builtin_checks_every_step_by_ik(arm: ArmKinematics) -> None:
+    start, rotation = arm.forward(HOME)
+    goal = start + np.array([0.05, 0.15, -0.2])
+    plan = CartesianIk(arm).plan(HOME, start, np.array([goal]), rotation, 0.006)
+    assert plan.ok and plan.joints is not None and len(plan.joints) == len(plan.positions)
+    reached = np.array([arm.forward(q)[0] for q in plan.joints])
+    assert np.abs(reached - plan.positions).max() < 1e-3
+    assert np.abs(np.diff(plan.joints, axis=0)).max() < 0.3  # a smooth joint path
+
+
+def test_builtin_refuses_unreachable_paths_and_joint_flips_before_moving(arm: ArmKinematics) -> None:
+    start, rotation = arm.forward(HOME)
+    far = CartesianIk(arm).plan(HOME, start, np.array([[1.4, 0.0, 0.8]]), rotation, 0.006)
+    assert not far.ok and far.reason.startswith("unreachable: step")
+    sideways = np.array([start + np.array([0.0, 0.05, 0.0])])
+    flips = CartesianIk(arm, max_joint_step_rad=1e-4).plan(HOME, start, sideways, rotation, 0.006)
+    assert not flips.ok and "joint flip" in flips.reason
+    blind = CartesianIk(arm).plan(None, start, np.array([start]), rotation, 0.006)
+    assert not blind.ok and "no joint states" in blind.reason
+
+
+def test_moveit_paths_become_tool_steps_through_forward_kinematics(arm: ArmKinematics) -> None:
+    start, rotation = arm.forward(HOME)
+    goal = start + np.array([0.0, 0.1, -0.1])
+    q_goal = arm.inverse(HOME, goal, rotation).q
+    asked: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def plan_joints(q0: np.ndarray, position: np.ndarray, _rotation: np.ndarray) -> tuple[np.ndarray | None, str]:
+        asked.append((q0, position))
+        return np.linspace(q0, q_goal, 12), ""
+
+    plan = MoveItPlanner(arm, plan_joints).plan(HOME, start, np.array([goal]), rotation, 0.006)
+    assert plan.ok and np.allclose(asked[0][0], HOME) and np.allclose(asked[0][1], goal)
+    assert np.abs(plan.positions[-1] - goal).max() < 1e-3
+    gaps = np.linalg.norm(np.diff(np.vstack([start, plan.positions]), axis=0), axis=1)
+    assert gaps.max() <= 0.006 + 1e-9  # resampled at the recovery speed
+
+    failed = MoveItPlanner(arm, lambda *_: (None, "goal in collision")).plan(HOME, start, np.array([goal]),
+                                                                            rotation, 0.006)  # fmt: skip
+    assert not failed.ok and failed.reason == "MoveIt found no path: goal in collision"
+
+
+def test_tool_frame_goal_puts_the_tcp_on_the_target(arm: ArmKinematics) -> None:
+    start, rotation = arm.forward(HOME)
+    position, hand = arm.tool_frame_in_base(start, rotation)
+    # the hand sits 96.5 mm behind the fingertips, along the (downward) tool axis, in the base frame
+    assert np.allclose(position, start - [0.0, 0.0, 0.42] + hand @ [0.0, 0.0, -0.0965], atol=1e-9)
+    assert np.allclose(position, start - [0.0, 0.0, 0.42] + [0.0, 0.0, 0.0965], atol=1e-3)
