@@ -178,7 +178,8 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--seed", type=int, default=0, help="random seed (recorded)")
     bench.add_argument("--json", metavar="PATH", help="also write the figures to this JSON file")
     bench.add_argument("--resume", metavar="RUN_DIR",
-                       help="continue an interrupted run in its folder (benchmarks saving rows: safety)")  # fmt: skip
+                       help="continue an interrupted run in its folder (benchmarks saving rows: safety, "
+                       "recovery)")  # fmt: skip
     bench.add_argument(
         "--set", action="append", default=[], metavar="NODE.KEY=VALUE",
         help="override a node parameter for benchmarks that build a node's backend, e.g. "

@@ -87,3 +87,29 @@ def test_without_a_revision_r2_reuses_the_version_and_says_so(tmp_path: Path, mo
     assert "reused, reflection NO_UPDATE" in metrics["R2_completion"][1]
     assert [r["version"] for r in result.details["rounds"]] == [None, 1, 1]
     assert not (tmp_path / "run" / "skills" / "recovery" / "regrasp" / "v2.yaml").exists()
+
+
+def test_an_interrupted_run_resumes_without_replaying(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Episodes and the reflection are saved as they finish: a resumed run plays only the rest."""
+    played: list[tuple[str, int, int | None]] = []
+
+    def fake_episode(episode: recovery.Episode, version: SkillVersion | None) -> tuple[bool, list[Attempt]]:
+        played.append((episode.kind, episode.seed, None if version is None else version.version))
+        if version is not None and len(played) == 11:
+            raise KeyboardInterrupt  # Ctrl-C in the middle of R1
+        return episode.seed == 0, [] if version is None else [fake_attempt(version, episode.seed)]
+
+    monkeypatch.setattr(recovery, "run_episode", fake_episode)
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    reply = {"decision": "NO_UPDATE", "diagnosis": "not enough evidence", "evidence": ["e1"]}
+    run_dir = tmp_path / "run"
+    with StubVlmServer([json.dumps(reply)]) as stub:
+        sets = ("planner_node.llm_backend=openai", f"planner_node.llm_base_url={stub.base_url}")
+        with pytest.raises(KeyboardInterrupt):
+            recovery.run(BenchOptions(True, 0, run_dir, sets, CONFIG))
+        assert len(played) == 11  # R0: 8 episodes; R1: 2 saved, the third interrupted
+        played.clear()
+        result = recovery.run(BenchOptions(True, 0, run_dir, sets, CONFIG))
+    assert [v for _, _, v in played].count(None) == 0  # R0 is not played again
+    assert len([p for p in played if p[2] == 1]) == 4 + 6  # R1: the 4 left; R2: all 6 still failed
+    assert result.details["rounds"][1]["ran"] == 6 and len(stub.requests) == 1

@@ -16,7 +16,8 @@ episodes R0 left failed; then reflection reviews up to three failed R1 attempts 
 the planner's configured LLM (`--set planner_node.llm_backend=openai ...`); R2 re-runs
 the episodes still failed with the version reflection wrote, or — when it wrote none
 (NO_UPDATE, a rejected proposal, no usable LLM) — with the R1 version reused, which the
-report says. Versions are written into the run folder's copy of the
+report says. Every episode of every round (and the reflection) is saved under `rows/` as
+it finishes; `--resume RUN_DIR` continues an interrupted run. Versions are written into the run folder's copy of the
 library, never into config/. Completion is cumulative; "reuse" is the recovery success
 rate per version (attempts that ended holding at the stand-off pose).
 """
@@ -28,6 +29,7 @@ import json
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,7 +38,7 @@ from rich.progress import Progress
 
 from carryon_arm.core.kinematics import load_robot
 from carryon_bringup.bench.personalization import planner_config
-from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult
+from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, saved_row
 from carryon_bringup.core.graph import find_config_dir
 from carryon_bringup.up import default_config_fallbacks
 from carryon_common.core.errors import CarryOnError
@@ -153,10 +155,23 @@ def run_episode(episode: Episode, recover_with: SkillVersion | None) -> tuple[bo
     return done, [a.model_copy(update={"task_completed": done}) for a in attempts]
 
 
+def _episode(rows: Path, label: str, episode: Episode, version: SkillVersion | None) -> tuple[bool, list[Attempt]]:
+    """One episode of a round, or its saved row when a resumed run already played it."""
+
+    def play() -> dict[str, Any]:
+        done, attempts = run_episode(episode, version)
+        return {"done": done, "attempts": [a.model_dump(mode="json") for a in attempts]}
+
+    row = saved_row(rows, f"{label}-{episode.kind}-{episode.seed}", play)
+    return bool(row["done"]), [Attempt.model_validate(a) for a in row["attempts"]]
+
+
 def run(options: BenchOptions) -> BenchResult:
     config_dir = find_config_dir(options.config_dir, default_config_fallbacks())
     library_dir = options.run_dir / "skills" / "recovery"
-    shutil.copytree(config_dir / "skills" / "recovery", library_dir)
+    if not library_dir.is_dir():  # a resumed run keeps its library (and the versions reflection wrote)
+        shutil.copytree(config_dir / "skills" / "recovery", library_dir)
+    rows = options.run_dir / "rows"
     library = SkillLibrary(library_dir)
     n = 4 if options.quick else 25
     episodes = [Episode(kind, options.seed * 1000 + i) for kind in PERTURBATIONS for i in range(n)]
@@ -171,7 +186,7 @@ def run(options: BenchOptions) -> BenchResult:
         with Progress(console=console, transient=True) as progress:
             task = progress.add_task(f"{label}: {len(todo)} episode(s)", total=len(todo))
             for episode in todo:
-                done, attempts = run_episode(episode, version)
+                done, attempts = _episode(rows, label, episode, version)
                 episode.attempts += attempts
                 for attempt in attempts:
                     reuse.setdefault(attempt.version, []).append(attempt.outcome == "resumed")
@@ -195,15 +210,19 @@ def run(options: BenchOptions) -> BenchResult:
     ]
     reflection: dict[str, Any] = {"reviewed": min(3, len(failed))}
     newest = library.load("regrasp")
-    try:
-        llm = make_llm(planner_config(config_dir, options.sets))
-        outcome = reflect(llm, library, "regrasp", failed[:3])
-        reflection.update(decision=outcome.decision, reason=outcome.reason, reflector=llm.name)
-    except CarryOnError as exc:
-        reflection.update(decision="NOT_RUN", reason=str(exc))
-        outcome = None
-    if outcome is not None and outcome.written is not None:
-        play("R2", outcome.written, "reflection wrote it")
+
+    def reflect_once() -> dict[str, Any]:
+        try:
+            llm = make_llm(planner_config(config_dir, options.sets))
+            outcome = reflect(llm, library, "regrasp", failed[:3])
+        except CarryOnError as exc:
+            return {"decision": "NOT_RUN", "reason": str(exc)}
+        written = outcome.written.version if outcome.written is not None else None
+        return {"decision": outcome.decision, "reason": outcome.reason, "reflector": llm.name, "written": written}
+
+    reflection.update(saved_row(rows, "reflection", reflect_once))
+    if reflection.get("written") is not None:
+        play("R2", library.load("regrasp", reflection["written"]), "reflection wrote it")
     else:
         # No revision (NO_UPDATE, a rejected proposal, no reflector): the version is reused as it is.
         why = f"reflection {reflection['decision']}: {reflection['reason']}"

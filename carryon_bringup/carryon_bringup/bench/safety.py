@@ -13,25 +13,13 @@ skips the rows already there. Writes `safety.png` beside the results.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from rich.progress import Progress
 
 from carryon_bringup.bench.shield import BACKBONES, SCENES, add_rows, episode_row, one_core
-from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult
-
-
-def _row(rows: Path, key: str, compute: Any) -> dict[str, Any]:
-    path = rows / f"{key}.json"
-    if path.is_file():
-        cached: dict[str, Any] = json.loads(path.read_text())
-        return cached
-    row: dict[str, Any] = compute()
-    rows.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(row, indent=2) + "\n")
-    return row
+from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, saved_row
 
 
 def plot(table: dict[str, dict[str, Any]], path: Path) -> None:
@@ -79,7 +67,7 @@ def run(options: BenchOptions) -> BenchResult:
                     def compute(b: str = backend, s: str = scene, on: bool = shielded) -> dict[str, Any]:
                         return episode_row(b, s, seeds, shielded=on)
 
-                    rates[label] = _row(rows, f"{key}_{label}", compute)
+                    rates[label] = saved_row(rows, f"{key}_{label}", compute)
                     progress.advance(job, n)
                 table[key] = {"without_shield": rates["without"], "with_shield": rates["with"]}
                 add_rows(result, key, rates["without"], rates["with"], n)

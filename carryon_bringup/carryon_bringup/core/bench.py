@@ -17,6 +17,21 @@ import numpy as np
 from carryon_common.core.registry import Registry
 
 
+def saved_row(rows: Path, key: str, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """`rows/<key>.json` when an earlier (interrupted) run left it, else `compute()` saved
+    there as soon as it finishes: what makes `carryon bench --resume RUN_DIR` skip work."""
+    path = rows / f"{key}.json"
+    if path.is_file():
+        cached: dict[str, Any] = json.loads(path.read_text())
+        return cached
+    row = compute()
+    rows.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(row, indent=2) + "\n")
+    tmp.replace(path)  # atomic: an interrupted write leaves no half row
+    return row
+
+
 @dataclass(frozen=True)
 class Metric:
     name: str
