@@ -47,7 +47,7 @@ from carryon_recovery import convert
 from carryon_recovery.core.base_skill import run_base_skill
 from carryon_recovery.core.config import RecoveryConfig
 from carryon_recovery.core.library import SkillLibrary
-from carryon_recovery.core.motion import CartesianIk, MotionBackend
+from carryon_recovery.core.motion import MotionBackend, builtin_motion
 from carryon_recovery.core.types import Outcome, RecoveryResult
 from carryon_recovery.ros_io import STREAMS, Latest, MotionParams, RosRecoveryIO
 
@@ -75,7 +75,7 @@ class RecoveryNode(CarryOnNode):
 
             self.motion = moveit_planner(kinematics, cfg.moveit_group, cfg.moveit_base_frame, robot.tool_frame)
         else:
-            self.motion = CartesianIk(kinematics)
+            self.motion = builtin_motion(robot)
         self.latest = Latest()
         self.create_subscription(PoseStamped, names.EE_POSE, self.latest.keep_ee_pose, 10)
         self.create_subscription(JointState, names.JOINT_STATES, self.latest.keep_joint_state, 10)

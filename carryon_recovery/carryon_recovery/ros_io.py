@@ -263,6 +263,7 @@ class RosRecoveryIO:
                 return False, str(exc)
             if not plan.ok:
                 return False, plan.reason
+            rotation = plan.rotation if plan.rotation is not None else rotation
             samples = plan.positions
             blocked = False
             for first in range(0, len(samples), p.horizon):

@@ -94,6 +94,7 @@ class SimRecoveryIO:
         plan = self.motion.plan(self.world.arm_q(), self.tool_position(), positions, rotation, self.speed_m_s * self.dt)
         if not plan.ok:
             return False, plan.reason
+        rotation = plan.rotation if plan.rotation is not None else rotation
         samples = plan.positions
         for first in range(0, len(samples), self.horizon):
             if not self._execute(samples[first : first + self.horizon], rotation, gripper):

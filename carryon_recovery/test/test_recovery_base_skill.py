@@ -23,7 +23,7 @@ from carryon_policy.core.episodes import Task
 from carryon_policy.core.skills import load_skill_library, skills_path
 from carryon_recovery.core.base_skill import TRANSIT_MARGIN_M, Seen, run_base_skill, transit
 from carryon_recovery.core.library import SkillLibrary, SkillVersion
-from carryon_recovery.core.motion import CartesianIk
+from carryon_recovery.core.motion import builtin_motion
 from carryon_recovery.core.reflection import reflect
 from carryon_recovery.core.types import Outcome
 from carryon_recovery.sim_io import base_skill_recovery
@@ -46,10 +46,9 @@ from test_planner_executive_sim import (
     plan_of,
 )  # fmt: skip
 
-SEED = Path(__file__).resolve().parents[2] / "config" / "skills" / "recovery"
-PANDA_MOTION = CartesianIk(
-    load_robot(str(Path(__file__).resolve().parents[2] / "config" / "robot" / "panda.yaml")).kinematics()
-)
+CONFIG = Path(__file__).resolve().parents[2] / "config"
+SEED = CONFIG / "skills" / "recovery"
+PANDA_MOTION = builtin_motion(load_robot(str(CONFIG / "robot" / "panda.yaml")))
 
 
 class ShieldedGate:

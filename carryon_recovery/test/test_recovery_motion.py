@@ -75,3 +75,25 @@ def test_tool_frame_goal_puts_the_tcp_on_the_target(arm: ArmKinematics) -> None:
     # the hand sits 96.5 mm behind the fingertips, along the (downward) tool axis, in the base frame
     assert np.allclose(position, start - [0.0, 0.0, 0.42] + hand @ [0.0, 0.0, -0.0965], atol=1e-9)
     assert np.allclose(position, start - [0.0, 0.0, 0.42] + [0.0, 0.0, 0.0965], atol=1e-3)
+
+
+def turned(rotation: np.ndarray, yaw: float) -> np.ndarray:
+    c, s = np.cos(yaw), np.sin(yaw)
+    out: np.ndarray = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]) @ rotation
+    return out
+
+
+def test_a_parallel_gripper_may_turn_half_way_round_when_the_wrist_cannot(arm: ArmKinematics) -> None:
+    wrist_near_limit = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 2.8])  # last joint limit: 2.9 rad
+    start, rotation = arm.forward(wrist_near_limit)
+    goal = np.array([start + np.array([0.0, 0.05, -0.05])])
+    wanted = turned(rotation, -1.5)  # beyond the wrist's limit
+    strict = CartesianIk(arm, symmetric_tool=False).plan(wrist_near_limit, start, goal, wanted, 0.006)
+    assert not strict.ok and strict.reason.startswith("unreachable: step 1/")
+    either = CartesianIk(arm).plan(wrist_near_limit, start, goal, wanted, 0.006)
+    assert either.ok and either.rotation is not None and either.joints is not None
+    assert np.allclose(either.rotation, wanted @ np.diag([-1.0, -1.0, 1.0]))  # the same grasp, half turned
+    assert np.allclose(arm.forward(either.joints[-1])[1], either.rotation, atol=1e-2)
+    easy = turned(rotation, 1.0)  # reachable as asked, and nearer than its half turn: kept
+    kept = CartesianIk(arm).plan(wrist_near_limit, start, goal, easy, 0.006)
+    assert kept.ok and kept.rotation is not None and np.allclose(kept.rotation, easy)

@@ -166,6 +166,9 @@ class RobotDescription(BaseModel):
     joint_names: list[str] = Field(min_length=1, description="commanded joints, in the controller's order")
     gripper_joints: list[str] = Field(default_factory=list, description="finger joints adding up to the width")
     gripper_open_width_m: float = Field(0.08, gt=0.0, description="finger width of an open gripper, metres")
+    symmetric_tool: bool = Field(
+        True, description="a half turn about the tool's z axis grasps the same (a parallel gripper)"
+    )
     tool_frame: str = Field(description="URDF frame the tool centre point is attached to")
     tcp_xyz: tuple[float, float, float] = Field(description="tool centre point in tool_frame, metres")
     tcp_rpy: tuple[float, float, float] = Field(description="its orientation, roll-pitch-yaw radians")

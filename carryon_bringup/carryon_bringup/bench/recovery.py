@@ -53,7 +53,7 @@ from carryon_policy.core.config import PolicyConfig
 from carryon_policy.core.episodes import without_obstacles
 from carryon_policy.core.policy import Policy
 from carryon_recovery.core.library import SkillLibrary, SkillVersion
-from carryon_recovery.core.motion import CartesianIk
+from carryon_recovery.core.motion import CartesianIk, builtin_motion
 from carryon_recovery.core.reflection import Attempt, reflect
 from carryon_recovery.sim_io import base_skill_recovery
 from carryon_sim.core.cameras import CameraRig
@@ -127,7 +127,7 @@ def _fixed() -> tuple[Scene, ShapeTable, SimOracleJudge, Policy]:
 @functools.lru_cache(maxsize=1)
 def _motion() -> CartesianIk:
     """The built-in motion backend on the Panda's model (<config dir>/robot/panda.yaml)."""
-    return CartesianIk(load_robot("").kinematics())
+    return builtin_motion(load_robot(""))
 
 
 def run_episode(episode: Episode, recover_with: SkillVersion | None) -> tuple[bool, list[Attempt]]:

@@ -25,7 +25,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from carryon_arm.core.kinematics import ArmKinematics
+from carryon_arm.core.kinematics import ArmKinematics, RobotDescription
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -35,6 +35,7 @@ class MotionPlan:
     positions: FloatArray  # (n, 3) tool positions in world, one per control step
     joints: FloatArray | None = None  # (n, dof) the backend's joint solution per step, when it has one
     reason: str = ""  # why the path cannot be executed ("" = it can)
+    rotation: FloatArray | None = None  # the tool rotation to move with, when the backend chose an equivalent one
 
     @property
     def ok(self) -> bool:
@@ -64,14 +65,34 @@ def resample(start: FloatArray, positions: FloatArray, step_m: float) -> FloatAr
     return out
 
 
+FLIP = np.diag([-1.0, -1.0, 1.0])  # a half turn about the tool's z axis
+
+
+def _angle(a: FloatArray, b: FloatArray) -> float:
+    return float(np.arccos(np.clip((np.trace(a.T @ b) - 1.0) / 2.0, -1.0, 1.0)))
+
+
 class CartesianIk:
-    """The built-in backend: Cartesian interpolation + IK of every step (see the module)."""
+    """The built-in backend: Cartesian interpolation + IK of every step (see the module).
+    With `symmetric_tool` (a parallel gripper grasps the same turned half way round its
+    axis) the half-turned rotation is tried too, nearest to the current one first: the
+    wrist joint's limits often allow only one of the two."""
 
     name = "builtin"
 
-    def __init__(self, kinematics: ArmKinematics, *, max_ik_error_m: float = 0.01, max_joint_step_rad: float = 0.3):
+    def __init__(
+        self,
+        kinematics: ArmKinematics,
+        *,
+        symmetric_tool: bool = True,
+        max_ik_error_m: float = 0.01,
+        max_rotation_error_rad: float = 0.05,
+        max_joint_step_rad: float = 0.3,
+    ) -> None:
         self.kinematics = kinematics
+        self.symmetric_tool = symmetric_tool
         self.max_ik_error_m = max_ik_error_m
+        self.max_rotation_error_rad = max_rotation_error_rad
         self.max_joint_step_rad = max_joint_step_rad
 
     def plan(
@@ -80,18 +101,42 @@ class CartesianIk:
         samples = resample(start, path, step_m)
         if q_start is None:
             return MotionPlan(samples, reason="no joint states: the path cannot be checked for reachability")
-        joints = np.empty((len(samples), len(q_start)))
-        q = np.asarray(q_start, dtype=np.float64)
+        q0 = np.asarray(q_start, dtype=np.float64)
+        options = [np.asarray(rotation, dtype=np.float64)]
+        if self.symmetric_tool:
+            options.append(options[0] @ FLIP)
+            current = self.kinematics.forward(q0)[1]
+            options.sort(key=lambda r: _angle(current, r))
+        first: MotionPlan | None = None
+        for option in options:
+            plan = self._solve(q0, samples, option)
+            if plan.ok:
+                return plan
+            first = first or plan
+        assert first is not None
+        return first
+
+    def _solve(self, q0: FloatArray, samples: FloatArray, rotation: FloatArray) -> MotionPlan:
+        joints = np.empty((len(samples), len(q0)))
+        q = q0
         for i, position in enumerate(samples):
             solution = self.kinematics.inverse(q, position, rotation)
             where = f"step {i + 1}/{len(samples)} at {np.round(position, 3).tolist()} m"
-            if solution.position_error_m > self.max_ik_error_m or solution.rotation_error_rad > 0.05:
+            if solution.position_error_m > self.max_ik_error_m:
                 return MotionPlan(samples, reason=f"unreachable: {where} (IK error {solution.position_error_m:.3f} m)")
+            if solution.rotation_error_rad > self.max_rotation_error_rad:
+                reason = f"unreachable: {where}: the tool rotation misses by {solution.rotation_error_rad:.2f} rad"
+                return MotionPlan(samples, reason=reason)
             jump = float(np.max(np.abs(solution.q - q)))
             if i > 0 and jump > self.max_joint_step_rad:  # the first step also turns the tool to `rotation`
                 return MotionPlan(samples, reason=f"joint flip: {where} moves a joint {jump:.2f} rad in one step")
             joints[i] = q = solution.q
-        return MotionPlan(samples, joints)
+        return MotionPlan(samples, joints, rotation=rotation)
+
+
+def builtin_motion(robot: RobotDescription) -> CartesianIk:
+    """The built-in backend for an arm's description."""
+    return CartesianIk(robot.kinematics(), symmetric_tool=robot.symmetric_tool)
 
 
 # moveit_py ---------------------------------------------------------------------------------
