@@ -10,12 +10,10 @@ from builtin_interfaces.msg import Time as TimeMsg
 from geometry_msgs.msg import Point, PoseStamped, Quaternion, Vector3
 from sensor_msgs.msg import Image, JointState
 
-from carryon_common.core.chunk import Chunk, ChunkSource, Convention, InvalidChunk
+from carryon_common.core.chunk import WORLD_FRAME, Chunk, ChunkSource, Convention, InvalidChunk
 from carryon_common.core.status import Capability, NodeHealth, NodeState
 from carryon_interfaces.msg import ActionChunk, ActionStep, NodeStatus
 from carryon_interfaces.msg import Capability as CapabilityMsg
-
-WORLD_FRAME = "world"
 
 
 def health_to_msg(health: NodeHealth, stamp: TimeMsg) -> NodeStatus:

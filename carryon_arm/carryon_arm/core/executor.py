@@ -19,10 +19,9 @@ import numpy.typing as npt
 
 from carryon_arm.core.config import ArmAdapterConfig
 from carryon_arm.core.kinematics import ArmKinematics
-from carryon_common.core.chunk import Chunk, InvalidChunk, ToolTarget, tool_targets
+from carryon_common.core.chunk import Chunk, InvalidChunk, ToolTarget, check_executable, tool_targets
 
 FloatArray = npt.NDArray[np.float64]
-WORLD_FRAME = "world"
 
 
 class Mode(enum.StrEnum):
@@ -91,11 +90,7 @@ class ChunkExecutor:
 
     def submit(self, chunk: Chunk, now_s: float) -> None:
         """Queue a released chunk, replacing the rest of the previous one; InvalidChunk says why not."""
-        chunk.validate()
-        if chunk.frame_id != WORLD_FRAME:
-            raise InvalidChunk(f"frame {chunk.frame_id!r} is not supported (expected {WORLD_FRAME!r})")
-        if self.estop:
-            raise InvalidChunk("emergency stop engaged")
+        check_executable(chunk, estop=self.estop)
         stale = self.stale_reason(now_s)
         if stale is not None:
             raise InvalidChunk(stale)

@@ -16,11 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from carryon_common.core.chunk import Chunk, InvalidChunk, tool_targets
+from carryon_common.core.chunk import Chunk, check_executable, tool_targets
 from carryon_sim.core.ik import ArmIk
 from carryon_sim.core.world import World
 
-WORLD_FRAME = "world"
 # Reachable box for the tool centre point, metres, world frame (above the table top).
 WORKSPACE_MIN = np.array([0.15, -0.6, 0.425])
 WORKSPACE_MAX = np.array([0.95, 0.6, 1.2])
@@ -65,11 +64,7 @@ class Driver:
 
     def submit(self, chunk: Chunk, now_s: float) -> None:
         """Queue a released chunk (replacing what is left of the previous one)."""
-        chunk.validate()
-        if chunk.frame_id != WORLD_FRAME:
-            raise InvalidChunk(f"frame {chunk.frame_id!r} is not supported (expected {WORLD_FRAME!r})")
-        if self.estop:
-            raise InvalidChunk("emergency stop engaged")
+        check_executable(chunk, estop=self.estop)
         self._queue.clear()
         for t in tool_targets(chunk, self._target_pos, self._target_rot):
             self._queue.append((t.chunk_id, t.step, t.position, t.rotation, t.gripper))
