@@ -179,7 +179,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", metavar="PATH", help="also write the figures to this JSON file")
     bench.add_argument("--resume", metavar="RUN_DIR",
                        help="continue an interrupted run in its folder (benchmarks saving rows: safety, "
-                       "recovery)")  # fmt: skip
+                       "recovery, personalization)")  # fmt: skip
     bench.add_argument(
         "--set", action="append", default=[], metavar="NODE.KEY=VALUE",
         help="override a node parameter for benchmarks that build a node's backend, e.g. "

@@ -39,3 +39,9 @@ def test_a_quick_run_against_the_stub_scores_every_suite(tmp_path: Path, monkeyp
     lines = (tmp_path / "run" / "cases.jsonl").read_text().splitlines()
     assert len(lines) == 6 and all(json.loads(line)["refused"] for line in lines)
     assert result.details["backend"].startswith("openai:stub")
+    # A resumed run plans nothing again: every case is in rows/ (the stub would have no replies left).
+    with StubVlmServer([]) as stub:
+        sets = ("planner_node.llm_backend=openai", f"planner_node.llm_base_url={stub.base_url}",
+                "planner_node.llm_model=stub", "planner_node.max_repairs=0")  # fmt: skip
+        again = run(BenchOptions(True, 0, tmp_path / "run", sets, CONFIG))
+    assert not stub.requests and {m.name: m.value for m in again.metrics} == metrics

@@ -14,7 +14,8 @@ and scored on what would be dispatched (see carryon_planner.core.personalization
     carryon bench personalization --quick               # the first case of each suite
 
 Per case the run folder's `cases.jsonl` records the dispatched subtasks, the reply, the
-failed expectations, the LLM rounds and the time.
+failed expectations, the LLM rounds and the time; each case is also saved under `rows/`
+as it finishes, so `--resume RUN_DIR` continues an interrupted run.
 """
 
 from __future__ import annotations
@@ -27,14 +28,14 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress
 
-from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, percentile
+from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, percentile, saved_row
 from carryon_bringup.core.graph import find_config_dir
 from carryon_bringup.up import default_config_fallbacks
 from carryon_common.core.config import load_node_config, parse_override
 from carryon_common.core.errors import ConfigError
 from carryon_planner.core.config import PlannerConfig
 from carryon_planner.core.facts import load_preference_rules
-from carryon_planner.core.personalization import CaseResult, accuracy, load_suites, run_suites
+from carryon_planner.core.personalization import Case, CaseResult, Suite, accuracy, load_suites, run_case
 from carryon_planner.llm_backends import make_llm
 
 SUITES_DIR = Path("planner") / "personalization"
@@ -61,7 +62,7 @@ def run(options: BenchOptions) -> BenchResult:
     result.details["backend"] = llm.name
     result.details["max_repairs"] = config.max_repairs
     options.run_dir.mkdir(parents=True, exist_ok=True)
-    log = (options.run_dir / "cases.jsonl").open("w")
+    log = (options.run_dir / "cases.jsonl").open("a")
     console = Console(stderr=True)
     per_suite = 1 if options.quick else 0
     total = sum(min(len(s.cases), per_suite or len(s.cases)) for s in suites)
@@ -75,11 +76,19 @@ def run(options: BenchOptions) -> BenchResult:
             console.print(f"{case.suite}/{case.case}: {mark} ({case.llm_rounds} round(s), {case.seconds:.1f} s)")
             progress.advance(task)
 
+        rows = options.run_dir / "rows"
+        results: list[CaseResult] = []
         try:
-            results = run_suites(
-                llm, suites, preference_rules=rules, max_repairs=config.max_repairs, cases_per_suite=per_suite,
-                on_result=record,
-            )  # fmt: skip
+            for suite in suites:
+                for case in suite.cases[: per_suite or None]:
+
+                    def plan(suite: Suite = suite, case: Case = case) -> dict[str, Any]:
+                        outcome = run_case(llm, suite, case, preference_rules=rules, max_repairs=config.max_repairs)
+                        return dataclasses.asdict(outcome)
+
+                    row = saved_row(rows, f"{suite.name}-{case.id}", plan)
+                    results.append(CaseResult(**{k: tuple(v) if isinstance(v, list) else v for k, v in row.items()}))
+                    record(results[-1])
         finally:
             log.close()
     scores = accuracy(results)
