@@ -108,13 +108,13 @@ class ArmAdapterNode(CarryOnNode):
                 self.executor_.submit(chunk, self._now_s())
         except InvalidChunk as exc:
             with self.lock:
-                command = self.executor_.hold() if self.executor_.state is not None else None
+                command = self.executor_.hold(self._now_s())
             self._send(command)
             self._reject(f"chunk {msg.chunk_id}: {exc}")
 
     def _on_estop(self, msg: EstopState) -> None:
         with self.lock:
-            command = self.executor_.set_estop(msg.active)
+            command = self.executor_.set_estop(msg.active, self._now_s())
         self._send(command)
 
     def _on_tick(self) -> None:

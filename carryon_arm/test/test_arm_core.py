@@ -176,7 +176,8 @@ def test_stale_or_missing_joint_states_refuse_and_hold(kinematics: ArmKinematics
     start, _ = kinematics.forward(HOME)
     run.submit(chunk([list(start)] * 5), 0.1)
     command = run.tick(1.0)  # the states stopped while executing
-    assert command is not None and command.hold and "stale" in run.rejections[-1].reason
+    assert command is None and run.mode == Mode.HOLDING  # nothing sent: no going back to an old measurement
+    assert "stale" in run.rejections[-1].reason
 
 
 def test_estop_holds_and_refuses_until_released(kinematics: ArmKinematics) -> None:
@@ -184,12 +185,12 @@ def test_estop_holds_and_refuses_until_released(kinematics: ArmKinematics) -> No
     start, _ = kinematics.forward(HOME)
     run.submit(chunk([list(start + np.array([0.0, 0.01 * i, 0.0])) for i in range(1, 10)]), 0.0)
     run.tick(0.05)
-    command = run.set_estop(True)
+    command = run.set_estop(True, 0.05)
     assert command is not None and command.hold
     assert run.tick(0.1) is None
     with pytest.raises(InvalidChunk, match="emergency stop"):
         run.submit(chunk([list(start)]), 0.1)
-    run.set_estop(False)
+    run.set_estop(False, 0.1)
     run.submit(chunk([list(start)]), 0.1)
     assert run.mode == Mode.EXECUTING
 

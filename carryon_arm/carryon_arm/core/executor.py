@@ -102,11 +102,11 @@ class ChunkExecutor:
         self._last_step_s = now_s
         self.mode = Mode.EXECUTING
 
-    def set_estop(self, active: bool) -> Command | None:
+    def set_estop(self, active: bool, now_s: float) -> Command | None:
         """Engage / release the e-stop; engaging returns the hold command."""
         was, self.estop = self.estop, active
-        if active and not was and self.state is not None:
-            return self.hold()
+        if active and not was:
+            return self.hold(now_s)
         return None
 
     # -- control period -------------------------------------------------------------------
@@ -115,25 +115,21 @@ class ChunkExecutor:
         if self.mode != Mode.EXECUTING:
             return None
         if self.estop:
-            return self.hold()
+            return self.hold(now_s)
         stale = self.stale_reason(now_s)
         if stale is not None:
             self.rejections.append(Rejection(-1, -1, f"arm holds: {stale}"))
-            if self.state is None:
-                self._queue.clear()
-                self.mode = Mode.HOLDING
-                return None
-            return self.hold()
+            return self.hold(now_s)
         if not self._queue:
             if now_s - self._last_step_s > self.config.watchdog_s:
-                return self.hold()  # the command stream stopped: do not drift
+                return self.hold(now_s)  # the command stream stopped: do not drift
             return None
         step = self._queue.popleft()
         if np.any(step.position < self._lo) or np.any(step.position > self._hi):
-            return self._refuse(step, f"target {np.round(step.position, 3).tolist()} m is outside the workspace")
+            return self._refuse(step, f"target {np.round(step.position, 3).tolist()} m is outside the workspace", now_s)
         command = self._command(step)
         if isinstance(command, str):
-            return self._refuse(step, command)
+            return self._refuse(step, command, now_s)
         self._target = (step.position, step.rotation)
         self._last_step_s = now_s
         self.steps_sent += 1
@@ -156,19 +152,23 @@ class ChunkExecutor:
             q = self._q_command = solution.q
         return Command(False, q, step.position, step.rotation, width, self._dt)
 
-    def _refuse(self, step: ToolTarget, reason: str) -> Command | None:
+    def _refuse(self, step: ToolTarget, reason: str, now_s: float) -> Command | None:
         self.rejections.append(Rejection(step.chunk_id, step.step, reason))
-        return self.hold()
+        return self.hold(now_s)
 
     def measured_pose(self) -> tuple[FloatArray, FloatArray]:
         assert self.state is not None
         return self.kinematics.forward(self.state.q)
 
-    def hold(self) -> Command:
-        """Stop where the arm is: the target becomes the measured joints and tool pose."""
-        assert self.state is not None
+    def hold(self, now_s: float) -> Command | None:
+        """Stop where the arm is: the target becomes the measured joints and tool pose. With
+        stale (or no) joint states nothing is sent — an old measurement is no place to go
+        back to; the controller keeps its last target, at most one step ahead."""
         self._queue.clear()
         self.mode = Mode.HOLDING
-        self._target = self.measured_pose()
         self._q_command = None
+        if self.state is None or self.stale_reason(now_s) is not None:
+            self._target = None
+            return None
+        self._target = self.measured_pose()
         return Command(True, self.state.q.copy(), *self._target, None, self._dt)
