@@ -21,7 +21,7 @@ from carryon_planner.core.executive import Executive
 from carryon_planner.core.openai_llm import OpenAiLlm
 from carryon_policy.core.episodes import Task
 from carryon_policy.core.skills import load_skill_library, skills_path
-from carryon_recovery.core.base_skill import TRANSIT_MARGIN_M, Seen, run_base_skill, transit
+from carryon_recovery.core.base_skill import TRANSIT_MARGIN_M, Seen, grasp_candidates, run_base_skill, transit
 from carryon_recovery.core.library import SkillLibrary, SkillVersion
 from carryon_recovery.core.motion import builtin_motion
 from carryon_recovery.core.reflection import reflect
@@ -187,3 +187,27 @@ def test_transit_climbs_over_obstacles_in_the_corridor_only() -> None:
     assert np.allclose(over[-1], goal) and np.allclose(over[0][:2], start[:2])  # up first, down last
     aside = transit(start, goal, bottle + np.array([0.3, 0.0, 0.0]))  # 30 cm off the path: ignored
     assert aside[:, 2].max() == pytest.approx(0.5)
+
+
+def carrot_points(centre: tuple[float, float], yaw: float = 0.0) -> np.ndarray:
+    """A 92 x 32 mm carrot's visible points lying on the table (z 0.42), long axis at `yaw`."""
+    u = np.linspace(-0.046, 0.046, 24)
+    v = np.linspace(-0.016, 0.016, 7)
+    uu, vv = (g.ravel() for g in np.meshgrid(u, v))
+    c, s = np.cos(yaw), np.sin(yaw)
+    return np.column_stack([centre[0] + c * uu - s * vv, centre[1] + s * uu + c * vv, np.full(uu.size, 0.45)])
+
+
+def test_grasp_candidates_avoid_a_finger_between_the_object_and_an_obstacle() -> None:
+    version = SkillLibrary(SEED).load("regrasp")
+    carrot = carrot_points((0.5, 0.0))  # long axis along x: the fingers close along y
+    free = grasp_candidates(carrot, version, 0.42)
+    assert len(free) == 3 and np.allclose(free[0].grasp[:2], [0.5, 0.0], atol=1e-3)  # the centre first
+    assert {round(float(c.grasp[0]), 3) for c in free[1:]} == {0.477, 0.523}  # a quarter of its length either way
+    # A bottle against the carrot's side near its +x end: the finger there would be squeezed in.
+    bottle = np.array([[x, y, 0.5] for x in (0.515, 0.525, 0.535) for y in (0.034, 0.044)])
+    crowded = grasp_candidates(carrot, version, 0.42, bottle)
+    assert crowded[0].grasp[0] < 0.49  # the end away from the bottle first
+    assert crowded[-1].grasp[0] > 0.51  # the end at the bottle last
+    low = np.array([[0.5, 0.03, 0.425]])  # a flat thing under the fingers is no obstacle to them
+    assert np.allclose(grasp_candidates(carrot, version, 0.42, low)[0].grasp[:2], [0.5, 0.0], atol=1e-3)

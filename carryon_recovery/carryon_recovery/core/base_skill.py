@@ -113,26 +113,60 @@ class Candidate:
     pre_grasp: FloatArray
 
 
-def grasp_candidates(points: FloatArray, version: SkillVersion, support_z: float | None = None) -> list[Candidate]:
-    """Top-down candidates from the target's points: over the points' centre, the fingers
-    across the narrow horizontal axis, `grasp_height_m` above the surface it rests on
-    (`support_z`; else its lowest seen point, which for a camera above is often its
-    equator), at most 5 mm under its top. Side candidates are not generated yet."""
-    candidates = []
-    for kind in version.strategy.candidate_order:
-        if kind != "top_down" or len(points) < 3:
-            continue
-        centre = points.mean(axis=0)
-        xy = points[:, :2] - centre[:2]
-        _, vectors = np.linalg.eigh(xy.T @ xy)
-        narrow = vectors[:, 0]  # smallest spread: close the fingers along it
-        yaw = math.atan2(-narrow[0], narrow[1])  # finger axis (tool x) along `narrow`
-        top = float(points[:, 2].max())
-        bottom = support_z if support_z is not None else float(points[:, 2].min())
-        z = min(bottom + version.value("grasp_height_m"), max(top - 0.005, bottom))
-        grasp = np.array([centre[0], centre[1], z])
-        pre = grasp + np.array([0.0, 0.0, version.value("approach_offset_m")])
-        candidates.append(Candidate(kind, grasp, tool_rotation(yaw), pre))
+FINGER_MARGIN_M = 0.015  # room a finger needs beside the object, metres
+CLEAR_M = 0.02  # fingers this far (xy) from every obstacle point: the centre grasp is kept first
+
+
+def finger_clearance(
+    grasp: FloatArray, across: FloatArray, half_width: float, obstacles: FloatArray | None, floor_z: float
+) -> float:
+    """Horizontal distance from the two fingertips of a top-down grasp (at `grasp`, closing
+    along the unit xy vector `across`, opened `half_width` + margin either side) to the
+    nearest obstacle point standing above `floor_z`; inf when none is seen."""
+    if obstacles is None or not len(obstacles):
+        return math.inf
+    standing = obstacles[obstacles[:, 2] > floor_z + 0.01, :2]
+    if not len(standing):
+        return math.inf
+    offset = (half_width + FINGER_MARGIN_M) * across
+    fingers = np.array([grasp[:2] + offset, grasp[:2] - offset])
+    return float(np.min(np.linalg.norm(standing[None, :, :] - fingers[:, None, :], axis=2)))
+
+
+def grasp_candidates(
+    points: FloatArray, version: SkillVersion, support_z: float | None = None, obstacles: FloatArray | None = None
+) -> list[Candidate]:
+    """Top-down candidates from the target's points, the fingers closing across its narrow
+    horizontal axis, `grasp_height_m` above the surface it rests on (`support_z`; else its
+    lowest seen point, which for a camera above is often its equator), at most 5 mm under
+    its top: over the points' centre, and for an elongated object also a quarter of its
+    length either way along it. The centre comes first unless a finger there would come
+    within `CLEAR_M` of an obstacle (an object lying against a bottle): then the candidates
+    go by finger clearance, the freest first. Side candidates are not generated: a
+    parallel gripper reaching sideways at a low object's height would meet the table."""
+    if "top_down" not in version.strategy.candidate_order or len(points) < 3:
+        return []
+    centre = points.mean(axis=0)
+    xy = points[:, :2] - centre[:2]
+    _, vectors = np.linalg.eigh(xy.T @ xy)
+    narrow, long = vectors[:, 0], vectors[:, 1]  # close the fingers along the smallest spread
+    yaw = math.atan2(-narrow[0], narrow[1])  # finger axis (tool x) along `narrow`
+    top = float(points[:, 2].max())
+    bottom = support_z if support_z is not None else float(points[:, 2].min())
+    z = min(bottom + version.value("grasp_height_m"), max(top - 0.005, bottom))
+    along, across = xy @ long, xy @ narrow
+    half_width = float(np.percentile(np.abs(across), 95))
+    spots = [centre[:2]]
+    length = float(np.percentile(along, 97) - np.percentile(along, 3))
+    if length > 2.0 * 2.0 * half_width:  # elongated (a carrot: 92 x 32 mm): also grasp nearer its ends
+        spots += [centre[:2] + long * length / 4.0, centre[:2] - long * length / 4.0]
+    rotation = tool_rotation(yaw)
+    lift = np.array([0.0, 0.0, version.value("approach_offset_m")])
+    candidates = [Candidate("top_down", np.array([x, y, z]), rotation, np.array([x, y, z]) + lift) for x, y in spots]
+    clearance = [finger_clearance(c.grasp, narrow, half_width, obstacles, bottom) for c in candidates]
+    if clearance[0] < CLEAR_M:
+        order = sorted(range(len(candidates)), key=lambda i: -clearance[i])
+        candidates = [candidates[i] for i in order]
     return candidates
 
 
@@ -222,7 +256,7 @@ def run_base_skill(
         support = None if seen.support_z is None else _r(seen.support_z)
         record.add("relocalize", True, measured={"target_center": _r(seen.target.mean(axis=0)),
                                                  "points": len(seen.target), "support_z": support})  # fmt: skip
-        candidates = grasp_candidates(seen.target, version, seen.support_z)
+        candidates = grasp_candidates(seen.target, version, seen.support_z, seen.obstacles)
         record.add("grasp_candidates", bool(candidates), measured={"count": len(candidates)})
         for candidate in candidates:
             last = candidate
