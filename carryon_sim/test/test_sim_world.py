@@ -304,3 +304,17 @@ def test_an_offstage_obstacle_can_be_added_during_an_episode() -> None:
     world.perturb(PerturbationSpec(kind="place", object="obstacle_3", location="path_middle"))
     x, y, z = world.object_position("obstacle_3")
     assert (x, y) == pytest.approx((0.45, -0.05)) and z == pytest.approx(TABLE_TOP_Z, abs=0.001)
+
+
+def test_jittered_layouts_never_overlap_and_a_seed_is_one_layout(tmp_path: Path) -> None:
+    """Two objects 16 cm apart (12 cm is touching), each jittered by up to 5 cm: many draws would overlap; every
+    seed still gets a valid layout (redrawn), the same one each time."""
+    objects = [{"name": "bowl", "type": "bowl", "pos": [0.5, 0.0], "jitter_m": 0.05},
+               {"name": "bottle", "type": "bottle", "pos": [0.5, 0.16], "jitter_m": 0.05}]  # fmt: skip
+    scene = load_scene(write_scene(tmp_path, {**BASE, "objects": objects}))
+    layouts = [scene.placements(seed) for seed in range(60)]
+    for layout in layouts:
+        bowl, bottle = layout["bowl"], layout["bottle"]
+        assert np.hypot(bowl.x - bottle.x, bowl.y - bottle.y) >= 0.08 + 0.04  # footprints: bowl 8 cm, bottle 4 cm
+    assert scene.placements(7) == layouts[7]
+    assert len({(round(p["bowl"].x, 6), round(p["bottle"].y, 6)) for p in layouts}) == 60

@@ -198,8 +198,27 @@ def _check_references(spec: SceneSpec, where: str) -> None:
                 )
 
 
+JITTER_DRAWS = 100  # jittered placements drawn per seed until one has no overlap
+
+
 def _place(spec: SceneSpec, rng: np.random.Generator, where: str, jitter: bool = True) -> dict[str, Placement]:
-    """Resolve placements in dependency order, then reject overlaps and off-table objects."""
+    """Resolve placements in dependency order, then reject overlaps and off-table objects.
+    With jitter, a draw that overlaps is drawn again (from the same generator, so a seed
+    still means one layout); the nominal layout was checked when the scene was loaded."""
+    draws = JITTER_DRAWS if jitter and any(o.jitter_m > 0 for o in spec.objects) else 1
+    for draw in range(draws):
+        out = _resolve(spec, rng if jitter else None, where)
+        try:
+            _check_overlaps(spec, out, where)
+        except ConfigError:
+            if draw == draws - 1:
+                raise
+            continue
+        return out
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def _resolve(spec: SceneSpec, rng: np.random.Generator | None, where: str) -> dict[str, Placement]:
     out: dict[str, Placement] = {}
     pending = list(spec.objects)
     while pending:
@@ -208,13 +227,12 @@ def _place(spec: SceneSpec, rng: np.random.Generator, where: str, jitter: bool =
             host = obj.under or obj.in_
             if host and host not in out:
                 continue
-            out[obj.name] = _placement(spec, obj, out, rng if jitter else None)
+            out[obj.name] = _placement(spec, obj, out, rng)
             pending.remove(obj)
             progress = True
         if not progress:
             cycle = ", ".join(o.name for o in pending)
             raise ConfigError(f"{where}: objects: placement cycle through under/in between {cycle}")
-    _check_overlaps(spec, out, where)
     return out
 
 
