@@ -174,6 +174,9 @@ def test_joint_trajectories_estop_refusals_stale_state_and_cameras(config_dir: P
         probe.spin(1.5)
         probe.send(line(stopped, stopped + np.array([0.0, 0.0, 0.02]), 2))
         assert probe.spin(5.0, lambda: any("stale" in r for r in probe.rejections)), probe.rejections
+        poses = len(probe.poses)
+        probe.spin(1.0)
+        assert len(probe.poses) == poses  # a stale state is not published as if it were new
 
 
 def test_pose_targets_move_a_cartesian_controller(config_dir: Path, tmp_path: Path) -> None:

@@ -76,8 +76,8 @@ class ArmAdapterNode(CarryOnNode):
         self.create_subscription(
             JointState, cfg.joint_states_topic, self._on_joint_state, qos_profile_sensor_data, callback_group=control
         )
+        self._tool_pose: tuple[np.ndarray, np.ndarray] | None = None  # for tool-mounted cameras
         self.create_timer(1.0 / cfg.control_rate_hz, self._on_tick, callback_group=control)
-        self._tool_pose: tuple[np.ndarray, np.ndarray] | None = None
         self._bridge_cameras(cfg.cameras_file)
         self.set_ready()
 
@@ -122,12 +122,14 @@ class ArmAdapterNode(CarryOnNode):
             rejected = len(self.executor_.rejections)
             command = self.executor_.tick(self._now_s())
             new = self.executor_.rejections[rejected:]
+            now = self._now_s()
+            fresh = self.executor_.stale_reason(now) is None  # a stale state is not re-stamped as new
             state, joint_msg = self.executor_.state, self._last_joint_msg
         self._send(command)
         for rejection in new:
             where = f"chunk {rejection.chunk_id} step {rejection.step}: " if rejection.chunk_id >= 0 else ""
             self._reject(where + rejection.reason)
-        if state is not None and joint_msg is not None:
+        if fresh and state is not None and joint_msg is not None:
             self._publish_state(state, joint_msg)
 
     def _send(self, command: Command | None) -> None:
