@@ -26,7 +26,7 @@ from carryon_recovery.core.library import SkillLibrary, SkillVersion
 from carryon_recovery.core.motion import builtin_motion
 from carryon_recovery.core.reflection import reflect
 from carryon_recovery.core.types import Outcome
-from carryon_recovery.sim_io import base_skill_recovery
+from carryon_recovery.sim_io import SimRecoveryIO, base_skill_recovery
 from carryon_shield.core.config import ShieldConfig
 from carryon_shield.core.response import load_response_model
 from carryon_shield.evaluation import SimShieldGate
@@ -211,3 +211,46 @@ def test_grasp_candidates_avoid_a_finger_between_the_object_and_an_obstacle() ->
     assert crowded[-1].grasp[0] > 0.51  # the end at the bottle last
     low = np.array([[0.5, 0.03, 0.425]])  # a flat thing under the fingers is no obstacle to them
     assert np.allclose(grasp_candidates(carrot, version, 0.42, low)[0].grasp[:2], [0.5, 0.0], atol=1e-3)
+
+
+def test_side_candidates_only_for_tall_objects() -> None:
+    version = SkillLibrary(SEED).load("regrasp")  # candidate_order: [top_down, side]
+    assert {c.kind for c in grasp_candidates(carrot_points((0.5, 0.1)), version, 0.42)} == {"top_down"}
+    angles = np.linspace(0, 2 * np.pi, 40)
+    can = np.array([[0.5 + 0.03 * np.cos(a), 0.1 + 0.03 * np.sin(a), z] for a in angles for z in (0.45, 0.5)])
+    kinds = [c.kind for c in grasp_candidates(can, version, 0.42)]
+    assert kinds == ["top_down", "side", "side", "side"]
+    side = [c for c in grasp_candidates(can, version, 0.42) if c.kind == "side"]
+    for c in side:
+        assert abs(c.rotation[2, 2]) < 1e-9 and np.allclose(c.rotation[:, 1], [0, 0, 1])  # horizontal, y up
+        assert c.grasp[2] == pytest.approx(0.42 + 0.5 * (0.5 - 0.42))  # half its height
+        reach = c.grasp - c.pre_grasp
+        assert reach[2] == 0.0 and np.allclose(reach / np.linalg.norm(reach), c.rotation[:, 2])
+    outward = np.array([0.5, 0.1]) / np.linalg.norm([0.5, 0.1])
+    assert np.allclose(side[0].rotation[:2, 2], outward, atol=1e-3)  # straight out from the base first
+    wide = np.column_stack([can[:, :2] * 2.5 - [0.75, 0.15], can[:, 2]])  # a 15 cm pot: too wide for the fingers
+    assert {c.kind for c in grasp_candidates(wide, version, 0.42)} == {"top_down"}
+
+
+def test_a_can_is_grasped_from_the_side_and_carried_in_simulation() -> None:
+    from carryon_sim.core.contacts import grasped_objects
+    from carryon_sim.core.driver import Driver
+    from carryon_sim.core.scene import ObjectSpec, Scene, SceneSpec
+
+    objects = [ObjectSpec(name="can", type="can", pos=(0.55, 0.12)), ObjectSpec(name="bowl", type="bowl",
+                                                                                  pos=(0.5, -0.25))]  # fmt: skip
+    world = World(Scene(Path("can.yaml"), SceneSpec(name="can", description="test", objects=objects)))
+    rig = CameraRig(world.model, world.object_of_body, 256, 256)
+    seed = SkillLibrary(SEED).load("regrasp")
+    side_only = seed.model_copy(update={"strategy": seed.strategy.model_copy(update={"candidate_order": ["side"]})})
+    try:
+        io = SimRecoveryIO(world, Driver(world, watchdog_s=0.25), rig, PANDA_MOTION)
+        run = run_base_skill(side_only, io, target="can", destination="bowl", instruction="put the can in the bowl",
+                             pre_failure=io.tool_position())  # fmt: skip
+    finally:
+        rig.close()
+    assert run.outcome == Outcome.RESUME, run.message
+    grasps = [op for op in run.attempt.operations if op.op == "grasp"]
+    assert grasps[-1].ok and grasps[-1].planned["kind"] == "side"
+    assert "can" in grasped_objects(world.model, world.data, world.object_of_body)
+    assert np.linalg.norm(world.object_position("can")[:2] - [0.5, -0.25]) < 0.03  # held above the bowl

@@ -133,26 +133,60 @@ def finger_clearance(
     return float(np.min(np.linalg.norm(standing[None, :, :] - fingers[:, None, :], axis=2)))
 
 
+SIDE_MIN_HEIGHT_M = 0.06  # objects at least this tall also get side candidates ...
+SIDE_MAX_WIDTH_M = 0.07  # ... when they fit between the open fingers (0.08 m) with room to spare
+BASE_XY = np.zeros(2)  # the arm's base in world (x, y): side grasps reach outward from it
+
+
+def side_rotation(direction: FloatArray) -> FloatArray:
+    """Tool z along the horizontal `direction` (towards the object), fingers closing
+    horizontally across it, tool y up."""
+    d = np.array([direction[0], direction[1], 0.0]) / float(np.linalg.norm(direction[:2]))
+    x = np.array([-d[1], d[0], 0.0])
+    out: FloatArray = np.column_stack([x, np.cross(d, x), d])
+    return out
+
+
 def grasp_candidates(
     points: FloatArray, version: SkillVersion, support_z: float | None = None, obstacles: FloatArray | None = None
 ) -> list[Candidate]:
-    """Top-down candidates from the target's points, the fingers closing across its narrow
-    horizontal axis, `grasp_height_m` above the surface it rests on (`support_z`; else its
-    lowest seen point, which for a camera above is often its equator), at most 5 mm under
-    its top: over the points' centre, and for an elongated object also a quarter of its
-    length either way along it. The centre comes first unless a finger there would come
-    within `CLEAR_M` of an obstacle (an object lying against a bottle): then the candidates
-    go by finger clearance, the freest first. Side candidates are not generated: a
-    parallel gripper reaching sideways at a low object's height would meet the table."""
-    if "top_down" not in version.strategy.candidate_order or len(points) < 3:
+    """Candidates from the target's points, in the skill's `candidate_order`.
+
+    top_down: the fingers closing across the object's narrow horizontal axis, over the
+    points' centre — and for an elongated object also a quarter of its length either way
+    along it — `grasp_height_m` above the surface it rests on (`support_z`; else its lowest
+    seen point), at most 5 mm under its top. The centre comes first unless a finger there would
+    come within `CLEAR_M` of an obstacle (an object lying against a bottle): then they go by
+    finger clearance, the freest first.
+
+    side: for objects at least `SIDE_MIN_HEIGHT_M` tall (a can, a cup; a low object's side
+    is too close to the table for the hand) and at most `SIDE_MAX_WIDTH_M` wide (the fingers
+    close across its whole width), the tool horizontal at half the object's height,
+    reaching from the arm's base towards its centre, then 45 degrees either way; the
+    pre-grasp is `approach_offset_m` back along the reach.
+    """
+    if len(points) < 3:
         return []
     centre = points.mean(axis=0)
+    top = float(points[:, 2].max())
+    bottom = support_z if support_z is not None else float(points[:, 2].min())
+    candidates: list[Candidate] = []
+    for kind in version.strategy.candidate_order:
+        if kind == "top_down":
+            candidates += _top_down(points, centre, top, bottom, version, obstacles=obstacles)
+        elif kind == "side" and top - bottom >= SIDE_MIN_HEIGHT_M and _width(points, centre) <= SIDE_MAX_WIDTH_M:
+            candidates += _side(centre, top, bottom, version)
+    return candidates
+
+
+def _top_down(
+    points: FloatArray, centre: FloatArray, top: float, bottom: float, version: SkillVersion, *,
+    obstacles: FloatArray | None,
+) -> list[Candidate]:  # fmt: skip
     xy = points[:, :2] - centre[:2]
     _, vectors = np.linalg.eigh(xy.T @ xy)
     narrow, long = vectors[:, 0], vectors[:, 1]  # close the fingers along the smallest spread
     yaw = math.atan2(-narrow[0], narrow[1])  # finger axis (tool x) along `narrow`
-    top = float(points[:, 2].max())
-    bottom = support_z if support_z is not None else float(points[:, 2].min())
     z = min(bottom + version.value("grasp_height_m"), max(top - 0.005, bottom))
     along, across = xy @ long, xy @ narrow
     half_width = float(np.percentile(np.abs(across), 95))
@@ -167,6 +201,23 @@ def grasp_candidates(
     if clearance[0] < CLEAR_M:
         order = sorted(range(len(candidates)), key=lambda i: -clearance[i])
         candidates = [candidates[i] for i in order]
+    return candidates
+
+
+def _width(points: FloatArray, centre: FloatArray) -> float:
+    """Horizontal extent of the points: twice their 95th-percentile distance from the centre."""
+    return 2.0 * float(np.percentile(np.linalg.norm(points[:, :2] - centre[:2], axis=1), 95))
+
+
+def _side(centre: FloatArray, top: float, bottom: float, version: SkillVersion) -> list[Candidate]:
+    outward = centre[:2] - BASE_XY
+    heading = math.atan2(outward[1], outward[0])
+    grasp = np.array([centre[0], centre[1], bottom + 0.5 * (top - bottom)])
+    candidates = []
+    for turn in (0.0, math.pi / 4, -math.pi / 4):
+        direction = np.array([math.cos(heading + turn), math.sin(heading + turn)])
+        pre = grasp - version.value("approach_offset_m") * np.array([direction[0], direction[1], 0.0])
+        candidates.append(Candidate("side", grasp.copy(), side_rotation(direction), pre))
     return candidates
 
 
