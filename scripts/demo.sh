@@ -6,8 +6,8 @@
 # finds meat it did not know about and replans (recording it in scene memory); the
 # validator refuses to serve her the meat; the arm opens the pink cover, looks again and
 # carries the carrot to the bowl, every chunk checked by the shield (it steers around the
-# bottle); the carrot is dropped on the way (an injected perturbation), the judge calls the
-# failure, recovery re-grasps through the shield and the instruction resumes.
+# bottle); the carrot is dropped just after it is picked up (an injected perturbation), the
+# judge calls the failure, recovery re-grasps through the shield and the instruction resumes.
 #
 # STAND-INS (said again in the banner): the VLA is a SCRIPTED stand-in (sim_scripted_safe);
 # the planner's replies are SCRIPTED (config/planner/demo_script.yaml, NOT AN LLM; the
@@ -84,8 +84,8 @@ done
 
 operator carryon status
 operator carryon memory show --user alice
-bold "Injecting a perturbation: the carrot will be dropped while it is carried towards the bowl (carryon perturb)"
-carryon perturb drop --when-lifted carrot --lift-m 0.04 --near bowl 0.12 2>&1 | sed 's/^/  [perturbation] /' | tee -a "$TRANSCRIPT" &
+bold "Injecting a perturbation: the carrot will be dropped just after it is picked up (carryon perturb)"
+carryon perturb drop --when-lifted carrot --lift-m 0.05 2>&1 | sed 's/^/  [perturbation] /' | tee -a "$TRANSCRIPT" &
 DROP_PID=$!
 operator carryon assist --user alice "Serve me food"
 CODE=$?
