@@ -254,3 +254,28 @@ def test_a_can_is_grasped_from_the_side_and_carried_in_simulation() -> None:
     assert grasps[-1].ok and grasps[-1].planned["kind"] == "side"
     assert "can" in grasped_objects(world.model, world.data, world.object_of_body)
     assert np.linalg.norm(world.object_position("can")[:2] - [0.5, -0.25]) < 0.03  # held above the bowl
+
+
+def test_a_cloche_too_wide_to_close_on_is_lifted_by_its_knob_through_the_shield() -> None:
+    from carryon_sim.core.contacts import grasped_objects
+    from carryon_sim.core.driver import Driver
+    from carryon_sim.core.scene import ObjectSpec, Scene, SceneSpec
+
+    objects = [ObjectSpec(name="pink_cover", type="cover", pos=(0.6, 0.2), yaw_deg=30),
+               ObjectSpec(name="bowl", type="bowl", pos=(0.55, -0.3)),
+               ObjectSpec(name="carrot", type="carrot", pos=(0.35, -0.12))]  # fmt: skip
+    world = World(Scene(Path("cover.yaml"), SceneSpec(name="cover", description="test", objects=objects)))
+    gate = ShieldedGate(world)
+    rig = CameraRig(world.model, world.object_of_body, 256, 256)
+    try:
+        io = SimRecoveryIO(world, Driver(world, watchdog_s=0.25), rig, PANDA_MOTION, gate=gate)
+        run = run_base_skill(SkillLibrary(SEED).load("regrasp"), io, target="pink_cover", destination="",
+                             instruction="open the pink cover", pre_failure=io.tool_position())  # fmt: skip
+    finally:
+        rig.close()
+        gate.gate.close()
+    assert run.outcome == Outcome.RESUME, run.message
+    grasp = next(op for op in run.attempt.operations if op.op == "grasp")
+    assert grasp.planned["tcp"][2] > 0.42 + 0.07  # by the knob on top (the cloche is 0.093 m tall), not its rim
+    assert "pink_cover" in grasped_objects(world.model, world.data, world.object_of_body)
+    assert any(source == ChunkSource.RECOVERY for source, _, _ in gate.seen)  # every motion went through the shield

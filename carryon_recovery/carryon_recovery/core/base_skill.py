@@ -133,6 +133,8 @@ def finger_clearance(
     return float(np.min(np.linalg.norm(standing[None, :, :] - fingers[:, None, :], axis=2)))
 
 
+MAX_CLOSE_WIDTH_M = 0.05  # fingers close on at most this much (open 0.08 m, less the margins) ...
+KNOB_SLICE_M = 0.02  # ... wider objects are grasped by the top slice of this height (a knob, a handle)
 SIDE_MIN_HEIGHT_M = 0.06  # objects at least this tall also get side candidates ...
 SIDE_MAX_WIDTH_M = 0.07  # ... when they fit between the open fingers (0.08 m) with room to spare
 BASE_XY = np.zeros(2)  # the arm's base in world (x, y): side grasps reach outward from it
@@ -155,9 +157,10 @@ def grasp_candidates(
     top_down: the fingers closing across the object's narrow horizontal axis, over the
     points' centre — and for an elongated object also a quarter of its length either way
     along it — `grasp_height_m` above the surface it rests on (`support_z`; else its lowest
-    seen point), at most 5 mm under its top. The centre comes first unless a finger there would
-    come within `CLEAR_M` of an obstacle (an object lying against a bottle): then they go by
-    finger clearance, the freest first.
+    seen point), at most 5 mm under its top; an object too wide to close on (a cloche) is
+    grasped by the top `KNOB_SLICE_M` of its points instead (its knob). The centre comes
+    first unless a finger there would come within `CLEAR_M` of an obstacle (an object lying
+    against a bottle): then they go by finger clearance, the freest first.
 
     side: for objects at least `SIDE_MIN_HEIGHT_M` tall (a can, a cup; a low object's side
     is too close to the table for the hand) and at most `SIDE_MAX_WIDTH_M` wide (the fingers
@@ -183,13 +186,16 @@ def _top_down(
     points: FloatArray, centre: FloatArray, top: float, bottom: float, version: SkillVersion, *,
     obstacles: FloatArray | None,
 ) -> list[Candidate]:  # fmt: skip
-    xy = points[:, :2] - centre[:2]
-    _, vectors = np.linalg.eigh(xy.T @ xy)
-    narrow, long = vectors[:, 0], vectors[:, 1]  # close the fingers along the smallest spread
-    yaw = math.atan2(-narrow[0], narrow[1])  # finger axis (tool x) along `narrow`
+    narrow, long, half_width = _axes(points, centre)
     z = min(bottom + version.value("grasp_height_m"), max(top - 0.005, bottom))
-    along, across = xy @ long, xy @ narrow
-    half_width = float(np.percentile(np.abs(across), 95))
+    crown = points[points[:, 2] > top - KNOB_SLICE_M]
+    if 2.0 * half_width > MAX_CLOSE_WIDTH_M and len(crown) >= 3:
+        # too wide to close on (a cloche): grasp what stands on its top — a knob, a handle
+        points, centre, z = crown, crown.mean(axis=0), top - 0.5 * KNOB_SLICE_M
+        narrow, long, half_width = _axes(points, centre)
+    yaw = math.atan2(-narrow[0], narrow[1])  # finger axis (tool x) along `narrow`
+    xy = points[:, :2] - centre[:2]
+    along = xy @ long
     spots = [centre[:2]]
     length = float(np.percentile(along, 97) - np.percentile(along, 3))
     if length > 2.0 * 2.0 * half_width:  # elongated (a carrot: 92 x 32 mm): also grasp nearer its ends
@@ -202,6 +208,15 @@ def _top_down(
         order = sorted(range(len(candidates)), key=lambda i: -clearance[i])
         candidates = [candidates[i] for i in order]
     return candidates
+
+
+def _axes(points: FloatArray, centre: FloatArray) -> tuple[FloatArray, FloatArray, float]:
+    """The points' narrow and long horizontal axes (unit xy vectors) and their half width
+    across the narrow one (95th percentile)."""
+    xy = points[:, :2] - centre[:2]
+    _, vectors = np.linalg.eigh(xy.T @ xy)
+    narrow, long = vectors[:, 0], vectors[:, 1]
+    return narrow, long, float(np.percentile(np.abs(xy @ narrow), 95))
 
 
 def _width(points: FloatArray, centre: FloatArray) -> float:
