@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 from builtin_interfaces.msg import Duration
-from sensor_msgs.msg import Image, JointState
+from sensor_msgs.msg import Image
 from std_msgs.msg import Header
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
@@ -25,14 +25,6 @@ def trajectory_msg(joint_names: Sequence[str], command: Command) -> JointTraject
     if command.hold:
         point.velocities = [0.0] * len(command.q)
     return JointTrajectory(joint_names=list(joint_names), points=[point])
-
-
-def joint_positions(msg: JointState, names: Sequence[str]) -> npt.NDArray[np.float64] | None:
-    """Positions of `names` from a joint state (None when one is missing)."""
-    index = {name: i for i, name in enumerate(msg.name)}
-    if any(name not in index or index[name] >= len(msg.position) for name in names):
-        return None
-    return np.array([msg.position[index[name]] for name in names], dtype=np.float64)
 
 
 def rgb_msg(msg: Image) -> Image:

@@ -12,7 +12,6 @@ and — from a cameras file — your camera drivers' images as `camera/<name>/..
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,7 +30,7 @@ from carryon_arm.core.kinematics import load_robot
 from carryon_common import convert as common_convert
 from carryon_common.core import names
 from carryon_common.core.chunk import InvalidChunk
-from carryon_common.core.config import config_path
+from carryon_common.core.config import under_config_dir
 from carryon_common.core.status import implemented
 from carryon_common.node import CarryOnNode, latched_qos, run_node
 from carryon_interfaces.msg import ActionChunk, EstopState, SegmentationLabels
@@ -87,10 +86,10 @@ class ArmAdapterNode(CarryOnNode):
 
     def _on_joint_state(self, msg: JointState) -> None:
         """Arm and fingers may come in one message or in separate ones (arm and gripper drivers)."""
-        fingers = convert.joint_positions(msg, self.robot.gripper_joints) if self.robot.gripper_joints else None
+        fingers = common_convert.joint_positions(msg, self.robot.gripper_joints) if self.robot.gripper_joints else None
         if fingers is not None:
             self._width = float(fingers.sum())
-        q = convert.joint_positions(msg, self.robot.joint_names)
+        q = common_convert.joint_positions(msg, self.robot.joint_names)
         if q is None:
             if fingers is None and not self._warned_joints:
                 topic = self.config.joint_states_topic
@@ -170,9 +169,7 @@ class ArmAdapterNode(CarryOnNode):
     def _bridge_cameras(self, cameras_file: str) -> None:
         if not cameras_file:
             return
-        path = Path(cameras_file)
-        if not path.is_absolute():
-            path = config_path("", cameras_file)  # relative to the config folder
+        path = under_config_dir(cameras_file)
         cameras = load_camera_map(path).cameras
         group = MutuallyExclusiveCallbackGroup()  # images never delay the control timer
         for name, source in cameras.items():

@@ -11,9 +11,10 @@ from scipy.spatial.transform import Rotation
 
 from carryon_arm.core.cameras import depth_in_metres, load_camera_map
 from carryon_arm.core.config import ArmAdapterConfig
-from carryon_arm.core.executor import ChunkExecutor, Mode, RobotState
+from carryon_arm.core.executor import ChunkExecutor, RobotState
 from carryon_arm.core.kinematics import ArmKinematics, RobotDescription, default_urdf, load_robot, transform
 from carryon_common.core.chunk import Chunk, ChunkSource, Convention, InvalidChunk
+from carryon_common.core.driver import DriverState as Mode
 from carryon_common.core.errors import ConfigError
 
 HOME = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -129,6 +130,14 @@ def pose_msg(
     msg.pose.position = Point(x=float(position[0]), y=float(position[1]), z=float(position[2]))
     msg.pose.orientation = matrix_to_quaternion(rotation)
     return msg
+
+
+def joint_positions(msg: JointState, names: Sequence[str]) -> npt.NDArray[np.float64] | None:
+    """Positions of `names` from a joint state (None when one is missing)."""
+    index = {name: i for i, name in enumerate(msg.name)}
+    if any(name not in index or index[name] >= len(msg.position) for name in names):
+        return None
+    return np.array([msg.position[index[name]] for name in names], dtype=np.float64)
 
 
 def joint_state_msg(names: list[str], positions: npt.NDArray[np.float64], stamp: TimeMsg) -> JointState:

@@ -67,13 +67,12 @@ class RecoveryNode(CarryOnNode):
         self.set_backends({"motion": cfg.motion_backend})
         self.library = SkillLibrary(self._skills_root())
         robot = load_robot(cfg.robot_file)
-        kinematics = robot.kinematics()
         self.joint_names = tuple(robot.joint_names)
         self.motion: MotionBackend
         if cfg.motion_backend == "moveit_py":
             from carryon_recovery.moveit_backend import moveit_planner
 
-            self.motion = moveit_planner(kinematics, cfg.moveit_group, cfg.moveit_base_frame, robot.tool_frame)
+            self.motion = moveit_planner(robot.kinematics(), cfg.moveit_group, cfg.moveit_base_frame, robot.tool_frame)
         else:
             self.motion = builtin_motion(robot)
         self.latest = Latest()

@@ -36,7 +36,7 @@ from scipy.spatial.transform import Rotation
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64
 
-from carryon_common.convert import chunk_to_msg
+from carryon_common.convert import chunk_to_msg, joint_positions
 from carryon_common.core.chunk import Chunk, ChunkSource, Convention
 from carryon_interfaces.msg import ShieldEvent
 from carryon_judge import convert as judge_convert
@@ -180,12 +180,7 @@ class RosRecoveryIO:
         """Measured arm joints in `joint_names` order (None: no joint state with all of them)."""
         with self.latest.lock:
             msg = self.latest.joint_state
-        if msg is None:
-            return None
-        index = {name: i for i, name in enumerate(msg.name)}
-        if any(name not in index for name in self.joint_names):
-            return None
-        return np.array([msg.position[index[name]] for name in self.joint_names], dtype=np.float64)
+        return None if msg is None else joint_positions(msg, self.joint_names)
 
     def _tool_rotation(self) -> FloatArray:
         with self.latest.lock:

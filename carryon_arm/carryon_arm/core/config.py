@@ -7,6 +7,7 @@ from typing import Annotated
 from pydantic import Field, model_validator
 
 from carryon_common.core.config import NodeConfig, one_of
+from carryon_common.core.driver import WORKSPACE_MAX, WORKSPACE_MIN
 
 INTERFACES = ("joint_trajectory", "pose_target")
 
@@ -49,10 +50,10 @@ class ArmAdapterConfig(NodeConfig):
         0.5, gt=0.0, description="A step whose joint targets jump further from the measured joints is refused, rad."
     )
     workspace_min: list[float] = Field(
-        default_factory=lambda: [0.15, -0.6, 0.425], description="Lower corner of the allowed TCP box in 'world', m."
+        default_factory=lambda: list(WORKSPACE_MIN), description="Lower corner of the allowed TCP box in 'world', m."
     )
     workspace_max: list[float] = Field(
-        default_factory=lambda: [0.95, 0.6, 1.2], description="Upper corner of the allowed TCP box in 'world', m."
+        default_factory=lambda: list(WORKSPACE_MAX), description="Upper corner of the allowed TCP box in 'world', m."
     )
     cameras_file: str = Field(
         "",

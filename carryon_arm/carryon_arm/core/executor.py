@@ -11,7 +11,6 @@ new chunk replaces what is left of the previous one. Times are seconds on one cl
 from __future__ import annotations
 
 import collections
-import enum
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,15 +18,10 @@ import numpy.typing as npt
 
 from carryon_arm.core.config import ArmAdapterConfig
 from carryon_arm.core.kinematics import ArmKinematics
-from carryon_common.core.chunk import Chunk, InvalidChunk, ToolTarget, check_executable, tool_targets
+from carryon_common.core.chunk import Chunk, InvalidChunk, ToolTarget, tool_targets
+from carryon_common.core.driver import DriverState, Rejection, check_executable
 
 FloatArray = npt.NDArray[np.float64]
-
-
-class Mode(enum.StrEnum):
-    IDLE = "idle"  # nothing to execute, the controller keeps its last target
-    EXECUTING = "executing"
-    HOLDING = "holding"  # stopped by the watchdog, a refused step, stale state or the e-stop
 
 
 @dataclass(frozen=True)
@@ -51,19 +45,12 @@ class Command:
     duration_s: float  # time to reach the target
 
 
-@dataclass(frozen=True)
-class Rejection:
-    chunk_id: int
-    step: int
-    reason: str
-
-
 class ChunkExecutor:
     def __init__(self, kinematics: ArmKinematics, config: ArmAdapterConfig, *, open_width_m: float = 0.08) -> None:
         self.kinematics = kinematics
         self.open_width_m = open_width_m
         self.config = config
-        self.mode = Mode.IDLE
+        self.mode = DriverState.IDLE
         self.estop = False
         self.state: RobotState | None = None
         self.rejections: list[Rejection] = []
@@ -94,13 +81,13 @@ class ChunkExecutor:
         stale = self.stale_reason(now_s)
         if stale is not None:
             raise InvalidChunk(stale)
-        if self._target is None or self.mode != Mode.EXECUTING:
+        if self._target is None or self.mode != DriverState.EXECUTING:
             self._target = self.measured_pose()
             self._q_command = None
         self._queue = collections.deque(tool_targets(chunk, *self._target))
         self._dt = chunk.dt
         self._last_step_s = now_s
-        self.mode = Mode.EXECUTING
+        self.mode = DriverState.EXECUTING
 
     def set_estop(self, active: bool, now_s: float) -> Command | None:
         """Engage / release the e-stop; engaging returns the hold command."""
@@ -112,7 +99,7 @@ class ChunkExecutor:
     # -- control period -------------------------------------------------------------------
     def tick(self, now_s: float) -> Command | None:
         """The command for this period, or None when there is nothing new to send."""
-        if self.mode != Mode.EXECUTING:
+        if self.mode != DriverState.EXECUTING:
             return None
         if self.estop:
             return self.hold(now_s)
@@ -165,7 +152,7 @@ class ChunkExecutor:
         stale (or no) joint states nothing is sent — an old measurement is no place to go
         back to; the controller keeps its last target, at most one step ahead."""
         self._queue.clear()
-        self.mode = Mode.HOLDING
+        self.mode = DriverState.HOLDING
         self._q_command = None
         if self.state is None or self.stale_reason(now_s) is not None:
             self._target = None

@@ -21,7 +21,7 @@ import pinocchio as pin
 from pydantic import BaseModel, ConfigDict, Field
 from scipy.spatial.transform import Rotation
 
-from carryon_common.core.config import config_path, load_yaml_model
+from carryon_common.core.config import load_yaml_model, under_config_dir
 from carryon_common.core.errors import ConfigError
 
 FloatArray = npt.NDArray[np.float64]
@@ -34,8 +34,8 @@ def default_urdf() -> Path:
     spec = importlib.util.find_spec("robosuite")
     if spec is None or not spec.submodule_search_locations:
         raise ConfigError(
-            "no URDF given and the Panda model is not installed: set arm_adapter_node.urdf_file to your "
-            "robot's URDF, or `pip install --no-deps -r requirements/assets.txt`"
+            "no URDF given and the Panda model is not installed: set urdf_file in the robot file "
+            "(robot/panda.yaml) to your robot's URDF, or `pip install --no-deps -r requirements/assets.txt`"
         )
     return Path(next(iter(spec.submodule_search_locations))) / PANDA_URDF
 
@@ -111,16 +111,18 @@ class ArmKinematics:
         pose = self.base * self._tcp_in_base(self._to_model_q(q))
         return pose.translation.copy(), pose.rotation.copy()
 
+    def _in_base(self, position: FloatArray, rotation: FloatArray) -> pin.SE3:
+        return self.base.inverse() * pin.SE3(np.asarray(rotation, dtype=np.float64), np.asarray(position))
+
     def to_base(self, position: FloatArray, rotation: FloatArray) -> tuple[FloatArray, FloatArray]:
         """A `world` pose in the URDF base frame (the frame most controllers take targets in)."""
-        pose = self.base.inverse() * pin.SE3(np.asarray(rotation, dtype=np.float64), np.asarray(position))
+        pose = self._in_base(position, rotation)
         return pose.translation.copy(), pose.rotation.copy()
 
     def tool_frame_in_base(self, position: FloatArray, rotation: FloatArray) -> tuple[FloatArray, FloatArray]:
         """Where `tool_frame` must be, in the URDF base frame, for the TCP to be at the `world` pose
         (the goal a planner such as MoveIt takes for the tool frame link)."""
-        goal = self.base.inverse() * pin.SE3(np.asarray(rotation, dtype=np.float64), np.asarray(position))
-        pose = goal * self.tcp.inverse()
+        pose = self._in_base(position, rotation) * self.tcp.inverse()
         return pose.translation.copy(), pose.rotation.copy()
 
     def inverse(
@@ -134,7 +136,7 @@ class ArmKinematics:
         tolerance_rad: float = 1e-3,
     ) -> IkSolution:
         """Joints that put the TCP at the `world` pose, by damped least squares from `q_seed`."""
-        goal = self.base.inverse() * pin.SE3(np.asarray(rotation, dtype=np.float64), np.asarray(position))
+        goal = self._in_base(position, rotation)
         q = np.clip(self._to_model_q(q_seed), self.model.lowerPositionLimit, self.model.upperPositionLimit)
         error = np.zeros(6)
         iterations = 0
@@ -188,7 +190,4 @@ class RobotDescription(BaseModel):
 
 def load_robot(robot_file: str) -> RobotDescription:
     """The robot description file (absolute, or relative to the config folder; '' = robot/panda.yaml)."""
-    path = Path(robot_file) if robot_file else config_path("", "robot", "panda.yaml")
-    if not path.is_absolute() and not path.exists():
-        path = config_path("", robot_file)
-    return load_yaml_model(RobotDescription, path)
+    return load_yaml_model(RobotDescription, under_config_dir(robot_file, "robot", "panda.yaml"))

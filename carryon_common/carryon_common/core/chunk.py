@@ -106,12 +106,3 @@ def tool_targets(
 
 
 WORLD_FRAME = "world"  # the frame robot drivers (sim_node, arm_adapter_node) execute chunks in
-
-
-def check_executable(chunk: Chunk, *, estop: bool) -> None:
-    """What a robot driver checks before it queues a released chunk; InvalidChunk says why not."""
-    chunk.validate()
-    if chunk.frame_id != WORLD_FRAME:
-        raise InvalidChunk(f"frame {chunk.frame_id!r} is not supported (expected {WORLD_FRAME!r})")
-    if estop:
-        raise InvalidChunk("emergency stop engaged")

@@ -147,6 +147,13 @@ def config_path(configured: str, *default: str) -> Path:
     return Path(os.environ.get(CONFIG_DIR_ENV, "config"), *default)
 
 
+def under_config_dir(configured: str, *default: str) -> Path:
+    """A file named by a config value: absolute as given, relative under the config folder
+    (`$CARRYON_CONFIG_DIR`, else ./config), '' = `<config folder>/<default...>`."""
+    path = Path(configured).expanduser() if configured else Path(*default)
+    return path if path.is_absolute() else Path(os.environ.get(CONFIG_DIR_ENV, "config")) / path
+
+
 def read_yaml(path: Path) -> Any:
     """Parse a YAML file; syntax errors become ConfigError with `file:line:column`."""
     try:

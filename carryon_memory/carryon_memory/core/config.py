@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from pydantic import Field
 
-from carryon_common.core.config import CONFIG_DIR_ENV, NodeConfig
+from carryon_common.core.config import NodeConfig, under_config_dir
 
 
 class MemoryConfig(NodeConfig):
@@ -37,9 +36,4 @@ class MemoryConfig(NodeConfig):
 
 def resolve_seed_dir(seed_dir: str) -> Path | None:
     """The seed folder of a config value: None for '', relative paths under the config folder."""
-    if not seed_dir:
-        return None
-    path = Path(seed_dir).expanduser()
-    if path.is_absolute():
-        return path
-    return Path(os.environ.get(CONFIG_DIR_ENV, "config")) / path
+    return under_config_dir(seed_dir) if seed_dir else None

@@ -113,6 +113,7 @@ class Candidate:
     pre_grasp: FloatArray
 
 
+GRIPPER_OPENING_M = 0.08  # the Panda's fingers open this far
 FINGER_MARGIN_M = 0.015  # room a finger needs beside the object, metres
 CLEAR_M = 0.02  # fingers this far (xy) from every obstacle point: the centre grasp is kept first
 
@@ -133,10 +134,10 @@ def finger_clearance(
     return float(np.min(np.linalg.norm(standing[None, :, :] - fingers[:, None, :], axis=2)))
 
 
-MAX_CLOSE_WIDTH_M = 0.05  # fingers close on at most this much (open 0.08 m, less the margins) ...
+MAX_CLOSE_WIDTH_M = GRIPPER_OPENING_M - 2 * FINGER_MARGIN_M  # a top-down grasp closes on at most this ...
 KNOB_SLICE_M = 0.02  # ... wider objects are grasped by the top slice of this height (a knob, a handle)
 SIDE_MIN_HEIGHT_M = 0.06  # objects at least this tall also get side candidates ...
-SIDE_MAX_WIDTH_M = 0.07  # ... when they fit between the open fingers (0.08 m) with room to spare
+SIDE_MAX_WIDTH_M = GRIPPER_OPENING_M - 0.01  # ... when they fit between the open fingers with room to spare
 BASE_XY = np.zeros(2)  # the arm's base in world (x, y): side grasps reach outward from it
 
 

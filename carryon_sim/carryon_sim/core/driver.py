@@ -10,33 +10,16 @@ no step arrived for `watchdog_s`. Times are simulation seconds.
 from __future__ import annotations
 
 import collections
-import enum
-from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
-from carryon_common.core.chunk import Chunk, check_executable, tool_targets
+from carryon_common.core.chunk import Chunk, ToolTarget, tool_targets
+from carryon_common.core.driver import WORKSPACE_MAX, WORKSPACE_MIN, DriverState, Rejection, check_executable
 from carryon_sim.core.ik import ArmIk
 from carryon_sim.core.world import World
 
-# Reachable box for the tool centre point, metres, world frame (above the table top).
-WORKSPACE_MIN = np.array([0.15, -0.6, 0.425])
-WORKSPACE_MAX = np.array([0.95, 0.6, 1.2])
+_LO, _HI = np.array(WORKSPACE_MIN), np.array(WORKSPACE_MAX)  # the reachable box of the tool centre point
 MAX_IK_ERROR_M = 0.01
-
-
-class DriverState(enum.StrEnum):
-    IDLE = "idle"  # holding, nothing to execute
-    EXECUTING = "executing"
-    HOLDING = "holding"  # stopped by the watchdog, a rejected step or the e-stop
-
-
-@dataclass(frozen=True)
-class Rejection:
-    chunk_id: int
-    step: int
-    reason: str
 
 
 class Driver:
@@ -50,9 +33,7 @@ class Driver:
         self.rejections: list[Rejection] = []
         self.steps_executed = 0
         self.estop = False
-        self._queue: collections.deque[tuple[int, int, npt.NDArray[np.float64], npt.NDArray[np.float64], float]] = (
-            collections.deque()
-        )
+        self._queue: collections.deque[ToolTarget] = collections.deque()
         self._last_step_s = 0.0
         self.hold()
 
@@ -65,9 +46,7 @@ class Driver:
     def submit(self, chunk: Chunk, now_s: float) -> None:
         """Queue a released chunk (replacing what is left of the previous one)."""
         check_executable(chunk, estop=self.estop)
-        self._queue.clear()
-        for t in tool_targets(chunk, self._target_pos, self._target_rot):
-            self._queue.append((t.chunk_id, t.step, t.position, t.rotation, t.gripper))
+        self._queue = collections.deque(tool_targets(chunk, self._target_pos, self._target_rot))
         self._last_step_s = now_s
         self.state = DriverState.EXECUTING
 
@@ -83,21 +62,21 @@ class Driver:
                 self.hold()  # the command stream stopped: do not drift
                 self.state = DriverState.HOLDING
             return
-        chunk_id, index, pos, rot, gripper = self._queue.popleft()
-        if np.any(pos < WORKSPACE_MIN) or np.any(pos > WORKSPACE_MAX):
-            self._reject(chunk_id, index, f"target {np.round(pos, 3).tolist()} m is outside the workspace")
+        step = self._queue.popleft()
+        if np.any(step.position < _LO) or np.any(step.position > _HI):
+            self._reject(step, f"target {np.round(step.position, 3).tolist()} m is outside the workspace")
             return
-        solution = self.ik.solve(self.world.arm_q(), pos, rot)
+        solution = self.ik.solve(self.world.arm_q(), step.position, step.rotation)
         if solution.position_error_m > MAX_IK_ERROR_M:
-            self._reject(chunk_id, index, f"unreachable: IK error {solution.position_error_m * 1000:.1f} mm")
+            self._reject(step, f"unreachable: IK error {solution.position_error_m * 1000:.1f} mm")
             return
         self.world.set_arm_target(solution.q)
-        self.world.set_gripper(gripper)
-        self._target_pos, self._target_rot = pos, rot
+        self.world.set_gripper(step.gripper)
+        self._target_pos, self._target_rot = step.position, step.rotation
         self._last_step_s = now_s
         self.steps_executed += 1
 
-    def _reject(self, chunk_id: int, index: int, reason: str) -> None:
-        self.rejections.append(Rejection(chunk_id, index, reason))
+    def _reject(self, step: ToolTarget, reason: str) -> None:
+        self.rejections.append(Rejection(step.chunk_id, step.step, reason))
         self.hold()
         self.state = DriverState.HOLDING

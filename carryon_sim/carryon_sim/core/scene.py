@@ -9,6 +9,7 @@ robot base at the origin facing +x. An object is placed by exactly one of
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -206,16 +207,14 @@ def _place(spec: SceneSpec, rng: np.random.Generator, where: str, jitter: bool =
     With jitter, a draw that overlaps is drawn again (from the same generator, so a seed
     still means one layout); the nominal layout was checked when the scene was loaded."""
     draws = JITTER_DRAWS if jitter and any(o.jitter_m > 0 for o in spec.objects) else 1
-    for draw in range(draws):
-        out = _resolve(spec, rng if jitter else None, where)
-        try:
+    for _ in range(draws - 1):
+        out = _resolve(spec, rng, where)
+        with contextlib.suppress(ConfigError):
             _check_overlaps(spec, out, where)
-        except ConfigError:
-            if draw == draws - 1:
-                raise
-            continue
-        return out
-    raise AssertionError("unreachable")  # the loop returns or raises
+            return out
+    out = _resolve(spec, rng if jitter else None, where)
+    _check_overlaps(spec, out, where)  # the last draw's overlap is the one reported
+    return out
 
 
 def _resolve(spec: SceneSpec, rng: np.random.Generator | None, where: str) -> dict[str, Placement]:
