@@ -62,7 +62,7 @@ def run(options: BenchOptions) -> BenchResult:
     result.details["backend"] = llm.name
     result.details["max_repairs"] = config.max_repairs
     options.run_dir.mkdir(parents=True, exist_ok=True)
-    log = (options.run_dir / "cases.jsonl").open("a")
+    log = (options.run_dir / "cases.jsonl").open("w")  # every case, saved rows included
     console = Console(stderr=True)
     per_suite = 1 if options.quick else 0
     total = sum(min(len(s.cases), per_suite or len(s.cases)) for s in suites)
