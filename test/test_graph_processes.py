@@ -81,9 +81,9 @@ def test_up_status_cli_round_trip_and_sigterm(spec: GraphSpec, tmp_path: Path) -
         assert memory.returncode == 0, memory.stderr  # a real round trip to memory_node, seeded from config/memory
         assert "- preference: vegetarian" in memory.stdout and "carrot under pink_cover" in memory.stdout
         estop, _ = cli(["estop", "--reason", "test"], graph.domain_id)
-        assert estop.returncode == 0
+        assert estop.returncode == 0, estop.stderr
         release, _ = cli(["estop", "--release"], graph.domain_id)
-        assert release.returncode == 0
+        assert release.returncode == 0, release.stderr
 
         stop_s = graph.stop(signal.SIGTERM)
     assert graph.process is not None and graph.process.returncode == 0, graph.output()

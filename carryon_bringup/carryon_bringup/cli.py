@@ -29,7 +29,7 @@ EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 EXIT_NOT_IMPLEMENTED = 4
 
-DEFAULT_TIMEOUT_S = 5.0
+DEFAULT_TIMEOUT_S = 10.0  # a new process discovers 8 nodes over DDS; 5 s was short on a loaded 2-core machine
 
 console = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -45,7 +45,10 @@ def _parser() -> argparse.ArgumentParser:
         help="config folder holding graph.yaml (default: $CARRYON_CONFIG_DIR, ./config)",
     )
     common.add_argument(
-        "--timeout", type=float, default=argparse.SUPPRESS, help="seconds to wait for the graph to answer (default 5)"
+        "--timeout",
+        type=float,
+        default=argparse.SUPPRESS,
+        help=f"seconds to wait for the graph to answer (default {DEFAULT_TIMEOUT_S:g})",
     )
     parser = argparse.ArgumentParser(
         prog="carryon", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, parents=[common]

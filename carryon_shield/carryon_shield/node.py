@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import CameraInfo, Image, PointCloud2
 from std_msgs.msg import Float64
@@ -118,7 +119,10 @@ class ShieldNode(CarryOnNode):
         self._estop = EstopState(active=engaged, reason=reason, source=self.get_name())
         self._estop.header.stamp = self.get_clock().now().to_msg()
         self.estop_pub.publish(self._estop)
-        self.create_service(SetEstop, names.ESTOP_SET, self._on_set_estop)
+        # Its own callback group: an e-stop is answered while a chunk or a cloud is being processed.
+        self.create_service(
+            SetEstop, names.ESTOP_SET, self._on_set_estop, callback_group=MutuallyExclusiveCallbackGroup()
+        )
         self.create_service(SetTask, names.SHIELD_SET_TASK, self._on_set_task)
         for camera in cfg.cameras:
             self._subscribe_camera(camera, with_masks=cfg.grounder == "sim_masks")
