@@ -77,6 +77,33 @@ def test_a_source_named_by_location_takes_its_patch_from_the_support_labels() ->
     assert by_location.exempt_points > nothing.exempt_points
 
 
+def test_what_the_target_rests_on_now_is_exempt_beneath_it_but_not_what_it_lies_against() -> None:
+    """A dropped carrot lying on a plate's rim (not its source): the plate just under it is
+    exempt like the source patch, the rest of the plate is not; a tall bottle flush against
+    the carrot stays an obstacle everywhere."""
+    frame = overhead_frame()
+    depth, seg = frame.depth.copy(), frame.segmentation.copy()
+    r, c = H // 2, W // 2
+    seg[r - 8 : r + 8, c - 25 : c + 4] = 6  # the plate, 1 cm under the carrot's top surface
+    depth[r - 8 : r + 8, c - 25 : c + 4] = 0.98
+    seg[r - 1 : r + 2, c - 1 : c + 2], depth[r - 1 : r + 2, c - 1 : c + 2] = 2, 0.97  # the carrot on it
+    seg[r - 1 : r + 2, c + 2 : c + 5], depth[r - 1 : r + 2, c + 2 : c + 5] = 4, 0.8  # the bottle against it
+    labels = {**LABELS, 6: "plate"}
+    frame = RgbdFrame("top", depth, frame.K, frame.world_from_camera, 1.0, segmentation=seg, labels=labels)
+    obstacles = grounder().ground([frame], TaskSpec("s", "carrot", "kitchen_counter", "bowl"))
+
+    def points(name: str) -> np.ndarray:
+        return obstacles.points[[obstacles.name_of(i) == name for i in range(len(obstacles))]]
+
+    plate = np.linalg.norm(points("plate")[:, :2] - [0.5, 0.0], axis=1)
+    assert len(plate) and plate.min() > 0.05  # exempt within the 5 cm patch margin, an obstacle beyond
+    bottle = np.linalg.norm(points("bottle")[:, :2] - [0.5, 0.0], axis=1)
+    assert bottle.min() < 0.03  # right against the carrot, still an obstacle
+    without_source = grounder().ground([frame], TaskSpec("s", "carrot", "", "bowl"))
+    assert min(np.linalg.norm(p[:2] - [0.5, 0.0]) for i, p in enumerate(without_source.points)
+               if without_source.name_of(i) == "plate") < 0.03  # fmt: skip  # no pick from anywhere: no patch
+
+
 def test_without_a_task_everything_but_the_robot_is_an_obstacle() -> None:
     obstacles = grounder().ground([overhead_frame()], TaskSpec())
     assert names_of(obstacles) == {"table", "carrot", "bowl", "bottle"}

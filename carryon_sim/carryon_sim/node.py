@@ -47,7 +47,11 @@ CAPABILITIES = (
         "sim.services",
         "reset; perturb (drop, displace, relocate, cover, uncover, slip, place); ground truth, predicates, violations",
     ),
-    implemented("sim.clock", "/clock every control step (sim profile nodes use sim time); real_time_factor, 0 = max"),
+    implemented(
+        "sim.clock",
+        "/clock every control step (sim profile nodes use sim time); real_time_factor (an upper bound: on a "
+        "stalled machine sim time waits rather than catching up), 0 = max",
+    ),
     implemented("sim.schedules", "scripted perturbation schedules in scene files (perturbations: at_s, kind, ...)"),
 )
 _CAMERAS = {"scene": SCENE_CAMERA, "wrist": WRIST_CAMERA}
@@ -98,6 +102,9 @@ class SimNode(CarryOnNode):
         self._thread = threading.Thread(target=self._loop, name="simulation", daemon=True)
         self._ready = threading.Event()
         self._failure: BaseException | None = None
+        self.slowdowns = 0  # steps after which sim time waited for a stalled machine
+        self.slowed_s = 0.0
+        self._slowdown_logged = -float("inf")
         self._thread.start()
         if not self._ready.wait(timeout=30.0) or self._failure is not None:
             raise CarryOnError(f"simulation thread failed to start: {self._failure}")
@@ -134,7 +141,14 @@ class SimNode(CarryOnNode):
                 tick += 1
                 if cfg.real_time_factor > 0:
                     next_tick += period / cfg.real_time_factor
-                    self._stop.wait(max(0.0, next_tick - time.monotonic()))
+                    now = time.monotonic()
+                    if now - next_tick > period / cfg.real_time_factor:
+                        # Late by more than a step (the machine stalled): sim time waits instead
+                        # of racing to catch up, which would age every sensor stream at once
+                        # before the other nodes could run.
+                        self._fell_behind(now - next_tick)
+                        next_tick = now
+                    self._stop.wait(max(0.0, next_tick - now))
                 else:
                     time.sleep(0)  # as fast as possible, but let ROS callbacks take the lock
         except Exception as exc:  # noqa: BLE001 - the node must report it, not die silently
@@ -147,6 +161,17 @@ class SimNode(CarryOnNode):
             self.set_state(NodeState.ERROR, f"simulation stopped: {exc}")
         finally:
             rig.close()
+
+    def _fell_behind(self, late_s: float) -> None:
+        self.slowdowns += 1
+        self.slowed_s += late_s
+        now = time.monotonic()
+        if now - self._slowdown_logged >= 30.0:
+            self._slowdown_logged = now
+            self.get_logger().warning(
+                f"simulation fell behind real time {self.slowdowns} times ({self.slowed_s:.1f} s in all): "
+                "sim time slowed down (the machine is loaded)"
+            )
 
     def _publish_clock(self) -> None:
         seconds = self.world.time

@@ -53,6 +53,29 @@ def _xy_near(points: FloatArray, anchors: FloatArray, margin_m: float) -> npt.ND
     return near
 
 
+def _resting_on(
+    points: FloatArray,
+    label_of_point: IntArray,
+    names: Sequence[str],
+    target: npt.NDArray[np.bool_],
+    candidates: npt.NDArray[np.bool_],
+    *,
+    probe_m: float = 0.015,
+) -> tuple[str, ...]:
+    """Objects among `candidates` the target lies on: points of theirs just under the
+    target's lowest points (up to 3 cm below, 1 cm above, within `probe_m` horizontally),
+    and none beside the target rising above its top (a bottle the carrot lies against is
+    not a support; a plate's rim it lies on is)."""
+    held = points[target]
+    bottom, top = float(held[:, 2].min()), float(held[:, 2].max())
+    lowest = held[held[:, 2] <= bottom + 0.01]
+    z = points[:, 2]
+    under = candidates & (z >= bottom - 0.03) & (z <= bottom + 0.01) & _xy_near(points, lowest, probe_m)
+    ids, counts = np.unique(label_of_point[under], return_counts=True)
+    beside = set(np.unique(label_of_point[candidates & (z > top) & _xy_near(points, held, probe_m)]).tolist())
+    return tuple(names[i] for i, n in zip(ids.tolist(), counts.tolist(), strict=True) if n >= 3 and i not in beside)
+
+
 @dataclass(frozen=True)
 class GroundingParams:
     """voxel_m: output point spacing; stride: pixel stride of back-projection; max_depth_m:
@@ -96,8 +119,15 @@ def assemble(
     exempt = target | mask_of(*(task.exempt_names() - {task.target}))
     if task.source and task.source not in task.exempt_names() and target.any():
         # Only the support surface just under the target: once the target is lifted, or
-        # for anything of the source not beneath it, the source is an obstacle again.
+        # for anything of the source not beneath it, the source is an obstacle again. The
+        # named source (or, for a named location, the support labels) and whatever the
+        # target rests on now (a dropped carrot on a plate's rim).
         holders = (task.source,) if task.source in index_of else params.support_labels
+        others = ~(robot | exempt | mask_of(UNKNOWN))
+        holders = (
+            *holders,
+            *(n for n in _resting_on(points, label_of_point, names, target, others) if n not in holders),
+        )
         bottom = float(points[target][:, 2].min())
         band = (points[:, 2] >= bottom - 0.03) & (points[:, 2] <= bottom + 0.02)
         support = np.flatnonzero(mask_of(*holders) & band)

@@ -18,7 +18,13 @@ class SimConfig(NodeConfig):
     camera_width: int = Field(256, ge=16, le=4096, description="Rendered image width, pixels.")
     camera_height: int = Field(256, ge=16, le=4096, description="Rendered image height, pixels.")
     real_time_factor: float = Field(
-        1.0, ge=0.0, le=100.0, description="Simulated seconds per wall second; 0 = as fast as possible."
+        1.0,
+        ge=0.0,
+        le=100.0,
+        description=(
+            "Simulated seconds per wall second, at most (on a stalled machine sim time waits; it never races to "
+            "catch up); 0 = as fast as possible."
+        ),
     )
     watchdog_s: float = Field(
         0.25, gt=0.0, description="Hold the arm still when no released command arrived for this long, seconds."
