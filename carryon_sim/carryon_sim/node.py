@@ -66,6 +66,11 @@ _PERTURBATION_KINDS = {
 }
 
 
+def _time_msg(seconds: float) -> TimeMsg:
+    nanoseconds = round(seconds * 1e9)
+    return TimeMsg(sec=nanoseconds // 1_000_000_000, nanosec=nanoseconds % 1_000_000_000)
+
+
 class SimNode(CarryOnNode):
     def __init__(self, **node_kwargs: Any) -> None:
         super().__init__(names.SIM_NODE, SimConfig, capabilities=CAPABILITIES, **node_kwargs)
@@ -102,6 +107,7 @@ class SimNode(CarryOnNode):
         self._thread = threading.Thread(target=self._loop, name="simulation", daemon=True)
         self._ready = threading.Event()
         self._failure: BaseException | None = None
+        self._sim_time = bool(self.get_parameter("use_sim_time").value)
         self.slowdowns = 0  # steps after which sim time waited for a stalled machine
         self.slowed_s = 0.0
         self._slowdown_logged = -float("inf")
@@ -174,11 +180,15 @@ class SimNode(CarryOnNode):
             )
 
     def _publish_clock(self) -> None:
-        seconds = self.world.time
-        self.clock_pub.publish(Clock(clock=TimeMsg(sec=int(seconds), nanosec=int((seconds % 1.0) * 1e9))))
+        self.clock_pub.publish(Clock(clock=_time_msg(self.world.time)))
+
+    def _stamp(self) -> TimeMsg:
+        """The time of the state being published: under use_sim_time the world's own time,
+        not the node clock, which lags whenever its /clock messages wait behind rendering."""
+        return _time_msg(self.world.time) if self._sim_time else self.get_clock().now().to_msg()
 
     def _publish_state(self) -> None:
-        stamp = self.get_clock().now().to_msg()
+        stamp = self._stamp()
         q = self.world.data.qpos
         joints = [*self.world.robot.arm_qpos, *self.world.robot.finger_qpos]
         self.joint_pub.publish(common_convert.joint_state_msg([*ARM_JOINTS, *FINGER_JOINTS], q[joints], stamp))
@@ -186,7 +196,7 @@ class SimNode(CarryOnNode):
         self.width_pub.publish(Float64(data=self.world.gripper_width()))
 
     def _publish_cameras(self, rig: CameraRig) -> None:
-        stamp = self.get_clock().now().to_msg()
+        stamp = self._stamp()
         for camera, mujoco_name in _CAMERAS.items():
             frame = rig.render(self.world.data, mujoco_name)
             msgs = convert.camera_msgs(frame, f"{camera}_camera_optical", stamp)
@@ -280,7 +290,7 @@ class SimNode(CarryOnNode):
 
     def _publish_truth(self) -> None:
         msg = SimTruth(scene=self.world.scene.name, collisions=len(self.monitor.violations))
-        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.header.stamp = self._stamp()
         msg.header.frame_id = convert.WORLD_FRAME
         msg.objects = [convert.object_to_msg(o) for o in self._truth()]
         self.truth_pub.publish(msg)
