@@ -10,7 +10,7 @@ def _config_tree():
     """(install dir, files) pairs mirroring config/ (a symlink to the workspace's config/) into share/."""
     entries = []
     for folder, _dirs, files in os.walk("config", followlinks=True):
-        paths = [os.path.join(folder, f) for f in sorted(files) if f.endswith((".yaml", ".md"))]
+        paths = [os.path.join(folder, f) for f in sorted(files) if f.endswith((".yaml", ".md", ".xml"))]
         if paths:
             entries.append((os.path.join("share", package_name, folder), paths))
     return entries

@@ -98,6 +98,8 @@ export CARRYON_CONFIG_DIR="\${CARRYON_CONFIG_DIR:-$ROOT/config}"
 export RMW_IMPLEMENTATION="\${RMW_IMPLEMENTATION:-rmw_fastrtps_cpp}"
 # Keep DDS discovery on this machine unless you ask for more.
 export ROS_AUTOMATIC_DISCOVERY_RANGE="\${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST}"
+# Fast DDS with a shared-memory segment big enough for camera images (config/dds/fastdds.xml).
+export FASTDDS_DEFAULT_PROFILES_FILE="\${FASTDDS_DEFAULT_PROFILES_FILE:-$ROOT/config/dds/fastdds.xml}"
 # Headless rendering for the simulator (Mesa software EGL; no display or GPU needed).
 export MUJOCO_GL="\${MUJOCO_GL:-egl}"
 ENV
