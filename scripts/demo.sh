@@ -96,13 +96,18 @@ stop_graph
 trap - INT TERM
 operator carryon report "$RUN_DIR"
 operator carryon audit verify "$RUN_DIR/audit.jsonl"
+# Every event of the story, looked up in the audit log and this transcript.
+operator python -m carryon_bringup.story "$RUN_DIR"
+STORY=$?
+[ "$CODE" = 0 ] && [ "$STORY" != 0 ] && CODE=$STORY
 cat <<DONE | tee -a "$TRANSCRIPT"
 
-Done ($([ "$CODE" = 0 ] && echo 'served' || echo "assist exit code $CODE")). In $RUN_DIR:
+Done ($([ "$CODE" = 0 ] && echo 'served, the whole story told' || echo "exit code $CODE")). In $RUN_DIR:
   transcript.txt       this transcript
   report.md / .png     tool path with the shield's decisions, subtask timeline, metrics.json
   audit.jsonl          every decision, hash-chained (carryon audit verify)
   bag/                 rosbag2 (MCAP) of the run: Foxglove, ros2 bag play, carryon replay
+  story.json           which events of the story happened (python -m carryon_bringup.story)
   recovery_attempts.jsonl, logs/, resolved_config.yaml, events.jsonl
 DONE
 exit "$CODE"
