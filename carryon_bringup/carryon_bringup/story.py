@@ -61,6 +61,15 @@ def _first(items: Sequence[dict[str, Any]], test: Callable[[dict[str, Any]], boo
     return next((item for item in items if test(item)), None)
 
 
+def _subtasks(plan: Any) -> list[dict[str, Any]]:
+    """The subtasks of a plan as the audit log holds it (JSON text); none if unreadable."""
+    try:
+        steps = json.loads(plan).get("subtasks", []) if isinstance(plan, str) else []
+    except (json.JSONDecodeError, AttributeError):
+        return []
+    return [s for s in steps if isinstance(s, dict) and "id" in s]
+
+
 def _event(name: str, found: Any, evidence: str, missing: str) -> StoryEvent:
     return StoryEvent(name, bool(found), evidence if found else missing)
 
@@ -80,8 +89,7 @@ def check_story(folder: Path) -> list[StoryEvent]:
     events.append(_event("the meat is recorded in scene memory", recorded,
                          f"{recorded and recorded['entity']}: {recorded and recorded['new']}",
                          "no scene-memory change mentioning the meat"))  # fmt: skip
-    steps = [s for d in run.entries("plan") if isinstance(d.get("plan"), str)
-             for s in json.loads(d["plan"]).get("subtasks", [])]  # fmt: skip
+    steps = [s for d in run.entries("plan") for s in _subtasks(d.get("plan"))]
     conditional = next((s for s in steps if s.get("target") == "carrot" and s.get("condition")), None)
     events.append(_event("the carrot is served only if it is under the cover", conditional,
                          f"{conditional and conditional['id']}: if {conditional and conditional['condition']!r}",

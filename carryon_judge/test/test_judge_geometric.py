@@ -87,3 +87,12 @@ def test_missing_geometry_or_truth_is_unable_to_judge(sim) -> None:  # type: ign
     verdicts = both(judges, JudgeRequest(PLACE, bare, bare, 1.0))
     assert [v.status for v in verdicts] == [VerdictStatus.UNABLE_TO_JUDGE] * 2
     assert "no camera with depth" in verdicts[0].reason and "ground truth" in verdicts[1].reason
+
+
+def test_the_robot_profiles_object_file_is_found_from_any_working_directory(tmp_path, monkeypatch, config_dir) -> None:  # type: ignore[no-untyped-def]
+    """geometry_file is relative to the config folder, as on a robot PC started elsewhere."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CARRYON_CONFIG_DIR", str(config_dir))
+    shapes = shapes_for(JudgeConfig(geometry_file="judge/objects.yaml", geometry_scene=""))
+    assert shapes == shapes_for(JudgeConfig(geometry_file=str(config_dir / "judge" / "objects.yaml")))
+    assert "carrot" in shapes.shapes

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from pathlib import Path
 
-from carryon_common.core.config import NodeConfig
+from carryon_common.core.config import NodeConfig, under_config_dir
 from carryon_common.core.registry import Registry
 from carryon_judge.core.config import JudgeConfig
 from carryon_judge.core.geometry import ShapeTable, load_shapes, scene_shapes
@@ -98,7 +97,7 @@ class SimOracleJudge(_RuleJudge):
 def shapes_for(config: JudgeConfig) -> ShapeTable:
     """The object shape table the config names (a file, or the simulator scene)."""
     if config.geometry_file:
-        return load_shapes(Path(config.geometry_file))
+        return load_shapes(under_config_dir(config.geometry_file))
     from carryon_sim.core.scene import scene_path, scenes_dir
 
     return scene_shapes(scene_path(scenes_dir(), config.geometry_scene))

@@ -36,8 +36,8 @@ class JudgeConfig(NodeConfig):
     )
     geometry_file: str = Field(
         "",
-        description="Object roles and sizes for the geometric judge (config/judge/objects.yaml layout); "
-        "'' = derive them from the simulator scene `geometry_scene`.",
+        description="Object roles and sizes for the geometric judge (config/judge/objects.yaml layout), "
+        "relative to the config folder; '' = derive them from the simulator scene `geometry_scene`.",
     )
     geometry_scene: str = Field(
         "food_serving", description="Simulator scene whose objects the geometric judge knows (when no file)."
