@@ -34,7 +34,7 @@ from carryon_common.node import CarryOnNode, run_node
 from carryon_interfaces.action import RunPolicy
 from carryon_interfaces.msg import ActionChunk, InferenceTiming, SimTruth
 from carryon_policy import convert
-from carryon_policy.core.backends import make_policy
+from carryon_policy.core.backends import kinematics_for, make_policy
 from carryon_policy.core.checks import check_output
 from carryon_policy.core.config import PolicyConfig
 from carryon_policy.core.observation import ObservationBuffer, StaleObservation, Width
@@ -63,7 +63,10 @@ class PolicyNode(CarryOnNode):
     def __init__(self, policy: Policy | None = None, **node_kwargs: Any) -> None:
         super().__init__(names.POLICY_NODE, PolicyConfig, capabilities=CAPABILITIES, **node_kwargs)
         cfg: PolicyConfig = self.config
-        self.policy = policy if policy is not None else make_policy(cfg)
+        kinematics = kinematics_for(cfg) if policy is None else None
+        self.policy = policy if policy is not None else make_policy(cfg, kinematics)
+        # joint positions in the order the VLA's joint actions use (the robot file's), else the Panda's
+        self._joint_order = tuple(kinematics.joint_names) if kinematics is not None else ()
         meta = self.policy.metadata
         label = meta.backend + (" (SCRIPTED STAND-IN, not a VLA)" if meta.scripted else "")
         self.set_backends({"policy": label})
@@ -115,7 +118,8 @@ class PolicyNode(CarryOnNode):
 
     def _on_joints(self, msg: JointState) -> None:
         try:
-            self.buffer.joints = convert.joints_from_msg(msg, ARM_JOINTS if "panda_joint1" in msg.name else ())
+            order = self._joint_order or (ARM_JOINTS if "panda_joint1" in msg.name else ())
+            self.buffer.joints = convert.joints_from_msg(msg, order)
         except ValueError as exc:
             self.get_logger().warning(f"ignoring joint_states: {exc}", throttle_duration_sec=5.0)
 

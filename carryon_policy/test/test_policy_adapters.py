@@ -383,3 +383,30 @@ def test_non_finite_forward_kinematics_is_an_invalid_action() -> None:
 
     with pytest.raises(InvalidAction, match="forward kinematics"):
         _mapper("joint_absolute", ("joints",), kinematics=Broken()).to_output(np.zeros((1, 7)), _observation())
+
+
+def test_a_joint_space_vla_gets_the_robot_files_kinematics(config_dir, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """openpi_remote with joint targets needs no code: robot_file's Pinocchio model maps the
+    targets to tool poses, and they land where the simulated arm's tool is for those joints."""
+    mujoco = pytest.importorskip("mujoco")
+    from carryon_policy.core.backends import kinematics_for, make_policy
+    from carryon_sim.core.scene import load_scene, scene_path, scenes_dir
+    from carryon_sim.core.world import World
+
+    monkeypatch.setenv("CARRYON_CONFIG_DIR", str(config_dir))
+    config = PolicyConfig(backend="openpi_remote", remote_uri="ws://127.0.0.1:9",
+                          vla_action_convention="joint_absolute", vla_action_layout=["joints", "gripper"])  # fmt: skip
+    kinematics = kinematics_for(config)
+    assert kinematics is not None and kinematics.joint_names[0] == "panda_joint1"
+    make_policy(config)  # no "needs forward kinematics" error
+    assert kinematics_for(config.model_copy(update={"vla_action_convention": "ee_delta"})) is None
+    assert kinematics_for(config.model_copy(update={"backend": "sim_scripted"})) is None
+
+    world = World(load_scene(scene_path(scenes_dir(str(config_dir / "scenes")), "food_serving")), seed=0)
+    targets = np.array([[0.1, -0.5, 0.0, -2.2, 0.0, 1.8, 0.7], [0.3, -0.2, 0.1, -2.0, 0.1, 1.9, 0.5]])
+    raw = np.hstack([targets, np.zeros((2, 1))])
+    out = _mapper("joint_absolute", ("joints", "gripper"), kinematics=kinematics).to_output(raw, _observation())
+    for q, position in zip(targets, out.positions, strict=True):
+        world.data.qpos[world.robot.arm_qpos] = q
+        mujoco.mj_kinematics(world.model, world.data)
+        assert np.abs(world.ee_pose()[0] - position).max() < 1e-5

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from carryon_common.core.registry import Registry
 from carryon_policy.core.adapters import Kinematics
 from carryon_policy.core.config import PolicyConfig
 from carryon_policy.core.policy import Policy
+
+if TYPE_CHECKING:
+    from carryon_arm.core.kinematics import ArmKinematics
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,17 @@ for _backend in (
     BACKENDS.register(_backend.name, _backend)
 
 
+def kinematics_for(config: PolicyConfig) -> ArmKinematics | None:
+    """The arm's forward kinematics (Pinocchio, from `robot_file`) when the VLA's actions are
+    joint targets (vla_action_convention joint_*); None otherwise, or for the stand-ins."""
+    if config.backend.startswith("sim_scripted") or not config.vla_action_convention.startswith("joint_"):
+        return None
+    from carryon_arm.core.kinematics import load_robot
+
+    return load_robot(config.robot_file).kinematics()
+
+
 def make_policy(config: PolicyConfig, kinematics: Kinematics | None = None) -> Policy:
-    """The backend named by `config.backend`, built from `config`."""
-    return BACKENDS.get(config.backend).make(config, kinematics)
+    """The backend named by `config.backend`, built from `config` (with `kinematics_for(config)`
+    unless `kinematics` is given)."""
+    return BACKENDS.get(config.backend).make(config, kinematics if kinematics is not None else kinematics_for(config))

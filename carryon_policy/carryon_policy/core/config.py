@@ -45,6 +45,12 @@ class PolicyConfig(RemoteBackendConfig):
         description="Largest rotation between consecutive chunk steps; a larger one drops the chunk, radians.",
     )
     seed: int = Field(0, ge=0, description="Seed of the stand-in's noise and failures (each goal adds its count).")
+    robot_file: str = Field(
+        "",
+        description="The arm's kinematic description, as arm_adapter_node.robot_file ('' = robot/panda.yaml in the "
+        "config folder): with a joint-space vla_action_convention its forward kinematics turn joint targets into "
+        "tool poses, and its joint_names order the joint positions the VLA reads.",
+    )
     skills_file: str = Field(
         "",
         description="Skill library YAML ('' = <config dir>/skills/library.yaml, config dir from $CARRYON_CONFIG_DIR).",
