@@ -104,6 +104,26 @@ def test_what_the_target_rests_on_now_is_exempt_beneath_it_but_not_what_it_lies_
                if without_source.name_of(i) == "plate") < 0.03  # fmt: skip  # no pick from anywhere: no patch
 
 
+def test_a_target_standing_on_the_table_exempts_no_low_object_beside_it() -> None:
+    """A carrot on the table (its sides seen down to 5 mm above it) next to a 1 cm block:
+    the block is right under the carrot's lowest points' height, but the carrot rests on
+    the table, so the block stays an obstacle."""
+    frame = overhead_frame()
+    depth, seg = frame.depth.copy(), frame.segmentation.copy()
+    r, c = H // 2, W // 2
+    for col in (c - 2, c + 2):  # the carrot's sides, 5 mm above the table
+        seg[r - 1 : r + 2, col], depth[r - 1 : r + 2, col] = 2, 0.995
+    seg[r - 2 : r + 3, c + 3 : c + 7], depth[r - 2 : r + 3, c + 3 : c + 7] = 6, 0.99  # the block, 1 cm tall
+    labels = {**LABELS, 6: "block"}
+    frame = RgbdFrame("top", depth, frame.K, frame.world_from_camera, 1.0, segmentation=seg, labels=labels)
+
+    def block_points(task: TaskSpec) -> int:
+        obstacles = grounder().ground([frame], task)
+        return sum(obstacles.name_of(i) == "block" for i in range(len(obstacles)))
+
+    assert block_points(TaskSpec("s", "carrot", "kitchen_counter", "bowl")) == block_points(TaskSpec()) > 0
+
+
 def test_without_a_task_everything_but_the_robot_is_an_obstacle() -> None:
     obstacles = grounder().ground([overhead_frame()], TaskSpec())
     assert names_of(obstacles) == {"table", "carrot", "bowl", "bottle"}

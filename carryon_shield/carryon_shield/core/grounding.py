@@ -60,14 +60,20 @@ def _resting_on(
     target: npt.NDArray[np.bool_],
     candidates: npt.NDArray[np.bool_],
     *,
+    floor: npt.NDArray[np.bool_],
     probe_m: float = 0.015,
 ) -> tuple[str, ...]:
-    """Objects among `candidates` the target lies on: points of theirs just under the
-    target's lowest points (up to 3 cm below, 1 cm above, within `probe_m` horizontally),
-    and none beside the target rising above its top (a bottle the carrot lies against is
-    not a support; a plate's rim it lies on is)."""
+    """Objects among `candidates` the target lies on when it does not lie on the `floor`
+    (the support labels' surface, seen within 3 cm around it, less than 1 cm below its
+    lowest point): points of theirs just under the target's lowest points (up to 3 cm
+    below, 1 cm above, within `probe_m` horizontally), and none beside the target rising
+    above its top (a bottle the carrot lies against is not a support; a plate's rim it
+    lies on is; a low block beside a cube standing on the table is not)."""
     held = points[target]
     bottom, top = float(held[:, 2].min()), float(held[:, 2].max())
+    around = floor & _xy_near(points, held, 0.03)
+    if around.any() and bottom - float(np.median(points[around, 2])) < 0.01:
+        return ()
     lowest = held[held[:, 2] <= bottom + 0.01]
     z = points[:, 2]
     under = candidates & (z >= bottom - 0.03) & (z <= bottom + 0.01) & _xy_near(points, lowest, probe_m)
@@ -124,9 +130,10 @@ def assemble(
         # target rests on now (a dropped carrot on a plate's rim).
         holders = (task.source,) if task.source in index_of else params.support_labels
         others = ~(robot | exempt | mask_of(UNKNOWN))
+        floor = mask_of(*params.support_labels) & ~robot
         holders = (
             *holders,
-            *(n for n in _resting_on(points, label_of_point, names, target, others) if n not in holders),
+            *(n for n in _resting_on(points, label_of_point, names, target, others, floor=floor) if n not in holders),
         )
         bottom = float(points[target][:, 2].min())
         band = (points[:, 2] >= bottom - 0.03) & (points[:, 2] <= bottom + 0.02)
