@@ -5,6 +5,7 @@ Each test runs `carryon up` on its own ROS_DOMAIN_ID with loopback-only discover
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -205,6 +206,31 @@ def test_graph_benchmark_quick(tmp_path: Path, empty_domain: int) -> None:
     assert metrics["ready_max"] < 30.0 and metrics["stop_max"] < 5.0
     assert metrics["leftover_processes"] == 0 and metrics["leftover_shm_files"] == 0
     assert 0.0 < metrics["status_rtt_p50"] <= metrics["status_rtt_p99"]
+
+
+@pytest.mark.slow
+def test_a_command_terminated_mid_run_stops_the_graph_it_started(tmp_path: Path, empty_domain: int) -> None:
+    """SIGTERM to `carryon bench graph` (a CI timeout, `kill`) while its graph runs: the
+    bench unwinds like Ctrl-C and stops the graph; no node outlives it."""
+    env = {**os.environ, "ROS_DOMAIN_ID": str(empty_domain), "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}
+    command = [CARRYON] if CARRYON else [sys.executable, "-m", "carryon_bringup.cli"]
+    bench = subprocess.Popen([*command, "bench", "graph", "--quick"], cwd=tmp_path, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60.0
+        started: list[psutil.Process] = []
+        while time.monotonic() < deadline and len(started) < 9:  # the launcher and its 8 nodes
+            started = psutil.Process(bench.pid).children(recursive=True)
+            time.sleep(0.2)
+        assert len(started) >= 9, f"the bench started {len(started)} processes"
+        bench.send_signal(signal.SIGTERM)
+        assert bench.wait(timeout=30.0) == 130
+        _gone, alive = psutil.wait_procs(started, timeout=10.0)
+        assert not alive, f"still running after the bench ended: {[p.pid for p in alive]}"
+    finally:
+        for process in [psutil.Process(bench.pid), *started] if bench.poll() is None else started:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
 
 
 def test_a_killed_launcher_takes_its_nodes_with_it(spec: GraphSpec, tmp_path: Path) -> None:

@@ -11,7 +11,9 @@ import argparse
 import datetime as dt
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -651,8 +653,22 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _terminated(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM unwinds like Ctrl-C: goals cancelled, graphs a command started stopped
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if on_main_thread else None  # `up` sets its own
+    try:
+        return _dispatch(args)
+    finally:
+        if on_main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     # Common options given neither before nor after the command (argparse.SUPPRESS).
     args.config_dir = getattr(args, "config_dir", None)
     args.timeout = getattr(args, "timeout", DEFAULT_TIMEOUT_S)
