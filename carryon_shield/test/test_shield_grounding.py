@@ -99,6 +99,9 @@ def test_what_the_target_rests_on_now_is_exempt_beneath_it_but_not_what_it_lies_
     assert len(plate) and plate.min() > 0.05  # exempt within the 5 cm patch margin, an obstacle beyond
     bottle = np.linalg.norm(points("bottle")[:, :2] - [0.5, 0.0], axis=1)
     assert bottle.min() < 0.03  # right against the carrot, still an obstacle
+    held = grounder().ground([frame], TaskSpec("s", "carrot", "kitchen_counter", "bowl"), holding=True)
+    assert min(np.linalg.norm(p[:2] - [0.5, 0.0]) for i, p in enumerate(held.points)
+               if held.name_of(i) == "plate") < 0.03  # fmt: skip  # carried over it: the plate is an obstacle
     without_source = grounder().ground([frame], TaskSpec("s", "carrot", "", "bowl"))
     assert min(np.linalg.norm(p[:2] - [0.5, 0.0]) for i, p in enumerate(without_source.points)
                if without_source.name_of(i) == "plate") < 0.03  # fmt: skip  # no pick from anywhere: no patch

@@ -107,9 +107,12 @@ def assemble(
     params: GroundingParams,
     stamp_s: float,
     self_filter: FloatArray | None = None,
+    holding: bool = False,
 ) -> ObstacleSet:
     """Named points (N, 3) -> ObstacleSet. `names_per_point[label_of_point[i]]` is point
-    i's object; `self_filter` (S, 4): spheres (x, y, z, r) around the robot's own hand."""
+    i's object; `self_filter` (S, 4): spheres (x, y, z, r) around the robot's own hand;
+    `holding`: the gripper holds the target (then nothing it passes over counts as what it
+    rests on)."""
     names = tuple(names_per_point)
     index_of = {name: i for i, name in enumerate(names)}
 
@@ -129,12 +132,11 @@ def assemble(
         # named source (or, for a named location, the support labels) and whatever the
         # target rests on now (a dropped carrot on a plate's rim).
         holders = (task.source,) if task.source in index_of else params.support_labels
-        others = ~(robot | exempt | mask_of(UNKNOWN))
-        floor = mask_of(*params.support_labels) & ~robot
-        holders = (
-            *holders,
-            *(n for n in _resting_on(points, label_of_point, names, target, others, floor=floor) if n not in holders),
-        )
+        if not holding:
+            others = ~(robot | exempt | mask_of(UNKNOWN))
+            floor = mask_of(*params.support_labels) & ~robot
+            resting_on = _resting_on(points, label_of_point, names, target, others, floor=floor)
+            holders = (*holders, *(n for n in resting_on if n not in holders))
         bottom = float(points[target][:, 2].min())
         band = (points[:, 2] >= bottom - 0.03) & (points[:, 2] <= bottom + 0.02)
         support = np.flatnonzero(mask_of(*holders) & band)
@@ -158,6 +160,7 @@ def fuse_labelled(
     params: GroundingParams,
     stamp_s: float,
     self_filter: FloatArray | None,
+    holding: bool = False,
 ) -> ObstacleSet:
     """Back-project every frame, label each point with `labels_of(frame, flat pixel
     indices)` (indices into `names`), and assemble the fused obstacle set."""
@@ -170,7 +173,7 @@ def fuse_labelled(
         all_labels.append(labels_of(frame, flat))
     return assemble(
         np.concatenate(all_points), names, np.concatenate(all_labels), task,
-        params=params, stamp_s=stamp_s, self_filter=self_filter,
+        params=params, stamp_s=stamp_s, self_filter=self_filter, holding=holding,
     )  # fmt: skip
 
 
@@ -181,7 +184,12 @@ class Grounder(Protocol):
     name: str
 
     def ground(
-        self, frames: Sequence[RgbdFrame], task: TaskSpec, self_filter: FloatArray | None = None
+        self,
+        frames: Sequence[RgbdFrame],
+        task: TaskSpec,
+        self_filter: FloatArray | None = None,
+        *,
+        holding: bool = False,
     ) -> ObstacleSet: ...
 
 
@@ -193,7 +201,14 @@ class SimMaskGrounder:
     def __init__(self, params: GroundingParams) -> None:
         self.params = params
 
-    def ground(self, frames: Sequence[RgbdFrame], task: TaskSpec, self_filter: FloatArray | None = None) -> ObstacleSet:
+    def ground(
+        self,
+        frames: Sequence[RgbdFrame],
+        task: TaskSpec,
+        self_filter: FloatArray | None = None,
+        *,
+        holding: bool = False,
+    ) -> ObstacleSet:
         if not frames:
             raise PerceptionUnavailable("no camera frames")
         names: list[str] = [UNKNOWN]
@@ -216,7 +231,9 @@ class SimMaskGrounder:
             return labels
 
         stamp = min(min(f.depth_stamp_s, f.mask_stamp_s) for f in frames)
-        return fuse_labelled(frames, labels_of, names, task, params=self.params, stamp_s=stamp, self_filter=self_filter)
+        return fuse_labelled(
+            frames, labels_of, names, task, params=self.params, stamp_s=stamp, self_filter=self_filter, holding=holding
+        )
 
 
 class Segmenter(Protocol):
@@ -296,7 +313,14 @@ class TextPromptedGrounder:
                 out[name] = mask
         return out
 
-    def ground(self, frames: Sequence[RgbdFrame], task: TaskSpec, self_filter: FloatArray | None = None) -> ObstacleSet:
+    def ground(
+        self,
+        frames: Sequence[RgbdFrame],
+        task: TaskSpec,
+        self_filter: FloatArray | None = None,
+        *,
+        holding: bool = False,
+    ) -> ObstacleSet:
         if not frames:
             raise PerceptionUnavailable("no camera frames")
         self.point_prompted = []
@@ -314,7 +338,7 @@ class TextPromptedGrounder:
         stamp = min(f.depth_stamp_s for f in frames)
         return fuse_labelled(
             frames, lambda frame, flat: label_images[frame.camera][flat], names, task,
-            params=self.params, stamp_s=stamp, self_filter=self_filter,
+            params=self.params, stamp_s=stamp, self_filter=self_filter, holding=holding,
         )  # fmt: skip
 
 

@@ -103,10 +103,11 @@ class ShieldPerception:
     def ground(self, now_s: float) -> ObstacleSet:
         """The obstacle set from fresh frames (cached until frames or task change)."""
         frames = self._check_fresh(now_s)
-        key = (self.task, *((f.camera, f.depth_stamp_s, f.mask_stamp_s) for f in frames))
+        holding = self.latch.holding
+        key = (self.task, holding, *((f.camera, f.depth_stamp_s, f.mask_stamp_s) for f in frames))
         if self.obstacles is None or key != self._key:
             self_filter = self.hand_spheres_world() if self.self_filter else None
-            self.obstacles = self.grounder.ground(frames, self.task, self_filter)
+            self.obstacles = self.grounder.ground(frames, self.task, self_filter, holding=holding)
             _ = self.obstacles.grid  # index once per obstacle set, not per chunk
             self._key = key
             self.groundings += 1
