@@ -30,11 +30,15 @@ pytestmark = pytest.mark.graph
 CARRYON = shutil.which("carryon")  # the installed console script (env.sh puts it on PATH)
 
 
-def cli(args: list[str], domain_id: int, timeout_s: float = 30.0) -> tuple[subprocess.CompletedProcess[str], float]:
+def cli(
+    args: list[str], domain_id: int, timeout_s: float = 30.0, cwd: Path | None = None
+) -> tuple[subprocess.CompletedProcess[str], float]:
     env = {**os.environ, "ROS_DOMAIN_ID": str(domain_id), "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST", "NO_COLOR": "1"}
     command = [CARRYON] if CARRYON else [sys.executable, "-m", "carryon_bringup.cli"]
     started = time.monotonic()
-    result = subprocess.run([*command, *args], env=env, capture_output=True, text=True, timeout=timeout_s, check=False)
+    result = subprocess.run(
+        [*command, *args], env=env, capture_output=True, text=True, timeout=timeout_s, check=False, cwd=cwd
+    )
     return result, time.monotonic() - started
 
 
@@ -206,6 +210,19 @@ def test_graph_benchmark_quick(tmp_path: Path, empty_domain: int) -> None:
     assert metrics["ready_max"] < 30.0 and metrics["stop_max"] < 5.0
     assert metrics["leftover_processes"] == 0 and metrics["leftover_shm_files"] == 0
     assert 0.0 < metrics["status_rtt_p50"] <= metrics["status_rtt_p99"]
+
+
+@pytest.mark.slow
+def test_latency_benchmark_quick(tmp_path: Path, empty_domain: int) -> None:
+    out = tmp_path / "latency.json"
+    result, _ = cli(["bench", "latency", "--quick", "--json", str(out)], empty_domain, timeout_s=300.0, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    metrics = {m["name"]: m["value"] for m in json.loads(out.read_text())["metrics"]}
+    for stage in ("policy_to_released", "shield_decision", "judge", "planner_ask"):
+        assert 0.0 < metrics[f"{stage}_p50"] <= metrics[f"{stage}_p99"], stage
+    assert metrics["chunks_released"] > 0
+    run_dir = next(Path(tmp_path / "runs").glob("bench-latency-*"))
+    assert (run_dir / "results.md").is_file() and (run_dir / "latency.png").stat().st_size > 0
 
 
 @pytest.mark.slow

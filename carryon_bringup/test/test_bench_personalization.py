@@ -39,6 +39,7 @@ def test_a_quick_run_against_the_stub_scores_every_suite(tmp_path: Path, monkeyp
     lines = (tmp_path / "run" / "cases.jsonl").read_text().splitlines()
     assert len(lines) == 6 and all(json.loads(line)["refused"] for line in lines)
     assert result.details["backend"].startswith("openai:stub")
+    assert (tmp_path / "run" / "personalization.png").stat().st_size > 0
     # A resumed run plans nothing again: every case is in rows/ (the stub would have no replies left).
     with StubVlmServer([]) as stub:
         sets = ("planner_node.llm_backend=openai", f"planner_node.llm_base_url={stub.base_url}",

@@ -63,6 +63,7 @@ def test_rounds_rerun_failures_and_reflect_between_them(tmp_path: Path, monkeypa
     assert (tmp_path / "run" / "skills" / "recovery" / "regrasp" / "v2.yaml").is_file()
     assert not (CONFIG / "skills" / "recovery" / "regrasp" / "v2.yaml").exists()  # config/ untouched
     assert metrics["recovery_success_v1"] == 0.0 and metrics["recovery_success_v2"] == 50.0
+    assert (tmp_path / "run" / "recovery.png").stat().st_size > 0
 
 
 def test_without_a_revision_r2_reuses_the_version_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

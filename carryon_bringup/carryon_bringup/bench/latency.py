@@ -16,10 +16,12 @@ The policy is the scripted stand-in; 200 steps (48 with --quick) of "open the pi
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from typing import Any
 
+from carryon_bringup.bench.plots import bar_chart
 from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, percentile
 from carryon_bringup.graph_run import GraphRun
 from carryon_bringup.up import load_spec
@@ -49,13 +51,19 @@ def run(options: BenchOptions) -> BenchResult:
         ("judge", "judge_ms", f"judge/judge round trip ({samples.get('judge_backend', '?')} backend)"),
         ("planner_ask", "planner_ms", "Ask round trip, scripted replies (no LLM time)"),
     )
+    plotted: dict[str, list[float]] = {"p50": [], "p99": []}
     for name, key, note in stages:
         values = samples.get(key) or []
+        p50, p99 = (percentile(values, 50), percentile(values, 99)) if values else (math.nan, math.nan)
+        plotted["p50"].append(p50)
+        plotted["p99"].append(p99)
         if not values:
-            result.add(f"{name}_p50", float("nan"), "ms", f"no samples: {note}")
+            result.add(f"{name}_p50", math.nan, "ms", f"no samples: {note}")
             continue
-        result.add(f"{name}_p50", percentile(values, 50), "ms", f"{note}; {len(values)} samples")
-        result.add(f"{name}_p99", percentile(values, 99), "ms")
+        result.add(f"{name}_p50", p50, "ms", f"{note}; {len(values)} samples")
+        result.add(f"{name}_p99", p99, "ms")
+    bar_chart(options.run_dir / "latency.png", "latency per stage (p50, p99)", [s[0] for s in stages], plotted,
+              unit="ms")  # fmt: skip
     result.add("chunks_released", samples.get("released_chunks", 0), "chunks", f"of {samples.get('chunks', 0)}")
     result.details["samples"] = samples
     return result

@@ -28,6 +28,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress
 
+from carryon_bringup.bench.plots import bar_chart
 from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, percentile, saved_row
 from carryon_bringup.core.graph import find_config_dir
 from carryon_bringup.up import default_config_fallbacks
@@ -105,6 +106,9 @@ def run(options: BenchOptions) -> BenchResult:
     result.details["cases"] = [
         {"suite": r.suite, "case": r.case, "passed": r.passed, "failures": list(r.failures)} for r in results
     ]
+    names = [suite.name for suite in suites]
+    bar_chart(options.run_dir / "personalization.png", f"dispatch accuracy per suite ({llm.name})", [*names, "all"],
+              {"accuracy": [100 * scores[name] for name in [*names, "all"]]}, unit="%", ylim=(0, 105))  # fmt: skip
     return result
 
 

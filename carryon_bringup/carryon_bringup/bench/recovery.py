@@ -38,6 +38,7 @@ from rich.progress import Progress
 
 from carryon_arm.core.kinematics import load_robot
 from carryon_bringup.bench.personalization import planner_config
+from carryon_bringup.bench.plots import bar_chart
 from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, saved_row
 from carryon_bringup.core.graph import find_config_dir
 from carryon_bringup.up import default_config_fallbacks
@@ -237,6 +238,10 @@ def run(options: BenchOptions) -> BenchResult:
         "".join(a.model_dump_json() + "\n" for e in episodes for a in e.attempts), encoding="utf-8"
     )
     (options.run_dir / "rounds.json").write_text(json.dumps(rounds, indent=2), encoding="utf-8")
+    bar_chart(options.run_dir / "recovery.png",
+              f"recovery: cumulative completion, {len(episodes)} episodes (seed {options.seed})",
+              [r["round"] for r in rounds], {"completion": [100 * r["cumulative_completion"] for r in rounds]},
+              unit="%", ylim=(0, 105))  # fmt: skip
     return result
 
 
