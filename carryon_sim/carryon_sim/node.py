@@ -34,6 +34,7 @@ from carryon_sim.core.cameras import CameraRig
 from carryon_sim.core.config import SimConfig
 from carryon_sim.core.contacts import ContactMonitor, grasped_objects, object_contacts
 from carryon_sim.core.driver import Driver
+from carryon_sim.core.pacing import Pacer
 from carryon_sim.core.scene import PerturbationSpec, load_scene, scene_path, scenes_dir
 from carryon_sim.core.types import ObjectTruth
 from carryon_sim.core.world import ARM_JOINTS, FINGER_JOINTS, SCENE_CAMERA, WRIST_CAMERA, World
@@ -108,8 +109,7 @@ class SimNode(CarryOnNode):
         self._ready = threading.Event()
         self._failure: BaseException | None = None
         self._sim_time = bool(self.get_parameter("use_sim_time").value)
-        self.slowdowns = 0  # steps after which sim time waited for a stalled machine
-        self.slowed_s = 0.0
+        self.pacer = Pacer(1.0 / cfg.control_rate_hz, cfg.real_time_factor)
         self._slowdown_logged = -float("inf")
         self._thread.start()
         if not self._ready.wait(timeout=30.0) or self._failure is not None:
@@ -129,7 +129,7 @@ class SimNode(CarryOnNode):
         period = 1.0 / cfg.control_rate_hz
         camera_every = max(1, round(cfg.control_rate_hz / cfg.camera_rate_hz))
         tick = 0
-        next_tick = time.monotonic()
+        self.pacer.start(time.monotonic())
         try:
             while not self._stop.is_set():
                 with self.lock:
@@ -146,15 +146,10 @@ class SimNode(CarryOnNode):
                     self._publish_clock()
                 tick += 1
                 if cfg.real_time_factor > 0:
-                    next_tick += period / cfg.real_time_factor
-                    now = time.monotonic()
-                    if now - next_tick > period / cfg.real_time_factor:
-                        # Late by more than a step (the machine stalled): sim time waits instead
-                        # of racing to catch up, which would age every sensor stream at once
-                        # before the other nodes could run.
-                        self._fell_behind(now - next_tick)
-                        next_tick = now
-                    self._stop.wait(max(0.0, next_tick - now))
+                    slowdowns = self.pacer.slowdowns
+                    self._stop.wait(self.pacer.wait(time.monotonic()))
+                    if self.pacer.slowdowns != slowdowns:
+                        self._report_slowdown()
                 else:
                     time.sleep(0)  # as fast as possible, but let ROS callbacks take the lock
         except Exception as exc:  # noqa: BLE001 - the node must report it, not die silently
@@ -168,15 +163,13 @@ class SimNode(CarryOnNode):
         finally:
             rig.close()
 
-    def _fell_behind(self, late_s: float) -> None:
-        self.slowdowns += 1
-        self.slowed_s += late_s
+    def _report_slowdown(self) -> None:
         now = time.monotonic()
         if now - self._slowdown_logged >= 30.0:
             self._slowdown_logged = now
             self.get_logger().warning(
-                f"simulation fell behind real time {self.slowdowns} times ({self.slowed_s:.1f} s in all): "
-                "sim time slowed down (the machine is loaded)"
+                f"simulation fell behind real time {self.pacer.slowdowns} times ({self.pacer.slowed_s:.1f} s in "
+                "all): sim time waited for the machine (it is loaded)"
             )
 
     def _publish_clock(self) -> None:
