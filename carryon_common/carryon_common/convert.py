@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,6 +16,18 @@ from carryon_common.core.chunk import WORLD_FRAME, Chunk, ChunkSource, Conventio
 from carryon_common.core.status import Capability, NodeHealth, NodeState
 from carryon_interfaces.msg import ActionChunk, ActionStep, NodeStatus
 from carryon_interfaces.msg import Capability as CapabilityMsg
+
+
+def time_to_msg(seconds: float) -> TimeMsg:
+    """Seconds (>= 0) as builtin_interfaces/Time."""
+    seconds = max(0.0, seconds)
+    sec = math.floor(seconds)
+    nanosec = min(round((seconds - sec) * 1e9), 999_999_999)
+    return TimeMsg(sec=sec, nanosec=nanosec)
+
+
+def time_from_msg(msg: TimeMsg) -> float:
+    return msg.sec + msg.nanosec * 1e-9
 
 
 def health_to_msg(health: NodeHealth, stamp: TimeMsg) -> NodeStatus:
@@ -89,8 +102,7 @@ def chunk_to_msg(chunk: Chunk, stamp: TimeMsg) -> ActionChunk:
     msg.convention = int(chunk.convention)
     msg.dt = chunk.dt
     msg.observation_id = chunk.observation_id
-    sec = int(chunk.observation_stamp_s)
-    msg.observation_stamp = TimeMsg(sec=sec, nanosec=round((chunk.observation_stamp_s - sec) * 1e9) % 1_000_000_000)
+    msg.observation_stamp = time_to_msg(chunk.observation_stamp_s)
     msg.steps = [
         ActionStep(
             position=Vector3(x=float(p[0]), y=float(p[1]), z=float(p[2])),

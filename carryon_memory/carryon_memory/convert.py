@@ -2,25 +2,10 @@
 
 from __future__ import annotations
 
-import math
-
-from builtin_interfaces.msg import Time as TimeMsg
-
+from carryon_common.convert import time_from_msg, time_to_msg
 from carryon_interfaces.msg import MemoryChange, MemoryFact, SceneLocation
 from carryon_interfaces.msg import SceneUpdate as SceneUpdateMsg
 from carryon_memory.core.types import Change, Fact, Location, SceneOp, SceneUpdate
-
-
-def time_to_msg(seconds: float) -> TimeMsg:
-    """Seconds (>= 0) as builtin_interfaces/Time."""
-    seconds = max(0.0, seconds)
-    sec = math.floor(seconds)
-    nanosec = min(round((seconds - sec) * 1e9), 999_999_999)
-    return TimeMsg(sec=sec, nanosec=nanosec)
-
-
-def time_from_msg(msg: TimeMsg) -> float:
-    return msg.sec + msg.nanosec * 1e-9
 
 
 def fact_from_msg(msg: MemoryFact) -> Fact:

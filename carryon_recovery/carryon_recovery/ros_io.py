@@ -30,13 +30,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from builtin_interfaces.msg import Time as TimeMsg
 from geometry_msgs.msg import PoseStamped
 from scipy.spatial.transform import Rotation
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64
 
-from carryon_common.convert import chunk_to_msg, joint_positions
+from carryon_common.convert import chunk_to_msg, joint_positions, time_to_msg
 from carryon_common.core.chunk import Chunk, ChunkSource, Convention
 from carryon_interfaces.msg import ShieldEvent
 from carryon_judge import convert as judge_convert
@@ -216,8 +215,7 @@ class RosRecoveryIO:
             positions=positions, rotations=np.tile(rotvec, (len(positions), 1)),
             gripper=np.full(len(positions), gripper),
         )  # fmt: skip
-        sec = int(now)
-        self.publish(chunk_to_msg(chunk, TimeMsg(sec=sec, nanosec=int((now - sec) * 1e9))))
+        self.publish(chunk_to_msg(chunk, time_to_msg(now)))
         self.chunks_sent += 1
 
         def answered() -> bool:

@@ -67,11 +67,6 @@ _PERTURBATION_KINDS = {
 }
 
 
-def _time_msg(seconds: float) -> TimeMsg:
-    nanoseconds = round(seconds * 1e9)
-    return TimeMsg(sec=nanoseconds // 1_000_000_000, nanosec=nanoseconds % 1_000_000_000)
-
-
 class SimNode(CarryOnNode):
     def __init__(self, **node_kwargs: Any) -> None:
         super().__init__(names.SIM_NODE, SimConfig, capabilities=CAPABILITIES, **node_kwargs)
@@ -173,12 +168,12 @@ class SimNode(CarryOnNode):
             )
 
     def _publish_clock(self) -> None:
-        self.clock_pub.publish(Clock(clock=_time_msg(self.world.time)))
+        self.clock_pub.publish(Clock(clock=common_convert.time_to_msg(self.world.time)))
 
     def _stamp(self) -> TimeMsg:
         """The time of the state being published: under use_sim_time the world's own time,
         not the node clock, which lags whenever its /clock messages wait behind rendering."""
-        return _time_msg(self.world.time) if self._sim_time else self.get_clock().now().to_msg()
+        return common_convert.time_to_msg(self.world.time) if self._sim_time else self.get_clock().now().to_msg()
 
     def _publish_state(self) -> None:
         stamp = self._stamp()

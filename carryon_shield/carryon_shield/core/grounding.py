@@ -69,16 +69,16 @@ def _resting_on(
     below, 1 cm above, within `probe_m` horizontally), and none beside the target rising
     above its top (a bottle the carrot lies against is not a support; a plate's rim it
     lies on is; a low block beside a cube standing on the table is not)."""
-    held = points[target]
-    bottom, top = float(held[:, 2].min()), float(held[:, 2].max())
-    around = floor & _xy_near(points, held, 0.03)
+    body = points[target]
+    bottom, top = float(body[:, 2].min()), float(body[:, 2].max())
+    around = floor & _xy_near(points, body, 0.03)
     if around.any() and bottom - float(np.median(points[around, 2])) < 0.01:
         return ()
-    lowest = held[held[:, 2] <= bottom + 0.01]
+    lowest = body[body[:, 2] <= bottom + 0.01]
     z = points[:, 2]
     under = candidates & (z >= bottom - 0.03) & (z <= bottom + 0.01) & _xy_near(points, lowest, probe_m)
     ids, counts = np.unique(label_of_point[under], return_counts=True)
-    beside = set(np.unique(label_of_point[candidates & (z > top) & _xy_near(points, held, probe_m)]).tolist())
+    beside = set(np.unique(label_of_point[candidates & (z > top) & _xy_near(points, body, probe_m)]).tolist())
     return tuple(names[i] for i, n in zip(ids.tolist(), counts.tolist(), strict=True) if n >= 3 and i not in beside)
 
 
