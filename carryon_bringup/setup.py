@@ -36,7 +36,7 @@ setup(
     license="Apache-2.0",
     entry_points={
         "console_scripts": [
-            "carryon = carryon_bringup.cli:main",
+            "carryon = carryon_bringup.cli.main:main",
             "recorder_node = carryon_bringup.recorder_node:main",
         ],
     },

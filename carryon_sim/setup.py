@@ -14,7 +14,10 @@ setup(
     zip_safe=True,
     maintainer="CarryOn maintainers",
     maintainer_email="maintainers@carryon-robotics.org",
-    description="MuJoCo tabletop world and simulated robot + camera driver.",
+    description=(
+        "MuJoCo tabletop world, simulated robot + camera driver, and the in-process simulation harness "
+        "for benchmarks and tests."
+    ),
     license="Apache-2.0",
     entry_points={
         "console_scripts": ["sim_node = carryon_sim.node:main"],

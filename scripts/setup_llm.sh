@@ -19,5 +19,5 @@ if [ "$MODEL" = 1.5b ]; then
 fi
 # shellcheck disable=SC1091
 . ./env.sh
-model=$(python -m carryon_planner.models "$MODEL")
+model=$(python -m carryon_common.core.local_models "$MODEL")
 echo "[setup-llm] ready in $(( $(date +%s) - started )) s: $model"

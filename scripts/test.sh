@@ -17,9 +17,10 @@ step "ruff (lint + format)"
 ruff check .
 ruff format --check .
 
-step "mypy (every core/ module, strict)"
+step "mypy (every core/ module and the simulation harness, strict)"
 MYPYPATH="$(ls -d carryon_*/ | grep -v interfaces | tr -d / | paste -sd:)" \
-  mypy $(for d in carryon_*/carryon_*/core; do printf -- '-p %s.core ' "$(basename "$(dirname "$d")")"; done)
+  mypy $(for d in carryon_*/carryon_*/core; do printf -- '-p %s.core ' "$(basename "$(dirname "$d")")"; done) \
+  -p carryon_sim.harness
 
 step "generated references are up to date"
 python scripts/gen_docs.py --check

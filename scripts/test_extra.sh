@@ -47,5 +47,5 @@ fi
 
 say "pytest ${TESTS[*]}"
 # $REQUIRE: a broken install fails these tests instead of skipping them.
-env "$REQUIRE=1" PYTHONPATH="$ROOT/carryon_common:$ROOT/carryon_policy:$ROOT/carryon_shield:$ROOT/carryon_bringup" \
+env "$REQUIRE=1" PYTHONPATH="$ROOT/carryon_common:$ROOT/carryon_policy:$ROOT/carryon_shield:$ROOT/carryon_sim:$ROOT/carryon_bringup" \
   "$VENV/bin/python" -m pytest "${TESTS[@]}" "$@"

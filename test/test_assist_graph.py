@@ -27,9 +27,9 @@ from carryon_bringup.core.recorder import typestore_for
 from carryon_bringup.graph_run import GraphRun
 from carryon_common.calls import RosSession
 from carryon_common.core.audit import verify
-from carryon_common.openai_stub import StubVlmServer
+from carryon_common.core.scripted_llm import ScriptedLlm
 from carryon_interfaces.srv import SimState
-from carryon_planner.core.scripted_llm import ScriptedLlm
+from carryon_sim.harness.fakes.openai_server import StubVlmServer
 
 pytestmark = pytest.mark.graph
 

@@ -103,3 +103,15 @@ def test_every_node_config_class_is_the_one_in_graph_yaml() -> None:
         config_module, _, class_name = launch.config_class.partition(":")
         config_class = getattr(importlib.import_module(config_module), class_name)
         assert getattr(node_module, class_name) is config_class, f"{launch.name} does not use {launch.config_class}"
+
+
+RUNTIME_MODULES = sorted(p for p in REPO.glob("carryon_*/carryon_*/**/*.py") if "test" not in p.parts)
+MAX_MODULE_LINES = 400  # house style 16: a module a reader can hold
+
+
+@pytest.mark.parametrize("path", RUNTIME_MODULES, ids=lambda p: str(p.relative_to(REPO)))
+def test_runtime_modules_are_short_and_formatter_clean(path: Path) -> None:
+    lines = path.read_text().splitlines()
+    assert len(lines) <= MAX_MODULE_LINES, f"{path.relative_to(REPO)} has {len(lines)} lines: split it by concern"
+    skipped = [i + 1 for i, line in enumerate(lines) if "fmt: skip" in line or "fmt: off" in line]
+    assert not skipped, f"{path.relative_to(REPO)}: formatter turned off at lines {skipped} (only for aligned tables)"

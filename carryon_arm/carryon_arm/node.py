@@ -81,8 +81,6 @@ class ArmAdapterNode(CarryOnNode):
         self.set_ready()
 
     # -- arm ------------------------------------------------------------------------------
-    def _now_s(self) -> float:
-        return self.get_clock().now().nanoseconds * 1e-9
 
     def _on_joint_state(self, msg: JointState) -> None:
         """Arm and fingers may come in one message or in separate ones (arm and gripper drivers)."""
@@ -97,31 +95,31 @@ class ArmAdapterNode(CarryOnNode):
                 self._warned_joints = True
             return
         with self.lock:
-            self.executor_.update_state(RobotState(q, self._width, self._now_s()))
+            self.executor_.update_state(RobotState(q, self._width, self.now_s()))
             self._last_joint_msg = msg
 
     def _on_chunk(self, msg: ActionChunk) -> None:
         try:
             chunk = common_convert.chunk_from_msg(msg)
             with self.lock:
-                self.executor_.submit(chunk, self._now_s())
+                self.executor_.submit(chunk, self.now_s())
         except InvalidChunk as exc:
             with self.lock:
-                command = self.executor_.hold(self._now_s())
+                command = self.executor_.hold(self.now_s())
             self._send(command)
             self._reject(f"chunk {msg.chunk_id}: {exc}")
 
     def _on_estop(self, msg: EstopState) -> None:
         with self.lock:
-            command = self.executor_.set_estop(msg.active, self._now_s())
+            command = self.executor_.set_estop(msg.active, self.now_s())
         self._send(command)
 
     def _on_tick(self) -> None:
         with self.lock:
             rejected = len(self.executor_.rejections)
-            command = self.executor_.tick(self._now_s())
+            command = self.executor_.tick(self.now_s())
             new = self.executor_.rejections[rejected:]
-            now = self._now_s()
+            now = self.now_s()
             fresh = self.executor_.stale_reason(now) is None  # a stale state is not re-stamped as new
             state, joint_msg = self.executor_.state, self._last_joint_msg
         self._send(command)
@@ -140,7 +138,7 @@ class ArmAdapterNode(CarryOnNode):
         else:
             position, rotation = self.kinematics.to_base(command.position, command.rotation)
             self.command_pub.publish(
-                common_convert.pose_msg(position, rotation, self.get_clock().now().to_msg(), cfg.command_frame_id)
+                common_convert.pose_msg(position, rotation, self.stamp_now(), cfg.command_frame_id)
             )
         width = command.gripper_width_m
         if self.gripper_pub is None or width is None:
@@ -150,7 +148,7 @@ class ArmAdapterNode(CarryOnNode):
             self._gripper_sent = width
 
     def _publish_state(self, state: RobotState, joint_msg: JointState) -> None:
-        stamp = self.get_clock().now().to_msg()
+        stamp = self.stamp_now()
         position, rotation = self.kinematics.forward(state.q)
         self._tool_pose = (position, rotation)
         relay = JointState(name=list(joint_msg.name), position=list(joint_msg.position))

@@ -51,11 +51,19 @@ class GraphRun:
         self.env = dict(os.environ if env is None else env)
         self.env.update(ROS_DOMAIN_ID=str(self.domain_id), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
         self.command = [
-            sys.executable, "-m", "carryon_bringup.cli", "up",
-            "--profile", profile, "--config-dir", str(spec.config_dir), "--run-dir", str(self.run_dir),
+            sys.executable,
+            "-m",
+            "carryon_bringup.cli",
+            "up",
+            "--profile",
+            profile,
+            "--config-dir",
+            str(spec.config_dir),
+            "--run-dir",
+            str(self.run_dir),
             *(arg for name in only for arg in ("--only", name)),
             *extra_args,
-        ]  # fmt: skip
+        ]
         self.process: subprocess.Popen[bytes] | None = None
         self.output_path = run_dir / "launcher.out"
         self._output: IO[bytes] | None = None

@@ -162,9 +162,13 @@ class GraphClient:
         Waits at most the budget's duration at 20 Hz plus a minute (a slow simulator)."""
         goal = RunPolicy.Goal(instruction=instruction, step_budget=step_budget, subtask_id=subtask_id)
         status, result = self.session.send_goal_and_wait(
-            RunPolicy, self._name(names.RUN_POLICY), goal, server_timeout_s=self.timeout_s,
-            result_timeout_s=step_budget / 20.0 * 4 + 60.0, feedback=feedback,
-        )  # fmt: skip
+            RunPolicy,
+            self._name(names.RUN_POLICY),
+            goal,
+            server_timeout_s=self.timeout_s,
+            result_timeout_s=step_budget / 20.0 * 4 + 60.0,
+            feedback=feedback,
+        )
         return status, result
 
     def assist(
@@ -174,9 +178,13 @@ class GraphClient:
         Ctrl-C or `timeout_s` cancel it (the arm holds)."""
         goal = Assist.Goal(user_id=user_id, text=text)
         status, result = self.session.send_goal_and_wait(
-            Assist, self._name(names.ASSIST), goal, server_timeout_s=self.timeout_s, result_timeout_s=timeout_s,
+            Assist,
+            self._name(names.ASSIST),
+            goal,
+            server_timeout_s=self.timeout_s,
+            result_timeout_s=timeout_s,
             feedback=feedback,
-        )  # fmt: skip
+        )
         return status, result
 
     def watch(self, msg_type: Any, relative: str, callback: Callable[[Any], None]) -> None:

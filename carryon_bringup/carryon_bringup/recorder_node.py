@@ -115,22 +115,48 @@ class Recorder(CarryOnNode):
     def _audit_topics(self) -> None:
         def on_plan(m: PlanState) -> None:
             subs = [(s.subtask.id, subtask_state_name(s.state), s.message) for s in m.subtasks]
-            self._log(self.feed.plan_state(plan_id=m.plan_id, user=m.user_id, request=m.request,
-                                           state=plan_state_name(m.state), message=m.message, reply=m.reply,
-                                           plan_json=m.plan_json, subtasks=subs))  # fmt: skip
+            self._log(
+                self.feed.plan_state(
+                    plan_id=m.plan_id,
+                    user=m.user_id,
+                    request=m.request,
+                    state=plan_state_name(m.state),
+                    message=m.message,
+                    reply=m.reply,
+                    plan_json=m.plan_json,
+                    subtasks=subs,
+                )
+            )
 
         def on_event(m: ShieldEvent) -> None:
             decision = Decision(m.decision).name.lower()
-            self._log(self.feed.shield_event(chunk_id=int(m.chunk_id), subtask_id=m.subtask_id, decision=decision,
-                                             released=int(m.released_steps), total=int(m.total_steps),
-                                             reason=m.reason, obstacle=m.blocking_obstacle))  # fmt: skip
+            self._log(
+                self.feed.shield_event(
+                    chunk_id=int(m.chunk_id),
+                    subtask_id=m.subtask_id,
+                    decision=decision,
+                    released=int(m.released_steps),
+                    total=int(m.total_steps),
+                    reason=m.reason,
+                    obstacle=m.blocking_obstacle,
+                )
+            )
 
         def on_verdict(m: Verdict) -> None:
             self._log(self.feed.verdict(m.subtask_id, VerdictStatus(m.status).name.lower(), m.reason, m.backend))
 
         def on_memory(m: MemoryChange) -> None:
-            self._log(self.feed.memory_change(version=int(m.version), file=m.file, entity=m.entity, key=m.key,
-                                              previous=m.previous_value, new=m.new_value, source=m.source))  # fmt: skip
+            self._log(
+                self.feed.memory_change(
+                    version=int(m.version),
+                    file=m.file,
+                    entity=m.entity,
+                    key=m.key,
+                    previous=m.previous_value,
+                    new=m.new_value,
+                    source=m.source,
+                )
+            )
 
         def on_estop(m: EstopState) -> None:
             self._log(self.feed.estop(m.active, m.source, m.reason))
@@ -161,8 +187,7 @@ class Recorder(CarryOnNode):
             qos = self._qos_for(topic)
             with self.lock:
                 if self.writer is not None:
-                    self.connections[topic] = self.writer.add_connection(topic, type_name, msgdef=msgdef,
-                                                                         rihs01=rihs01)  # fmt: skip
+                    self.connections[topic] = self.writer.add_connection(topic, type_name, msgdef=msgdef, rihs01=rihs01)
                 if self.server is not None:
                     import foxglove
 

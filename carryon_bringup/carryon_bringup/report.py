@@ -81,9 +81,18 @@ def subtask_spans(audit: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if entry["kind"] not in ("subtask", "recovery"):
             continue
         d, t = entry["data"], _time(entry)
-        span = spans.setdefault((plan_index, d["subtask"]), {"plan": plan_index, "subtask": d["subtask"],
-                                                             "start": None, "end": None, "state": "",
-                                                             "message": "", "recovering": []})  # fmt: skip
+        span = spans.setdefault(
+            (plan_index, d["subtask"]),
+            {
+                "plan": plan_index,
+                "subtask": d["subtask"],
+                "start": None,
+                "end": None,
+                "state": "",
+                "message": "",
+                "recovering": [],
+            },
+        )
         state = d["state"]
         if state == "active" and span["start"] is None:
             span["start"] = t
@@ -101,8 +110,14 @@ def subtask_spans(audit: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _subtask_figures(span: dict[str, Any]) -> dict[str, Any]:
     seconds = round(span["end"] - span["start"], 1) if span["start"] and span["end"] else None
-    return {"plan": span["plan"], "id": span["subtask"], "state": span["state"], "message": span["message"],
-            "seconds": seconds, "recoveries": len(span["recovering"])}  # fmt: skip
+    return {
+        "plan": span["plan"],
+        "id": span["subtask"],
+        "state": span["state"],
+        "message": span["message"],
+        "seconds": seconds,
+        "recoveries": len(span["recovering"]),
+    }
 
 
 def metrics(data: RunData, run_dir: Path) -> dict[str, Any]:
@@ -142,12 +157,20 @@ def plot(data: RunData, spans: list[dict[str, Any]], path: Path) -> None:
         for kind, (marker, color) in _MARKERS.items():
             at = [np.argmin(np.abs(times - t)) for t, k, _ in data.blocks if k == kind]
             if at:
-                top.scatter(xy[at, 1], xy[at, 0], marker=marker, color=color, s=22, zorder=3,
-                            label=f"shield {kind} ({len(at)})")  # fmt: skip
+                top.scatter(
+                    xy[at, 1], xy[at, 0], marker=marker, color=color, s=22, zorder=3, label=f"shield {kind} ({len(at)})"
+                )
         rejected = [np.argmin(np.abs(times - t)) for t, k, _ in data.blocks if k.startswith("rejected")]
         if rejected:
-            top.scatter(xy[rejected, 1], xy[rejected, 0], marker="x", color="gray", s=18, zorder=3,
-                        label=f"shield rejected ({len(rejected)})")  # fmt: skip
+            top.scatter(
+                xy[rejected, 1],
+                xy[rejected, 0],
+                marker="x",
+                color="gray",
+                s=18,
+                zorder=3,
+                label=f"shield rejected ({len(rejected)})",
+            )
     for name, (x, y) in data.objects.items():
         top.scatter([y], [x], color="black", s=12)
         top.annotate(name, (y, x), fontsize=8, xytext=(3, 3), textcoords="offset points")
@@ -157,15 +180,21 @@ def plot(data: RunData, spans: list[dict[str, Any]], path: Path) -> None:
     top.set_aspect("equal", adjustable="datalim")
     top.set_title("top-down: tool path and shield decisions")
     top.legend(fontsize=7, loc="best")
-    colors = {"succeeded": "tab:green", "failed": "tab:red", "skipped": "lightgray", "cancelled": "gray",
-              "": "tab:blue"}  # fmt: skip
+    colors = {
+        "succeeded": "tab:green",
+        "failed": "tab:red",
+        "skipped": "lightgray",
+        "cancelled": "gray",
+        "": "tab:blue",
+    }
     t0 = min([s["start"] for s in spans if s["start"]] + [t for t, *_ in data.path[:1]], default=0.0)
     for row, span in enumerate(spans):
         if span["start"] is None:
             continue
         end = span["end"] or max(span["start"], data.path[-1][0] if data.path else span["start"])
-        timeline.barh(row, max(end - span["start"], 0.3), left=span["start"] - t0, color=colors[span["state"]],
-                      alpha=0.8)  # fmt: skip
+        timeline.barh(
+            row, max(end - span["start"], 0.3), left=span["start"] - t0, color=colors[span["state"]], alpha=0.8
+        )
         for start, stop in span["recovering"]:
             timeline.barh(row, (stop or end) - start, left=start - t0, color="tab:orange", hatch="//", alpha=0.9)
         timeline.text(end - t0 + 0.5, row, span["state"] or "running", va="center", fontsize=8)
@@ -186,17 +215,21 @@ def write_report(run_dir: Path) -> dict[str, Any]:
     spans = subtask_spans(data.audit)
     plot(data, spans, run_dir / "report.png")
     lines = [
-        f"# Run report: {run_dir.name}", "",
-        f"Outcome: **{figures['outcome']}** — {figures['outcome_message']}", "",
+        f"# Run report: {run_dir.name}",
+        "",
+        f"Outcome: **{figures['outcome']}** — {figures['outcome_message']}",
+        "",
         f"* duration {figures['duration_s']} s; {figures['plans']} plan(s), "
         f"{figures['validator_rejections']} validator rejection(s); {figures['recoveries']} recovery run(s); "
         f"{figures['memory_changes']} memory change(s)",
         f"* shield, chunks not released whole: {figures['shield_not_released_whole'] or 'none'}",
         f"* unpermitted contacts (simulator): {figures['unpermitted_contacts']}",
         f"* audit log: {figures['audit_entries']} entries, chain {'intact' if figures['audit_ok'] else 'BROKEN'}, "
-        f"last hash `{figures['audit_last_hash']}`", "",
-        "| plan | subtask | state | seconds | recoveries | why |", "|---|---|---|---|---|---|",
-    ]  # fmt: skip
+        f"last hash `{figures['audit_last_hash']}`",
+        "",
+        "| plan | subtask | state | seconds | recoveries | why |",
+        "|---|---|---|---|---|---|",
+    ]
     for s in figures["subtasks"]:
         why = s["message"].replace("|", "/")
         lines.append(f"| {s['plan']} | {s['id']} | {s['state']} | {s['seconds']} | {s['recoveries']} | {why} |")

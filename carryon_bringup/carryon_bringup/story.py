@@ -79,54 +79,112 @@ def check_story(folder: Path) -> list[StoryEvent]:
     run = _load(folder)
     events: list[StoryEvent] = []
     remembered = run.line("- preference: vegetarian")
-    events.append(_event("the user is remembered as vegetarian", remembered >= 0,
-                         "memory shows '- preference: vegetarian'", "no vegetarian preference shown"))  # fmt: skip
+    events.append(
+        _event(
+            "the user is remembered as vegetarian",
+            remembered >= 0,
+            "memory shows '- preference: vegetarian'",
+            "no vegetarian preference shown",
+        )
+    )
     messages = [d.get("message", "") for d in run.entries("plan.validation")]
     refusal = next((m for m in messages if "preference_conflict" in m and "meat" in m), "")
-    events.append(_event("the meat is refused for her", refusal, refusal[:120],
-                         "no preference_conflict on the meat in the audit log"))  # fmt: skip
+    events.append(
+        _event(
+            "the meat is refused for her", refusal, refusal[:120], "no preference_conflict on the meat in the audit log"
+        )
+    )
     recorded = _first(run.entries("memory.change"), lambda d: "meat" in str(d.get("new", "")))
-    events.append(_event("the meat is recorded in scene memory", recorded,
-                         f"{recorded and recorded['entity']}: {recorded and recorded['new']}",
-                         "no scene-memory change mentioning the meat"))  # fmt: skip
+    events.append(
+        _event(
+            "the meat is recorded in scene memory",
+            recorded,
+            f"{recorded and recorded['entity']}: {recorded and recorded['new']}",
+            "no scene-memory change mentioning the meat",
+        )
+    )
     steps = [s for d in run.entries("plan") for s in _subtasks(d.get("plan"))]
     conditional = next((s for s in steps if s.get("target") == "carrot" and s.get("condition")), None)
-    events.append(_event("the carrot is served only if it is under the cover", conditional,
-                         f"{conditional and conditional['id']}: if {conditional and conditional['condition']!r}",
-                         "no plan step for the carrot with a condition"))  # fmt: skip
+    events.append(
+        _event(
+            "the carrot is served only if it is under the cover",
+            conditional,
+            f"{conditional and conditional['id']}: if {conditional and conditional['condition']!r}",
+            "no plan step for the carrot with a condition",
+        )
+    )
 
     def succeeded(target: str) -> dict[str, Any] | None:
         ids = {s["id"] for s in steps if s.get("target") == target and s.get("kind") != "observe"}
         return _first(run.entries("subtask"), lambda d: d.get("state") == "succeeded" and d.get("subtask") in ids)
 
     opened = succeeded("pink_cover")
-    events.append(_event("the pink cover is opened", opened, str(opened and opened["message"])[:120],
-                         "the subtask opening the pink cover never succeeded"))  # fmt: skip
+    events.append(
+        _event(
+            "the pink cover is opened",
+            opened,
+            str(opened and opened["message"])[:120],
+            "the subtask opening the pink cover never succeeded",
+        )
+    )
     blocks = run.entries("shield.block")
-    events.append(_event("the shield blocks unsafe steps", blocks, f"{len(blocks)} shield decisions logged",
-                         "no shield block in the audit log"))  # fmt: skip
+    events.append(
+        _event(
+            "the shield blocks unsafe steps",
+            blocks,
+            f"{len(blocks)} shield decisions logged",
+            "no shield block in the audit log",
+        )
+    )
     drop = run.line("drop applied")
-    events.append(_event("the carrot is dropped (injected)", drop >= 0, "transcript: perturbation: drop applied",
-                         "the drop was never applied"))  # fmt: skip
+    events.append(
+        _event(
+            "the carrot is dropped (injected)",
+            drop >= 0,
+            "transcript: perturbation: drop applied",
+            "the drop was never applied",
+        )
+    )
     recovery = run.line("recovery attempt", after=drop) if drop >= 0 else -1
     logged = _first(run.entries("recovery"), lambda d: "recovery attempt" in d.get("message", ""))
-    events.append(_event("recovery re-grasps after the drop", recovery >= 0 and logged,
-                         run.transcript[recovery].strip() if recovery >= 0 else "",
-                         "no recovery attempt after the drop"))  # fmt: skip
+    events.append(
+        _event(
+            "recovery re-grasps after the drop",
+            recovery >= 0 and logged,
+            run.transcript[recovery].strip() if recovery >= 0 else "",
+            "no recovery attempt after the drop",
+        )
+    )
     served = succeeded("carrot")
     resumed = served is not None and recovery >= 0 and run.line(f"{served['subtask']} succeeded", after=recovery) >= 0
-    events.append(_event("the task resumes and the carrot ends in the bowl", served and resumed,
-                         str(served and served["message"]),
-                         "the carrot never reached the bowl after the recovery"))  # fmt: skip
+    events.append(
+        _event(
+            "the task resumes and the carrot ends in the bowl",
+            served and resumed,
+            str(served and served["message"]),
+            "the carrot never reached the bowl after the recovery",
+        )
+    )
     check = verify(folder / "audit.jsonl")
-    events.append(_event("the audit log's hash chain holds", check.ok and check.entries > 0,
-                         f"{check.entries} entries, chain intact",
-                         f"audit log: {check.problem or 'empty'}"))  # fmt: skip
+    events.append(
+        _event(
+            "the audit log's hash chain holds",
+            check.ok and check.entries > 0,
+            f"{check.entries} entries, chain intact",
+            f"audit log: {check.problem or 'empty'}",
+        )
+    )
     missing = [name for name in ARTEFACTS if not (folder / name).is_file()]
     if not any((folder / "bag").glob("*.mcap")):
         missing.append("bag/*.mcap")
-    events.append(_event("the run folder holds config, events, bag, metrics, report", not missing,
-                         ", ".join((*ARTEFACTS, "bag/*.mcap")), f"missing: {', '.join(missing)}"))  # fmt: skip
+    events.append(
+        _event(
+            "the run folder holds config, events, bag, metrics, report",
+            not missing,
+            ", ".join((*ARTEFACTS, "bag/*.mcap")),
+            f"missing: {', '.join(missing)}",
+        )
+    )
     return events
 
 

@@ -201,9 +201,13 @@ def run_up(
         CARRYON_CONFIG_DIR=str(spec.config_dir),  # nodes find scenes, skills, ... in the same config
     )
     supervisor = Supervisor(
-        launches, lambda launch: commands[launch.name], env=env, log_dir=folder / "logs", cwd=Path.cwd(),
+        launches,
+        lambda launch: commands[launch.name],
+        env=env,
+        log_dir=folder / "logs",
+        cwd=Path.cwd(),
         printer=console.line,
-    )  # fmt: skip
+    )
 
     stop = threading.Event()
 
@@ -237,8 +241,13 @@ def run_up(
         while not stop.is_set():
             for death in supervisor.poll():
                 console.say(("NODE DIED: " if not death.restarting else "node restarting: ") + death.describe())
-                events("restarting" if death.restarting else "died", node=death.name, exit_code=death.exit_code,
-                       after_s=round(death.after_s, 3), tail=list(death.tail))  # fmt: skip
+                events(
+                    "restarting" if death.restarting else "died",
+                    node=death.name,
+                    exit_code=death.exit_code,
+                    after_s=round(death.after_s, 3),
+                    tail=list(death.tail),
+                )
                 if death.restarting:
                     probe = probe or ReadinessProbe(spec.namespace, names)
                     probe.forget(death.name)
@@ -274,8 +283,14 @@ def run_up(
         removed = shm.remove_stale(shm.dds_shm_files() - shm_before, ignore_pids=[os.getpid()])
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        events("stopped", clean=report.stopped_cleanly, killed=report.killed, duration_s=round(report.duration_s, 3),
-               removed_shm_files=len(removed), dropped_console_lines=supervisor.dropped_console_lines)  # fmt: skip
+        events(
+            "stopped",
+            clean=report.stopped_cleanly,
+            killed=report.killed,
+            duration_s=round(report.duration_s, 3),
+            removed_shm_files=len(removed),
+            dropped_console_lines=supervisor.dropped_console_lines,
+        )
         killed = f"; killed after {stop_timeout_s:.0f} s: {', '.join(report.killed)}" if report.killed else ""
         console.say(
             f"stopped {len(report.stopped_cleanly) + len(report.killed)} node(s) in {report.duration_s:.1f} s{killed}; "

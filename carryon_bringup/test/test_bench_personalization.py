@@ -11,7 +11,7 @@ import pytest
 from carryon_bringup.bench.personalization import planner_config, run
 from carryon_bringup.core.bench import BenchOptions
 from carryon_common.core.errors import ConfigError
-from carryon_common.openai_stub import StubVlmServer
+from carryon_sim.harness.fakes.openai_server import StubVlmServer
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
 

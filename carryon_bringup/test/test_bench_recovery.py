@@ -11,9 +11,9 @@ import pytest
 
 from carryon_bringup.bench import recovery
 from carryon_bringup.core.bench import BenchOptions
-from carryon_common.openai_stub import StubVlmServer
 from carryon_recovery.core.library import SkillVersion
 from carryon_recovery.core.reflection import Attempt, Operation
+from carryon_sim.harness.fakes.openai_server import StubVlmServer
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
 

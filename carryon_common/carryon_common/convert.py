@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from builtin_interfaces.msg import Time as TimeMsg
 from geometry_msgs.msg import Point, PoseStamped, Quaternion, Vector3
-from sensor_msgs.msg import Image, JointState
+from sensor_msgs.msg import CameraInfo, Image, JointState
 
 from carryon_common.core.chunk import WORLD_FRAME, Chunk, ChunkSource, Convention, InvalidChunk
+from carryon_common.core.clouds import CameraView
 from carryon_common.core.status import Capability, NodeHealth, NodeState
-from carryon_interfaces.msg import ActionChunk, ActionStep, NodeStatus
+from carryon_common.core.subtask import Subtask, SubtaskKind
+from carryon_interfaces.msg import ActionChunk, ActionStep, NodeStatus, SegmentationLabels
 from carryon_interfaces.msg import Capability as CapabilityMsg
+from carryon_interfaces.msg import Subtask as SubtaskMsg
 
 
 def time_to_msg(seconds: float) -> TimeMsg:
@@ -80,7 +83,7 @@ def chunk_from_msg(msg: ActionChunk) -> Chunk:
         frame_id=msg.header.frame_id,
         dt=float(msg.dt),
         observation_id=int(msg.observation_id),
-        observation_stamp_s=msg.observation_stamp.sec + msg.observation_stamp.nanosec * 1e-9,
+        observation_stamp_s=time_from_msg(msg.observation_stamp),
         positions=np.array([[s.position.x, s.position.y, s.position.z] for s in steps], dtype=np.float64).reshape(
             -1, 3
         ),
@@ -175,3 +178,98 @@ def image_array(msg: Image) -> npt.NDArray[Any]:
     rows = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)
     array = rows[:, : msg.width * item.itemsize].copy().view(item).reshape(msg.height, msg.width)
     return array.astype(dtype)
+
+
+def subtask_to_msg(subtask: Subtask) -> SubtaskMsg:
+    return SubtaskMsg(
+        id=subtask.id,
+        kind=subtask.kind.value,
+        objective=subtask.objective,
+        instruction=subtask.instruction,
+        target=subtask.target,
+        source=subtask.source,
+        destination=subtask.destination,
+        depends_on=list(subtask.depends_on),
+        condition=subtask.condition,
+    )
+
+
+def subtask_from_msg(msg: SubtaskMsg) -> Subtask:
+    """Raises ValueError for an unknown kind (the message names it)."""
+    try:
+        kind = SubtaskKind(msg.kind)
+    except ValueError:
+        valid = ", ".join(k.value for k in SubtaskKind)
+        raise ValueError(f"subtask {msg.id!r}: unknown kind {msg.kind!r} (one of {valid})") from None
+    return Subtask(
+        id=msg.id,
+        kind=kind,
+        objective=msg.objective,
+        instruction=msg.instruction,
+        target=msg.target,
+        source=msg.source,
+        destination=msg.destination,
+        depends_on=tuple(msg.depends_on),
+        condition=msg.condition,
+    )
+
+
+def pose_matrix(msg: PoseStamped) -> npt.NDArray[np.float64]:
+    """4x4 homogeneous transform of a pose (world_from_frame); the quaternion is normalised."""
+    p, q = msg.pose.position, msg.pose.orientation
+    norm = math.sqrt(q.x * q.x + q.y * q.y + q.z * q.z + q.w * q.w) or 1.0
+    x, y, z, w = q.x / norm, q.y / norm, q.z / norm, q.w / norm
+    out = np.eye(4)
+    out[:3, :3] = [
+        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+    ]
+    out[:3, 3] = [p.x, p.y, p.z]
+    return out
+
+
+def intrinsics(msg: CameraInfo) -> npt.NDArray[np.float64]:
+    """The 3x3 pinhole matrix K (pixels)."""
+    return np.array(msg.k, dtype=np.float64).reshape(3, 3)
+
+
+def labels_from_msg(msg: SegmentationLabels) -> dict[int, str]:
+    """Instance id -> name; raises ValueError when ids and names differ in count."""
+    if len(msg.ids) != len(msg.names):
+        raise ValueError(f"label table has {len(msg.ids)} ids but {len(msg.names)} names")
+    return {int(i): str(n) for i, n in zip(msg.ids, msg.names, strict=True)}
+
+
+# The message type of each camera stream (camera/<name>/<stream>).
+CAMERA_STREAM_TYPES: dict[str, Any] = {
+    "color": Image,
+    "depth": Image,
+    "segmentation": Image,
+    "labels": SegmentationLabels,
+    "camera_info": CameraInfo,
+    "pose": PoseStamped,
+}
+
+
+def camera_view(camera: str, msgs: Mapping[str, Any]) -> CameraView:
+    """One camera's latest messages (stream -> message or None: color, depth, segmentation,
+    labels, camera_info, pose) as a CameraView stamped with the newest of them; raises
+    ValueError for a malformed image or label table."""
+
+    def array(stream: str) -> Any:
+        return None if msgs.get(stream) is None else image_array(msgs[stream])
+
+    stamps = [time_from_msg(m.header.stamp) for m in msgs.values() if m is not None and hasattr(m, "header")]
+    seg = array("segmentation")
+    depth = array("depth")
+    return CameraView(
+        camera=camera,
+        stamp_s=max(stamps) if stamps else 0.0,
+        rgb=array("color"),
+        depth=None if depth is None else depth.astype(np.float32),
+        segmentation=None if seg is None else seg.astype(np.int32),
+        labels={} if msgs.get("labels") is None else labels_from_msg(msgs["labels"]),
+        intrinsics=None if msgs.get("camera_info") is None else intrinsics(msgs["camera_info"]),
+        world_from_camera=None if msgs.get("pose") is None else pose_matrix(msgs["pose"]),
+    )

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import rclpy
+from builtin_interfaces.msg import Time as TimeMsg
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
@@ -99,6 +100,15 @@ class CarryOnNode(Node):
             GetStatus, names.GET_STATUS, self._on_get_status, callback_group=MutuallyExclusiveCallbackGroup()
         )
 
+    # -- time -------------------------------------------------------------------
+    def now_s(self) -> float:
+        """Seconds on the node clock (simulation time under use_sim_time)."""
+        return float(self.get_clock().now().nanoseconds) * 1e-9
+
+    def stamp_now(self) -> TimeMsg:
+        """The node clock's now as a message stamp."""
+        return self.get_clock().now().to_msg()
+
     # -- health -----------------------------------------------------------------
     def set_backends(self, backends: Mapping[str, str]) -> None:
         """Record which backend fills each role (reported as `role=name` in the status)."""
@@ -134,7 +144,7 @@ class CarryOnNode(Node):
         )
 
     def _on_get_status(self, _request: GetStatus.Request, response: GetStatus.Response) -> GetStatus.Response:
-        response.status = convert.health_to_msg(self.health(), self.get_clock().now().to_msg())
+        response.status = convert.health_to_msg(self.health(), self.stamp_now())
         return response
 
     # -- calling other nodes from a callback ----------------------------------------------

@@ -58,7 +58,7 @@ def test_lines_cut_off_the_end_are_caught_against_the_recorded_last_hash(tmp_pat
 
 
 def test_the_cli_verifies(tmp_path: Path) -> None:
-    from carryon_bringup.cli import main
+    from carryon_bringup.cli.main import main
 
     path = tmp_path / "audit.jsonl"
     last = write(path)[-1]["hash"]

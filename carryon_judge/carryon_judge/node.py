@@ -17,6 +17,7 @@ UNABLE_TO_JUDGE verdict with the reason (the service answers STATUS_UNAVAILABLE 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,33 +30,36 @@ from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Image
 from std_msgs.msg import Float64
 
+from carryon_common import convert as common_convert
+from carryon_common.convert import subtask_from_msg
 from carryon_common.core import names
+from carryon_common.core.clouds import ObservationUnusable
 from carryon_common.core.status import implemented
+from carryon_common.core.subtask import Subtask
 from carryon_common.node import CarryOnNode, latched_qos, run_node
-from carryon_interfaces.msg import PlanState, SimTruth, SubtaskState, Verdict
+from carryon_interfaces.msg import PlanState, SubtaskState, Verdict
 from carryon_interfaces.srv import Judge as JudgeSrv
 from carryon_judge import convert
 from carryon_judge.core.backends import make_judge, perception_params, shapes_for
 from carryon_judge.core.config import JudgeConfig
 from carryon_judge.core.geometry import ShapeTable
-from carryon_judge.core.perception import facts_from_perception, facts_from_truth
+from carryon_judge.core.perception import facts_from_perception
 from carryon_judge.core.progress import ProgressTracker, tracker_for
-from carryon_judge.core.rules import GoalSpec, ObjectFacts, goal_of
+from carryon_judge.core.rules import GoalSpec, ObjectFacts, SceneFacts, goal_of
 from carryon_judge.core.types import (
     Judge,
     JudgeError,
     JudgeRequest,
     JudgeVerdict,
     Observation,
-    ObservationUnusable,
-    SubtaskSpec,
     VerdictStatus,
 )
+from carryon_judge.core.vlm import completed_specs
 
 CAPABILITIES = (
     implemented("judge.judge", "one-shot verdict on a subtask against its baseline observation (judge/judge)"),
     implemented("judge.monitor", "periodic verdicts on judge/verdict for the active subtask of planner/plan_state"),
-    implemented("judge.backend", "backends vlm, geometric, sim_oracle"),
+    implemented("judge.backend", "backends vlm, geometric"),
     implemented("judge.observe", "newly revealed contents for observe subtasks"),
 )
 _STREAMS = ("color", "depth", "segmentation", "labels", "camera_info", "pose")
@@ -63,13 +67,12 @@ _STREAMS = ("color", "depth", "segmentation", "labels", "camera_info", "pose")
 _NEEDS = {
     "vlm": ("color",),
     "geometric": ("depth", "segmentation", "labels", "camera_info", "pose"),
-    "sim_oracle": (),
 }
 
 
 @dataclass
 class _Monitor:
-    subtask: SubtaskSpec
+    subtask: Subtask
     baseline: Observation
     started_s: float
     goal: GoalSpec
@@ -88,13 +91,12 @@ class JudgeNode(CarryOnNode):
         self._latest: dict[tuple[str, str], Any] = {}
         self._ee: PoseStamped | None = None
         self._width: Float64 | None = None
-        self._truth: SimTruth | None = None
         self._next_id = 0
         self._baselines: dict[str, tuple[Observation, float]] = {}  # subtask id -> (baseline, started_s)
-        self._known: dict[str, SubtaskSpec] = {}
+        self._known: dict[str, Subtask] = {}
         self._completed: tuple[str, ...] = ()
         self._monitor: _Monitor | None = None
-        types = convert.CAMERA_STREAM_TYPES
+        types = common_convert.CAMERA_STREAM_TYPES
         for camera in cfg.cameras:
             for stream in _STREAMS:
                 qos = qos_profile_sensor_data if types[stream] is Image else 10
@@ -103,7 +105,6 @@ class JudgeNode(CarryOnNode):
                 )
         self.create_subscription(PoseStamped, names.EE_POSE, lambda m: setattr(self, "_ee", m), 10)
         self.create_subscription(Float64, names.GRIPPER_WIDTH, lambda m: setattr(self, "_width", m), 10)
-        self.create_subscription(SimTruth, names.SIM_TRUTH, lambda m: setattr(self, "_truth", m), 10)
         self.verdict_pub = self.create_publisher(Verdict, names.VERDICT, 10)
         self.create_service(JudgeSrv, names.JUDGE, self._on_judge, callback_group=self.service_group)
         if cfg.monitor:
@@ -119,9 +120,6 @@ class JudgeNode(CarryOnNode):
 
         return keep
 
-    def now_s(self) -> float:
-        return self.get_clock().now().nanoseconds * 1e-9
-
     def snapshot(self) -> Observation:
         """The latest sensor data as an Observation; ObservationUnusable when something the
         backend needs is missing, stale or malformed."""
@@ -129,7 +127,7 @@ class JudgeNode(CarryOnNode):
         now = self.now_s()
         needs = _NEEDS.get(self.judge.name, ("color",))
         with self.lock:
-            latest, ee, width, truth = dict(self._latest), self._ee, self._width, self._truth
+            latest, ee, width = dict(self._latest), self._ee, self._width
         views = []
         for camera in cfg.cameras:
             msgs = {s: latest.get((camera, s)) for s in _STREAMS}
@@ -137,51 +135,52 @@ class JudgeNode(CarryOnNode):
             if missing:
                 raise ObservationUnusable(f"camera {camera}: no {', '.join(missing)} received yet")
             for stream in needs:
-                age = now - convert.stamp_s(msgs[stream].header.stamp)
+                age = now - common_convert.time_from_msg(msgs[stream].header.stamp)
                 if age > cfg.max_image_age_s:
                     raise ObservationUnusable(
                         f"camera {camera}: {stream} is stale ({age:.2f} s old, max_image_age_s {cfg.max_image_age_s})"
                     )
             try:
-                views.append(convert.camera_view(camera, msgs))
+                views.append(common_convert.camera_view(camera, msgs))
             except ValueError as exc:
                 raise ObservationUnusable(f"camera {camera}: {exc}") from None
-        truth_objects = None
-        if truth is not None and now - convert.stamp_s(truth.header.stamp) <= cfg.max_image_age_s:
-            truth_objects = convert.truth_from_msg(truth)
-        if self.judge.name == "sim_oracle" and truth_objects is None:
-            raise ObservationUnusable("no fresh sim/truth (the SIMULATOR ORACLE needs simulator ground truth)")
         self._next_id += 1
         ee_position = None
         if ee is not None:
             p = ee.pose.position
             ee_position = np.array([p.x, p.y, p.z])
         return Observation(
-            observation_id=self._next_id, stamp_s=now, views=tuple(views), ee_position=ee_position,
-            gripper_width_m=None if width is None else float(width.data), truth=truth_objects,
-        )  # fmt: skip
+            observation_id=self._next_id,
+            stamp_s=now,
+            views=tuple(views),
+            ee_position=ee_position,
+            gripper_width_m=None if width is None else float(width.data),
+        )
 
     def target_facts(self, observation: Observation, name: str) -> ObjectFacts | None:
-        """The target's facts for progress tracking (perception, else ground truth)."""
+        """The target's facts for progress tracking from masks + depth (None without them)."""
         try:
             if any(v.has_geometry for v in observation.views):
                 cfg: JudgeConfig = self.config
                 return facts_from_perception(observation, self.shapes, perception_params(cfg)).visible(name)
-            if observation.truth is not None:
-                return facts_from_truth(observation.truth, self.shapes).visible(name)
-        except JudgeError:
+        except (JudgeError, ObservationUnusable):
             return None
         return None
 
     # -- one-shot service ----------------------------------------------------------------
     def _on_judge(self, request: JudgeSrv.Request, response: JudgeSrv.Response) -> JudgeSrv.Response:
-        subtask = convert.subtask_from_msg(request.subtask)
+        try:
+            subtask = subtask_from_msg(request.subtask)
+        except ValueError as exc:
+            response.status = JudgeSrv.Response.STATUS_INVALID_ARGUMENT
+            response.message = str(exc)
+            return response
         if not subtask.id:
             response.status = JudgeSrv.Response.STATUS_INVALID_ARGUMENT
             response.message = "subtask.id is empty"
             return response
         self._known[subtask.id] = subtask
-        completed = tuple(self._known.get(i, SubtaskSpec(id=i, kind="")) for i in request.completed_subtask_ids)
+        completed = completed_specs(request.completed_subtask_ids, self._known)
         since = request.since_progress_s
         try:
             current = self.snapshot()
@@ -202,18 +201,21 @@ class JudgeNode(CarryOnNode):
             verdict = JudgeVerdict(subtask.id, VerdictStatus.UNABLE_TO_JUDGE, str(exc), self.judge.name, confidence=0.0)
             response.status = JudgeSrv.Response.STATUS_UNAVAILABLE
             response.message = str(exc)
-            response.verdict = convert.verdict_to_msg(verdict, self.get_clock().now().to_msg())
+            response.verdict = convert.verdict_to_msg(verdict, self.stamp_now())
             return response
         response.status = JudgeSrv.Response.STATUS_OK
         response.message = f"{verdict.status.label}: {verdict.reason}"
-        response.verdict = convert.verdict_to_msg(verdict, self.get_clock().now().to_msg())
+        response.verdict = convert.verdict_to_msg(verdict, self.stamp_now())
         return response
 
     # -- monitor mode --------------------------------------------------------------------
     def _on_plan_state(self, msg: PlanState) -> None:
         states: dict[str, SubtaskState] = {s.subtask.id: s for s in msg.subtasks}
         for state in states.values():
-            self._known[state.subtask.id] = convert.subtask_from_msg(state.subtask)
+            try:
+                self._known[state.subtask.id] = subtask_from_msg(state.subtask)
+            except ValueError as exc:
+                self.get_logger().warning(f"plan_state: {exc}")
         self._completed = tuple(i for i, s in states.items() if s.state == SubtaskState.STATE_SUCCEEDED)
         active = msg.active_subtask_id if msg.state == PlanState.STATE_EXECUTING else ""
         current = self._monitor
@@ -234,31 +236,30 @@ class JudgeNode(CarryOnNode):
                 self.get_logger().info(f"{active}: resumed after recovery; progress clock restarted")
             monitor.recovering = recovering
 
-    def _start(self, subtask: SubtaskSpec) -> None:
+    def _start(self, subtask: Subtask) -> None:
         try:
             baseline = self.snapshot()
         except ObservationUnusable as exc:
-            self._publish(JudgeVerdict(subtask.id, VerdictStatus.UNABLE_TO_JUDGE, f"no baseline: {exc}",
-                                       self.judge.name, confidence=0.0))  # fmt: skip
+            self._publish(
+                JudgeVerdict(
+                    subtask.id, VerdictStatus.UNABLE_TO_JUDGE, f"no baseline: {exc}", self.judge.name, confidence=0.0
+                )
+            )
             self._pending = subtask
             return
         self._pending = None
         goal = goal_of(subtask, self.shapes.role)
-        try:
-            base_facts = (
-                facts_from_perception(baseline, self.shapes, perception_params(self.config))
-                if any(v.has_geometry for v in baseline.views)
-                else facts_from_truth(baseline.truth or {}, self.shapes)
-            )
-        except JudgeError:
-            base_facts = facts_from_truth({}, self.shapes)
+        base_facts = SceneFacts({}, self.judge.name)
+        if any(v.has_geometry for v in baseline.views):
+            with contextlib.suppress(JudgeError, ObservationUnusable):
+                base_facts = facts_from_perception(baseline, self.shapes, perception_params(self.config))
         tracker = tracker_for(goal, base_facts, self.config.progress_m)
         tracker.start(baseline.stamp_s, self.target_facts(baseline, goal.target))
         self._monitor = _Monitor(subtask, baseline, baseline.stamp_s, goal, tracker)
         self._baselines[subtask.id] = (baseline, baseline.stamp_s)
         self.get_logger().info(f"monitoring {subtask.id}: {subtask.objective or subtask.instruction}")
 
-    _pending: SubtaskSpec | None = None
+    _pending: Subtask | None = None
 
     def _on_tick(self) -> None:
         if self._monitor is None and self._pending is not None:
@@ -270,8 +271,9 @@ class JudgeNode(CarryOnNode):
         try:
             current = self.snapshot()
         except ObservationUnusable as exc:
-            self._publish(JudgeVerdict(subtask.id, VerdictStatus.UNABLE_TO_JUDGE, str(exc), self.judge.name,
-                                       confidence=0.0))  # fmt: skip
+            self._publish(
+                JudgeVerdict(subtask.id, VerdictStatus.UNABLE_TO_JUDGE, str(exc), self.judge.name, confidence=0.0)
+            )
             return
         since = monitor.tracker.update(current.stamp_s, self.target_facts(current, monitor.goal.target))
         completed = tuple(self._known[i] for i in self._completed if i in self._known)
@@ -283,7 +285,7 @@ class JudgeNode(CarryOnNode):
             self._publish(verdict)
 
     def _publish(self, verdict: JudgeVerdict) -> None:
-        self.verdict_pub.publish(convert.verdict_to_msg(verdict, self.get_clock().now().to_msg()))
+        self.verdict_pub.publish(convert.verdict_to_msg(verdict, self.stamp_now()))
 
 
 def main() -> int:

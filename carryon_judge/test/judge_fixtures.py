@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from carryon_common.core.clouds import CameraView
+from carryon_common.core.subtask import Subtask, SubtaskKind
 from carryon_judge.core.rules import ObjectFacts, SceneFacts
-from carryon_judge.core.types import CameraView, JudgeRequest, Observation, SubtaskSpec
+from carryon_judge.core.types import JudgeRequest, Observation
 
-PLACE = SubtaskSpec("s2", "vla", "the carrot in the bowl", "put the carrot in the bowl", "carrot", "", "bowl")
-UNCOVER = SubtaskSpec("s1", "vla", "uncover the carrot", "open the pink cover", "pink_cover")
-OBSERVE = SubtaskSpec("o1", "observe", "report what is under the pink cover", "", "pink_cover")
+PLACE = Subtask("s2", SubtaskKind.VLA, "the carrot in the bowl", "put the carrot in the bowl", "carrot", "", "bowl")
+UNCOVER = Subtask("s1", SubtaskKind.VLA, "uncover the carrot", "open the pink cover", "pink_cover")
+OBSERVE = Subtask("o1", SubtaskKind.OBSERVE, "report what is under the pink cover", "", "pink_cover")
 
 
 def fact(name: str, x: float = 0.5, y: float = 0.0, *, inside: str = "", held: bool = False, z: float = 0.42,

@@ -5,17 +5,18 @@ from __future__ import annotations
 import pytest
 from judge_fixtures import OBSERVE, PLACE, UNCOVER
 
-from carryon_judge.core.backends import GeometricJudge, SimOracleJudge, perception_params, rule_params, shapes_for
+from carryon_judge.core.backends import GeometricJudge, perception_params, rule_params, shapes_for
 from carryon_judge.core.config import JudgeConfig
 from carryon_judge.core.types import JudgeRequest, VerdictStatus
 
 
 @pytest.fixture(scope="module")
 def sim():  # type: ignore[no-untyped-def]
-    from carryon_judge.sim_observation import observe_world
     from carryon_sim.core.cameras import CameraRig
     from carryon_sim.core.scene import load_scene, scenes_dir
     from carryon_sim.core.world import World
+    from carryon_sim.harness.observation import observe_world
+    from carryon_sim.harness.oracle import SimOracleJudge
 
     world = World(load_scene(scenes_dir() / "food_serving.yaml"), seed=0)
     rig = CameraRig(world.model, world.object_of_body, 240, 180)
@@ -93,6 +94,6 @@ def test_the_robot_profiles_object_file_is_found_from_any_working_directory(tmp_
     """geometry_file is relative to the config folder, as on a robot PC started elsewhere."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CARRYON_CONFIG_DIR", str(config_dir))
-    shapes = shapes_for(JudgeConfig(geometry_file="judge/objects.yaml", geometry_scene=""))
+    shapes = shapes_for(JudgeConfig(geometry_file="judge/objects.yaml"))
     assert shapes == shapes_for(JudgeConfig(geometry_file=str(config_dir / "judge" / "objects.yaml")))
     assert "carrot" in shapes.shapes

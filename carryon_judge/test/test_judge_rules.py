@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from judge_fixtures import OBSERVE, PLACE, UNCOVER, fact, scene
 
+from carryon_common.core.subtask import Subtask, SubtaskKind
 from carryon_judge.core.progress import ProgressTracker
 from carryon_judge.core.rules import Goal, RuleParams, decide, goal_of
-from carryon_judge.core.types import SubtaskSpec, VerdictStatus
+from carryon_judge.core.types import VerdictStatus
 
 P = RuleParams(stuck_timeout_s=10.0)
 ROLES = {"bowl": "container", "plate": "support", "pink_cover": "cover", "carrot": "item", "meat": "item"}
@@ -19,13 +20,13 @@ def place(base, now, since=1.0):  # type: ignore[no-untyped-def]
 
 def test_goal_from_fields_outranks_instruction_and_falls_back_to_it() -> None:
     assert goal_of(PLACE, ROLES.get).goal == Goal.PLACE
-    other = SubtaskSpec("x", "vla", "carrot onto the plate", "put the carrot in the bowl", "carrot", "", "plate")
+    other = Subtask("x", SubtaskKind.VLA, "carrot onto the plate", "put the carrot in the bowl", "carrot", "", "plate")
     assert goal_of(other, ROLES.get).destination == "plate"  # the planner's fields, not the instruction
-    bare = SubtaskSpec("y", "vla", "", "put the meat in the bowl")
+    bare = Subtask("y", SubtaskKind.VLA, "", "put the meat in the bowl")
     assert (goal_of(bare, ROLES.get).target, goal_of(bare, ROLES.get).destination) == ("meat", "bowl")
     assert goal_of(UNCOVER, ROLES.get).goal == Goal.UNCOVER
     assert goal_of(OBSERVE, ROLES.get).goal == Goal.OBSERVE
-    assert goal_of(SubtaskSpec("z", "say", "hello"), ROLES.get).goal == Goal.UNSUPPORTED
+    assert goal_of(Subtask("z", SubtaskKind.SAY, "hello"), ROLES.get).goal == Goal.UNSUPPORTED
 
 
 def test_newly_placed_and_released_is_success() -> None:
@@ -97,7 +98,7 @@ def test_observe_reports_revealed_contents_independently_of_status() -> None:
 
 
 def test_unsupported_subtasks_are_unable_to_judge() -> None:
-    spec = goal_of(SubtaskSpec("z", "vla", "", "push the cube forward", "cube"), ROLES.get)
+    spec = goal_of(Subtask("z", SubtaskKind.VLA, "", "push the cube forward", "cube"), ROLES.get)
     assert decide(spec, scene(), scene(), 1.0, P).status == VerdictStatus.UNABLE_TO_JUDGE
 
 

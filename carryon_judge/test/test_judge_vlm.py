@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from judge_fixtures import OBSERVE, PLACE, rgb_request
 
-from carryon_common.openai_stub import StubReply, StubVlmServer
 from carryon_judge.core.config import JudgeConfig
 from carryon_judge.core.types import JudgeRequest, VerdictStatus
-from carryon_judge.core.vlm import RULE_MARKERS, OpenAIChat, VlmJudge, VlmParams
+from carryon_judge.core.vlm import RULE_MARKERS, VlmJudge, VlmParams, vlm_client
+from carryon_sim.harness.fakes.openai_server import StubReply, StubVlmServer
 
 
 def reply(status: str = "running", **fields: Any) -> dict[str, Any]:
@@ -27,8 +27,8 @@ def reply(status: str = "running", **fields: Any) -> dict[str, Any]:
 
 
 def judge_with(stub: StubVlmServer, **overrides: Any) -> VlmJudge:
-    config = JudgeConfig(vlm_model="stub-model", stuck_timeout_s=10.0, **overrides)
-    return VlmJudge(OpenAIChat(stub.base_url, api_key="x"), VlmParams.from_config(config))
+    config = JudgeConfig(vlm_base_url=stub.base_url, vlm_model="stub-model", stuck_timeout_s=10.0, **overrides)
+    return VlmJudge(vlm_client(config, api_key="x"), VlmParams.from_config(config))
 
 
 def ask(replies: list[Any], request: JudgeRequest | None = None, **overrides: Any):  # type: ignore[no-untyped-def]
@@ -43,7 +43,7 @@ def test_request_attaches_baseline_and_current_images_and_states_every_rule() ->
     (request,) = stub.requests
     body = request.body
     assert body["model"] == "stub-model"
-    assert body["response_format"] == {"type": "json_object"}
+    assert body["response_format"] == {"type": "json_object"} and body["temperature"] == 0.0
     urls = request.image_urls()
     assert len(urls) == 2  # baseline + current of the one camera
     assert all(u.startswith("data:image/jpeg;base64,") for u in urls)
@@ -60,6 +60,11 @@ def test_request_attaches_baseline_and_current_images_and_states_every_rule() ->
 def test_png_images_when_configured() -> None:
     _, stub = ask([reply()], vlm_image_format="png")
     assert all(u.startswith("data:image/png;base64,") for u in stub.requests[0].image_urls())
+
+
+def test_no_response_format_when_json_mode_is_off() -> None:
+    _, stub = ask([reply()], vlm_json_mode=False)
+    assert "response_format" not in stub.requests[0].body
 
 
 def test_success_with_the_right_object_newly_placed() -> None:
@@ -156,7 +161,8 @@ def test_missing_images_are_unable_to_judge_without_a_request() -> None:
 
 
 def test_unreachable_endpoint_is_unable_to_judge() -> None:
-    judge = VlmJudge(OpenAIChat("http://127.0.0.1:9/v1", api_key="x"), VlmParams("m", 10.0, 0.5, 1.0, retries=1))
+    config = JudgeConfig(vlm_base_url="http://127.0.0.1:9/v1", vlm_model="m", vlm_request_timeout_s=0.5)
+    judge = VlmJudge(vlm_client(config), VlmParams(10.0, 0.5, 1.0, retries=1))
     assert judge.judge(rgb_request()).status == VerdictStatus.UNABLE_TO_JUDGE
 
 

@@ -35,7 +35,9 @@ from carryon_interfaces.srv import GetContext, MemoryHistory, RememberImage, Upd
 from carryon_memory import convert
 from carryon_memory.core.config import MemoryConfig, resolve_seed_dir
 from carryon_memory.core.errors import InvalidArgument, LockTimeout, NotFound, ReadOnly
-from carryon_memory.core.store import MemoryStore, user_file
+from carryon_memory.core.files import user_file
+from carryon_memory.core.seed import seed_from
+from carryon_memory.core.store import MemoryStore
 from carryon_memory.core.types import Change, Context, SceneUpdate
 
 CAPABILITIES = (
@@ -135,7 +137,7 @@ class MemoryNode(CarryOnNode):
         if not seed_dir.is_dir():
             self.get_logger().warning(f"seed_dir {seed_dir} does not exist: starting without seed data")
             return
-        changes = self.store.seed_from(seed_dir, time.time())
+        changes = seed_from(self.store, seed_dir, time.time())
         if changes:
             files = ", ".join(c.file for c in changes)
             self.get_logger().info(f"new memory folder seeded from {seed_dir}: {files}")
@@ -257,9 +259,14 @@ class MemoryNode(CarryOnNode):
     ) -> RememberImage.Response:
         def handle() -> str:
             path, changes = self.store.remember_image(
-                request.user_id, entity=request.entity, key=request.key, image_format=request.image.format,
-                data=bytes(request.image.data), source=request.source, now=time.time(),
-            )  # fmt: skip
+                request.user_id,
+                entity=request.entity,
+                key=request.key,
+                image_format=request.image.format,
+                data=bytes(request.image.data),
+                source=request.source,
+                now=time.time(),
+            )
             self._publish(changes)
             response.path = path
             response.version = self._version_after(changes)

@@ -19,6 +19,7 @@ from carryon_memory.core.errors import LockTimeout
 from carryon_memory.core.journal import Journal, sha256
 from carryon_memory.core.markdown import SectionDoc
 from carryon_memory.core.store import MemoryStore
+from carryon_memory.core.transaction import Writer
 from carryon_memory.core.types import Fact
 
 WRITER = Path(__file__).with_name("memory_writer.py")
@@ -151,7 +152,7 @@ def test_every_crash_point_of_a_commit_is_recovered(
     committed = (root / "users/alice.md").read_bytes()
     journal_before = (root / "journal.jsonl").read_bytes()
 
-    original_append, original_put = Journal.append, MemoryStore.put
+    original_append, original_put = Journal.append, Writer.put
 
     def append(self: Journal, changes: list) -> None:  # type: ignore[type-arg]
         if point == "before_journal":
@@ -162,7 +163,7 @@ def test_every_crash_point_of_a_commit_is_recovered(
             raise Crash
         original_append(self, changes)
 
-    def put(self: MemoryStore, rel: str, data: bytes | None) -> None:
+    def put(self: Writer, rel: str, data: bytes | None) -> None:
         if point == "after_journal":
             raise Crash
         original_put(self, rel, data)
@@ -170,7 +171,7 @@ def test_every_crash_point_of_a_commit_is_recovered(
             raise Crash
 
     monkeypatch.setattr(Journal, "append", append)
-    monkeypatch.setattr(MemoryStore, "put", put)
+    monkeypatch.setattr(Writer, "put", put)
     with pytest.raises(Crash):
         store.update_user("alice", [Fact("diet", "preference", "vegan"), Fact("mug", "colour", "red")], "op", 2.0)
     monkeypatch.undo()

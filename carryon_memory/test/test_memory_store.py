@@ -11,6 +11,7 @@ import pytest
 from PIL import Image
 
 from carryon_memory.core.errors import InvalidArgument, NotFound, ReadOnly, SeedError
+from carryon_memory.core.seed import seed_from
 from carryon_memory.core.store import MemoryStore
 from carryon_memory.core.types import Fact, SceneOp, SceneUpdate
 
@@ -344,7 +345,7 @@ def test_a_corrupt_scene_refuses_scene_updates(store: MemoryStore) -> None:
 def test_seed_data_fills_a_new_store_only(tmp_path: Path) -> None:
     seed = REPO / "config" / "memory"
     store = MemoryStore(tmp_path / "memory")
-    changes = store.seed_from(seed, now=1.0)
+    changes = seed_from(store, seed, now=1.0)
     assert {c.file for c in changes} == {"scene.md", "users/alice.md", "users/bob.md"}
     assert all(c.op == "seed" and c.before is None for c in changes)
     assert (store.root / "users/alice.md").read_bytes() == (seed / "users/alice.md").read_bytes()
@@ -353,7 +354,7 @@ def test_seed_data_fills_a_new_store_only(tmp_path: Path) -> None:
     assert Fact("diet", "preference", "vegetarian") in alice.facts
     assert "- kitchen_counter: pink_cover, carrot under pink_cover, plate" in alice.rendered
     store.update_user("alice", [Fact("diet", "preference", "vegan")], "op", 2.0)
-    assert store.seed_from(seed, now=3.0) == []  # never again, never over existing files
+    assert seed_from(store, seed, now=3.0) == []  # never again, never over existing files
     assert Fact("diet", "preference", "vegan") in store.context("alice").facts
 
 
@@ -363,7 +364,7 @@ def test_a_broken_seed_folder_is_a_clear_error(tmp_path: Path) -> None:
     (seed / "users" / "alice.md").write_text("## diet\npreference vegetarian\n")
     store = MemoryStore(tmp_path / "memory")
     with pytest.raises(SeedError, match=r"seed/users/alice.md:2: expected"):
-        store.seed_from(seed, now=1.0)
+        seed_from(store, seed, now=1.0)
     with pytest.raises(SeedError, match="not a folder"):
-        store.seed_from(tmp_path / "missing", now=1.0)
+        seed_from(store, tmp_path / "missing", now=1.0)
     assert not (store.root / "users/alice.md").exists()

@@ -2,46 +2,15 @@
 
 from __future__ import annotations
 
-from carryon_common.core.subtask import SubtaskKind
-from carryon_interfaces.msg import Subtask, SubtaskState
+from carryon_common.convert import subtask_to_msg
+from carryon_interfaces.msg import Subtask as SubtaskMsg
+from carryon_interfaces.msg import SubtaskState
 from carryon_planner.core.plan import PlannedSubtask
-from carryon_planner.core.types import SubtaskSpec
 
 
-def subtask_to_msg(spec: SubtaskSpec) -> Subtask:
-    return Subtask(
-        id=spec.id,
-        kind=spec.kind.value,
-        objective=spec.objective,
-        instruction=spec.instruction,
-        target=spec.target,
-        source=spec.source,
-        destination=spec.destination,
-        depends_on=list(spec.depends_on),
-        condition=spec.condition,
-    )
-
-
-def subtask_from_msg(msg: Subtask) -> SubtaskSpec:
-    """Raises ValueError for an unknown kind."""
-    return SubtaskSpec(
-        id=msg.id,
-        kind=SubtaskKind(msg.kind),
-        objective=msg.objective,
-        instruction=msg.instruction,
-        target=msg.target,
-        source=msg.source,
-        destination=msg.destination,
-        depends_on=tuple(msg.depends_on),
-        condition=msg.condition,
-    )
-
-
-def planned_subtask_to_msg(subtask: PlannedSubtask) -> Subtask:
+def planned_subtask_to_msg(subtask: PlannedSubtask) -> SubtaskMsg:
     """A validated plan's subtask as the Subtask message the execution loop's nodes take."""
-    fields = subtask.model_dump()
-    return subtask_to_msg(SubtaskSpec(**{**fields, "kind": SubtaskKind(subtask.kind),
-                                         "depends_on": tuple(subtask.depends_on)}))  # fmt: skip
+    return subtask_to_msg(subtask.as_subtask())
 
 
 def planned_subtask_to_state(subtask: PlannedSubtask) -> SubtaskState:

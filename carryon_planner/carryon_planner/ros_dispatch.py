@@ -7,9 +7,11 @@
   in monitor mode, the time since progress); on a failed verdict RunPolicy is cancelled
   (suspended), the Recover action runs, and the original instruction is sent again with
   the remaining budget.
-* `observe` reads what is seen at a location. `observe_source: sim_truth` reads it from
-  the simulator's ground truth (sim/truth): a SIMULATOR ORACLE stand-in for perception,
-  said so in every report. `none` (a real arm) fails observe subtasks with that reason.
+* `observe` reads what is seen at a named location (its region from the planner's own
+  `locations_file`, core/locations.py). `observe_source: sim_truth` is the SIMULATOR-ONLY
+  observe (sim_truth_observe.py): simulator ground truth (sim/truth), a SIMULATOR ORACLE
+  stand-in for perception, said so in every report. `none` (a real arm, until perception
+  gives observations) fails observe subtasks with that reason.
 * `say` hands the sentence to `on_say` (the Assist feedback and the node's log).
 * A VLA subtask the judge calls a success is handed to `on_succeeded` (planner_node
   records where its target now is in scene memory).
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,14 +35,16 @@ from carryon_common.core import names
 from carryon_common.core.errors import CarryOnError
 from carryon_common.node import CarryOnNode, GoalRun, ServiceUnavailable
 from carryon_interfaces.action import Recover, RunPolicy
-from carryon_interfaces.msg import ObjectState, SimTruth
+from carryon_interfaces.msg import SimTruth
 from carryon_interfaces.msg import Verdict as VerdictMsg
 from carryon_interfaces.srv import Judge, SetTask
 from carryon_planner.convert import planned_subtask_to_msg
 from carryon_planner.core.config import PlannerConfig
 from carryon_planner.core.executive import Report, Verdict, run_vla
+from carryon_planner.core.locations import Location, load_locations, locations_path
 from carryon_planner.core.plan import PlannedSubtask
-from carryon_sim.core.scene import LocationSpec, load_scene, scenes_dir
+from carryon_planner.core.session import Cancelled
+from carryon_planner.sim_truth_observe import observe_from_sim_truth
 
 _VERDICTS = {
     VerdictMsg.STATUS_RUNNING: Verdict.RUNNING,
@@ -56,37 +60,14 @@ _POLICY_ENDED_BADLY = {
 _POLL_S = 0.05
 
 
-class Cancelled(CarryOnError):
-    """The operator cancelled the request."""
-
-
 class DispatchError(CarryOnError):
     """A node the subtask needs is missing or refused; the subtask fails with this reason."""
 
 
-def visible_from_truth(
-    objects: Iterable[ObjectState], location: str, region: LocationSpec | None = None, margin_m: float = 0.1
-) -> tuple[str, ...]:
-    """What a look at `location` shows from simulator ground truth (SIMULATOR ORACLE), as
-    `sim_dispatch.visible_items` sees it in-process: uncovered objects in its region, or
-    in no region but within `margin_m` of it (the camera sees a little around), "X in Y"
-    when X lies in / on Y."""
-
-    def near(o: ObjectState) -> bool:
-        if region is None:
-            return False
-        (cx, cy), (sx, sy) = region.center, region.size
-        x, y = o.pose.position.x, o.pose.position.y
-        return abs(x - cx) <= sx / 2 + margin_m and abs(y - cy) <= sy / 2 + margin_m
-
-    items = [f"{o.name} in {o.inside}" if o.inside else o.name for o in objects
-             if (o.location == location or (not o.location and near(o))) and not o.covered_by]  # fmt: skip
-    return tuple(sorted(items))
-
-
 @dataclass
 class Sensors:
-    """The latest robot state the dispatcher reads (kept by planner_node's subscriptions)."""
+    """The latest robot state the dispatcher reads (kept by planner_node's subscriptions);
+    `truth` only for the simulator-only observe (`observe_source: sim_truth`)."""
 
     ee_pose: PoseStamped | None = None
     truth: SimTruth | None = None
@@ -142,8 +123,9 @@ class RosPlant:
 
     # -- VlaPlant --------------------------------------------------------------------
     def set_task(self, subtask: PlannedSubtask) -> None:
-        request = SetTask.Request(subtask_id=subtask.id, target=subtask.target, source=subtask.source,
-                                  destination=subtask.destination)  # fmt: skip
+        request = SetTask.Request(
+            subtask_id=subtask.id, target=subtask.target, source=subtask.source, destination=subtask.destination
+        )
         answer = self._call(SetTask, names.SHIELD_SET_TASK, request)
         if answer.status != SetTask.Response.STATUS_OK:
             raise DispatchError(f"shield/set_task refused: {answer.message}")
@@ -153,7 +135,7 @@ class RosPlant:
                 self._sim_task = True
             except ServiceUnavailable:
                 self._sim_task = False
-        self._started = self.node.get_clock().now().to_msg()
+        self._started = self.node.stamp_now()
 
     def start_policy(self, subtask: PlannedSubtask, budget: int) -> None:
         self._steps = 0
@@ -189,8 +171,12 @@ class RosPlant:
 
     def verdict(self, subtask: PlannedSubtask) -> tuple[Verdict, str]:
         self._wait(self.config.judge_period_s)
-        request = Judge.Request(subtask=planned_subtask_to_msg(subtask), completed_subtask_ids=list(self.completed),
-                                started=self._started, since_progress_s=-1.0)  # fmt: skip
+        request = Judge.Request(
+            subtask=planned_subtask_to_msg(subtask),
+            completed_subtask_ids=list(self.completed),
+            started=self._started,
+            since_progress_s=-1.0,
+        )
         try:
             answer = self.node.call_service(Judge, names.JUDGE, request, self.config.service_timeout_s)
         except ServiceUnavailable as exc:
@@ -203,8 +189,13 @@ class RosPlant:
     def recover(self, subtask: PlannedSubtask) -> tuple[bool, str]:
         with self.sensors.lock:
             pose = self.sensors.ee_pose or PoseStamped()
-        goal = Recover.Goal(subtask=planned_subtask_to_msg(subtask), skill=self.config.recovery_skill, version=0,
-                            failure_reason=self._last_reason, pre_failure_pose=pose)  # fmt: skip
+        goal = Recover.Goal(
+            subtask=planned_subtask_to_msg(subtask),
+            skill=self.config.recovery_skill,
+            version=0,
+            failure_reason=self._last_reason,
+            pre_failure_pose=pose,
+        )
         self.on_recovering(subtask.id, True, f"recovering: {self._last_reason}")
 
         def feedback(msg: Recover.Feedback) -> None:
@@ -259,16 +250,18 @@ class RosDispatch:
         self.cancelled, self.on_say, self.on_succeeded = cancelled, on_say, on_succeeded
         self.completed: list[str] = []
         self.said: list[str] = []
-        self._scenes: dict[str, dict[str, LocationSpec]] = {}
-        self.plant = RosPlant(node, config, sensors, cancelled=cancelled, completed=self.completed,
-                              on_recovering=on_recovering)  # fmt: skip
+        self._locations: dict[str, Location] | None = None
+        self.plant = RosPlant(
+            node, config, sensors, cancelled=cancelled, completed=self.completed, on_recovering=on_recovering
+        )
 
     def run_vla(self, subtask: PlannedSubtask) -> Report:
         if self.cancelled():
             return Report(False, "cancelled by the operator")
         try:
-            report = run_vla(subtask, self.plant, budget=self.config.policy_step_budget,
-                             max_recoveries=self.config.max_recoveries)  # fmt: skip
+            report = run_vla(
+                subtask, self.plant, budget=self.config.policy_step_budget, max_recoveries=self.config.max_recoveries
+            )
         except (Cancelled, DispatchError) as exc:
             self.plant.stop()
             return Report(False, str(exc))
@@ -283,31 +276,24 @@ class RosDispatch:
         location = subtask.target
         if self.config.observe_source != "sim_truth":
             return Report(False, "no observation source on this robot (observe_source: none)")
-        deadline = time.monotonic() + self.config.service_timeout_s
-        while True:  # a snapshot taken after the request (the previous motion has settled)
-            with self.sensors.lock:
-                truth = self.sensors.truth
-            asked = self.node.get_clock().now().nanoseconds * 1e-9
-            if truth is not None:
-                stamp = truth.header.stamp.sec + truth.header.stamp.nanosec * 1e-9
-                if asked - stamp <= 1.0:
-                    break
-            if time.monotonic() > deadline:
-                return Report(False, "observe: no fresh sim/truth (is sim_node running?)")
-            time.sleep(_POLL_S)
-        items = visible_from_truth(truth.objects, location, self._region(truth.scene, location))
-        message = f"SIMULATOR ORACLE: {location} shows {', '.join(items) or 'nothing'}"
-        return Report(True, message, {location: items})
+        try:
+            region = self._named_locations().get(location)
+        except CarryOnError as exc:
+            return Report(False, f"observe: {exc}")
 
-    def _region(self, scene: str, location: str) -> LocationSpec | None:
-        """The location's region in the simulator's scene file (None when unknown)."""
-        if scene not in self._scenes:
-            try:
-                self._scenes[scene] = dict(load_scene(scenes_dir() / f"{scene}.yaml").spec.locations)
-            except CarryOnError as exc:
-                self.node.get_logger().warning(f"observe: scene {scene!r}: {exc}")
-                self._scenes[scene] = {}
-        return self._scenes[scene].get(location)
+        def latest() -> SimTruth | None:
+            with self.sensors.lock:
+                return self.sensors.truth
+
+        now_s = self.node.now_s
+
+        return observe_from_sim_truth(latest, now_s, location, region, self.config.service_timeout_s)
+
+    def _named_locations(self) -> dict[str, Location]:
+        """The planner's named locations (`locations_file`), read at the first observe."""
+        if self._locations is None:
+            self._locations = load_locations(locations_path(self.config.locations_file))
+        return self._locations
 
     def say(self, subtask: PlannedSubtask) -> Report:
         if self.cancelled():

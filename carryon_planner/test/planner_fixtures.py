@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from carryon_planner.core.llm import ChatMessage, LlmError
+from carryon_common.core.llm import ChatMessage, LlmError
 
 
 @dataclass
@@ -18,8 +18,10 @@ class ScriptedLlm:
     seen: list[list[ChatMessage]] = field(default_factory=list)
     name: str = "scripted"
 
-    def complete(self, messages: Sequence[ChatMessage], schema: dict[str, Any]) -> str:
-        assert schema["title"] == "Plan"
+    def complete(
+        self, messages: Sequence[ChatMessage], schema: dict[str, Any] | None = None, *, timeout_s: float | None = None
+    ) -> str:
+        assert schema is not None and schema["title"] == "Plan"
         self.seen.append(list(messages))
         reply = self.replies.pop(0)
         if reply == "RAISE":

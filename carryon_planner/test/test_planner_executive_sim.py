@@ -1,4 +1,4 @@
-"""The executive in simulation (in-process MuJoCo, the scripted stand-in, the sim_oracle
+"""The executive in simulation (in-process MuJoCo, the scripted stand-in, the SIMULATOR ORACLE
 judge): dependency order, conditions, failure -> recovery -> resume, replanning on a
 revealed item, and refusal on a preference conflict (planner + executive, stub LLM over HTTP)."""
 
@@ -9,25 +9,26 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from carryon_common.openai_stub import StubVlmServer
-from carryon_judge.core.backends import SimOracleJudge, rule_params, shapes_for
+from carryon_common.core.openai_client import OpenAiClient
+from carryon_common.core.skills import load_skill_library, skills_path
+from carryon_judge.core.backends import rule_params, shapes_for
 from carryon_judge.core.config import JudgeConfig
 from carryon_planner.core.assist import assist
 from carryon_planner.core.executive import Executive, State
 from carryon_planner.core.facts import load_preference_rules
-from carryon_planner.core.openai_llm import OpenAiLlm
 from carryon_planner.core.personalization import plan_request
 from carryon_planner.core.plan import Plan, UpdateScene, parse_plan
 from carryon_planner.core.repair import PlanningOutcome
-from carryon_planner.sim_dispatch import SimDispatch, SimPlant, visible_items
 from carryon_policy.core.backends import BACKENDS
 from carryon_policy.core.config import PolicyConfig
-from carryon_policy.core.episodes import without_obstacles
 from carryon_policy.core.policy import Observation, Policy, PolicyMetadata, PolicyOutput
-from carryon_policy.core.skills import load_skill_library, skills_path
 from carryon_sim.core.predicates import inside_of
 from carryon_sim.core.scene import load_scene, scenes_dir
 from carryon_sim.core.world import World
+from carryon_sim.harness.dispatch import SimDispatch, SimPlant, visible_items
+from carryon_sim.harness.episodes import without_obstacles
+from carryon_sim.harness.fakes.openai_server import StubVlmServer
+from carryon_sim.harness.oracle import SimOracleJudge
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
 COUNTER = ("meat in plate", "pink_cover", "plate")  # what a look at the counter shows at the start
@@ -175,7 +176,7 @@ def test_revealed_meat_is_recorded_and_refused_for_a_vegetarian() -> None:
     ]
     dispatch = dispatch_for(scripted())
     with StubVlmServer(replies) as stub:
-        llm = OpenAiLlm(base_url=stub.base_url, model="stub", api_key="x", timeout_s=5.0, attempts=1)
+        llm = OpenAiClient(base_url=stub.base_url, model="stub", api_key="x", timeout_s=5.0, attempts=1)
 
         def plan(observations: Mapping[str, tuple[str, ...]]) -> PlanningOutcome:
             return plan_request(llm, request="Serve me food", user="alice", users=users, scene=scene,
@@ -211,10 +212,14 @@ def test_visible_items_hide_covered_objects() -> None:
 
 
 def test_observe_over_ros_sees_what_the_in_process_oracle_sees() -> None:
-    """ros_dispatch.visible_from_truth (sim/truth messages) agrees with visible_items."""
+    """The simulator-only observe over the graph (sim/truth messages, the regions of the
+    planner's own locations file) agrees with the harness's visible_items."""
     from carryon_interfaces.msg import ObjectState
-    from carryon_planner.ros_dispatch import visible_from_truth
+    from carryon_planner.core.locations import load_locations
+    from carryon_planner.sim_truth_observe import visible_from_truth
     from carryon_sim.core.predicates import covered_by, location_of
+
+    regions = load_locations(CONFIG / "planner" / "locations.yaml")
 
     world = World(load_scene(scenes_dir() / "food_serving.yaml"), seed=0)
     world.reset(0)
@@ -229,5 +234,6 @@ def test_observe_over_ros_sees_what_the_in_process_oracle_sees() -> None:
             x, y, z = world.object_position(spec.name)
             state.pose.position.x, state.pose.position.y, state.pose.position.z = float(x), float(y), float(z)
             objects.append(state)
-        for location, region in world.scene.spec.locations.items():
+        assert set(regions) == set(world.scene.spec.locations)
+        for location, region in regions.items():
             assert visible_from_truth(objects, location, region) == visible_items(world, location), location

@@ -9,12 +9,12 @@ import random
 from collections import Counter
 from typing import Any
 
-from carryon_common.openai_stub import StubVlmServer
+from carryon_common.core.openai_client import OpenAiClient
 from carryon_planner.core.context import Endpoint, LibraryEntry, build_messages
-from carryon_planner.core.openai_llm import OpenAiLlm
 from carryon_planner.core.plan import Plan
 from carryon_planner.core.repair import plan_with_repair
 from carryon_planner.core.validator import PlanningFacts, Validator, _dependency_cycle
+from carryon_sim.harness.fakes.openai_server import StubVlmServer
 
 INSTRUCTIONS = ("open the pink cover", "put the carrot in the bowl", "put the meat in the bowl")
 FACTS = PlanningFacts(
@@ -129,7 +129,7 @@ def test_500_generated_replies_never_dispatch_an_invalid_plan() -> None:
                               library=[LibraryEntry(i) for i in INSTRUCTIONS])  # fmt: skip
     outcomes: Counter[str] = Counter()
     with StubVlmServer(script) as stub:
-        llm = OpenAiLlm(base_url=stub.base_url, model="stub", api_key="x", timeout_s=5.0, attempts=1)
+        llm = OpenAiClient(base_url=stub.base_url, model="stub", api_key="x", timeout_s=5.0, attempts=1)
         for kind, repaired, _ in cases:
             outcome = plan_with_repair(llm, messages, FACTS, max_repairs=2, validator=Validator())
             if outcome.refused:

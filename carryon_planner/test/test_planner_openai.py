@@ -1,18 +1,17 @@
-"""The openai backend over real HTTP against the local stub server: JSON mode, the plan
-schema in the prompt, repair across requests, errors and timeouts -> safe refusal."""
+"""Planning with the openai backend over real HTTP against the local stub server: JSON mode,
+the plan schema in the prompt (or in the request), repair across requests, errors and
+timeouts -> safe refusal. (The client itself: carryon_common/test/test_common_llm_openai_client.py.)"""
 
 from __future__ import annotations
 
 import json
 
-import pytest
-
-from carryon_common.core.errors import ConfigError
-from carryon_common.openai_stub import StubReply, StubVlmServer
+from carryon_common.core.llm_backends import LlmSettings, make_llm
+from carryon_common.core.openai_client import OpenAiClient
 from carryon_planner.core.context import Endpoint, LibraryEntry, build_messages
-from carryon_planner.core.openai_llm import OpenAiLlm, make_openai_llm
 from carryon_planner.core.repair import plan_with_repair
 from carryon_planner.core.validator import PlanningFacts, Validator
+from carryon_sim.harness.fakes.openai_server import StubReply, StubVlmServer
 
 FACTS = PlanningFacts(
     request="Put the carrot in the bowl",
@@ -32,8 +31,10 @@ def messages():  # type: ignore[no-untyped-def]
                           library=[LibraryEntry("put the carrot in the bowl")])  # fmt: skip
 
 
-def llm(stub: StubVlmServer, timeout_s: float = 5.0) -> OpenAiLlm:
-    return OpenAiLlm(base_url=stub.base_url, model="stub", api_key="x", timeout_s=timeout_s, attempts=2)
+def llm(stub: StubVlmServer, timeout_s: float = 5.0) -> OpenAiClient:
+    return OpenAiClient(
+        base_url=stub.base_url, model="stub", api_key="x", timeout_s=timeout_s, attempts=2, backoff_s=0.0
+    )
 
 
 def test_a_plan_over_http_with_a_repair_round() -> None:
@@ -57,11 +58,13 @@ def test_http_errors_and_timeouts_are_safe_refusals() -> None:
         assert outcome.refused and "HTTP 401" in (outcome.plan.refusal or "") and len(stub.requests) == 1
     with StubVlmServer([StubReply(VALID, delay_s=2.0), StubReply(VALID, delay_s=2.0)]) as stub:
         outcome = plan_with_repair(llm(stub, timeout_s=0.5), messages(), FACTS, max_repairs=0, validator=Validator())
-        assert outcome.refused and "Timeout" in (outcome.plan.refusal or "")
+        assert outcome.refused and "no reply within 0.5 s" in (outcome.plan.refusal or "")
 
 
-def test_a_remote_endpoint_needs_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("CARRYON_TEST_KEY", raising=False)
-    with pytest.raises(ConfigError, match="needs an API key"):
-        make_openai_llm("https://llm.example.com/v1", "m", "CARRYON_TEST_KEY", 5.0)
-    assert make_openai_llm("http://127.0.0.1:8089/v1", "m", "CARRYON_TEST_KEY", 5.0).model == "m"
+def test_the_schema_in_the_request_when_configured() -> None:
+    with StubVlmServer([VALID]) as stub:
+        settings = LlmSettings(llm_backend="openai", llm_base_url=stub.base_url, llm_schema_in_request=True)
+        outcome = plan_with_repair(make_llm(settings), messages(), FACTS, max_repairs=0, validator=Validator())
+        assert not outcome.refused
+        response_format = stub.requests[0].body["response_format"]
+        assert response_format["type"] == "json_object" and response_format["schema"]["title"] == "Plan"

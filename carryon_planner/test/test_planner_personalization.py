@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from carryon_common.openai_stub import StubVlmServer
+from carryon_common.core.openai_client import OpenAiClient
 from carryon_planner.core.facts import load_preference_rules
-from carryon_planner.core.openai_llm import OpenAiLlm
 from carryon_planner.core.personalization import Expect, accuracy, load_suites, run_case, run_suites, score
 from carryon_planner.core.plan import parse_plan
+from carryon_sim.harness.fakes.openai_server import StubVlmServer
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
 SUITES = load_suites(CONFIG / "planner" / "personalization")
@@ -78,7 +78,7 @@ def test_a_case_runs_over_http_with_repair_and_is_scored() -> None:
     invented = {**CARROT, "instruction": "serve the carrot"}
     # The first answer invents an instruction: the validator rejects it, the repair fixes it.
     with StubVlmServer([plan([OBSERVE, OPEN, invented]), plan([OBSERVE, OPEN, CARROT])]) as stub:
-        llm = OpenAiLlm(base_url=stub.base_url, model="stub", api_key="x", timeout_s=5.0, attempts=1)
+        llm = OpenAiClient(base_url=stub.base_url, model="stub", api_key="x", timeout_s=5.0, attempts=1)
         result = run_case(llm, suite, case, preference_rules=RULES, max_repairs=2)
         prompt = "\n".join(stub.requests[0].texts())
     assert result.passed and result.llm_rounds == 2, result.rejected
@@ -91,7 +91,7 @@ def test_a_case_runs_over_http_with_repair_and_is_scored() -> None:
 def test_exhausted_repairs_fail_the_case_and_accuracy_is_per_suite() -> None:
     suite = next(s for s in SUITES if s.name == "covered_ingredients")
     with StubVlmServer(["not json"] * 20) as stub:
-        llm = OpenAiLlm(base_url=stub.base_url, model="stub", api_key="x", timeout_s=5.0, attempts=1)
+        llm = OpenAiClient(base_url=stub.base_url, model="stub", api_key="x", timeout_s=5.0, attempts=1)
         results = run_suites(llm, [suite], preference_rules=RULES, max_repairs=1, cases_per_suite=2)
     assert [r.passed for r in results] == [False, False] and all(r.refused for r in results)
     assert all(r.llm_rounds == 2 for r in results)
@@ -104,7 +104,7 @@ def test_refusing_everything_passes_only_the_refusal_cases(suite) -> None:  # ty
     dispatch (and no memory change) can pass."""
     replies = [plan([], refusal="I will not do anything.")] * len(suite.cases)
     with StubVlmServer(replies) as stub:
-        llm = OpenAiLlm(base_url=stub.base_url, model="stub", api_key="x", timeout_s=5.0, attempts=1)
+        llm = OpenAiClient(base_url=stub.base_url, model="stub", api_key="x", timeout_s=5.0, attempts=1)
         results = run_suites(llm, [suite], preference_rules=RULES, max_repairs=0)
     for case, result in zip(suite.cases, results, strict=True):
         expected = case.expect.refuse and not case.expect.remember and not case.expect.scene_updates

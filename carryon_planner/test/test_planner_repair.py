@@ -7,8 +7,8 @@ import json
 
 from planner_fixtures import ScriptedLlm
 
+from carryon_common.core.llm import ChatMessage
 from carryon_planner.core.context import Endpoint, LibraryEntry, build_messages
-from carryon_planner.core.llm import ChatMessage
 from carryon_planner.core.repair import SAFE_REFUSAL_REPLY, plan_with_repair
 from carryon_planner.core.validator import PlanningFacts, Validator
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 
-from carryon_common.openai_stub import StubReply, StubVlmServer
-from carryon_planner.core.openai_llm import OpenAiLlm
+from carryon_common.core.openai_client import OpenAiClient
 from carryon_planner.core.plan import parse_plan
 from carryon_planner.core.summarise import summarise
+from carryon_sim.harness.fakes.openai_server import StubReply, StubVlmServer
 
 PLAN = parse_plan(json.dumps({
     "reply": "Noted: tea from now on. Today I will bring you water.",
@@ -23,7 +23,7 @@ STORED = [("diet", "preference", "vegetarian"), ("drink", "preference", "coffee"
 
 def run(*replies: str | StubReply):  # type: ignore[no-untyped-def]
     with StubVlmServer(list(replies)) as stub:
-        llm = OpenAiLlm(base_url=stub.base_url, model="stub", api_key="x", timeout_s=5.0, attempts=1)
+        llm = OpenAiClient(base_url=stub.base_url, model="stub", api_key="x", timeout_s=5.0, attempts=1)
         outcome = summarise(llm, user_id="gina", request="I've switched to tea for good. Water today, please.",
                             plan=PLAN, stored=STORED, other_users=["gina", "bob"])  # fmt: skip
         prompt = "\n".join(stub.requests[0].texts()) if stub.requests else ""

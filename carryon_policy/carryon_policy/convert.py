@@ -11,15 +11,11 @@ from geometry_msgs.msg import PoseStamped
 from sensor_msgs.msg import Image as ImageMsg
 from sensor_msgs.msg import JointState
 
-from carryon_common.core.chunk import Chunk, ChunkSource
+from carryon_common.convert import time_from_msg
 from carryon_interfaces.msg import InferenceTiming, SimTruth
 from carryon_policy.core.observation import EePose, Image, Joints, Truth, quaternion_to_matrix
-from carryon_policy.core.policy import ObjectPose, Observation, PolicyOutput
+from carryon_policy.core.policy import ObjectPose
 from carryon_policy.core.timing import InferenceRecord
-
-
-def stamp_s(stamp: TimeMsg) -> float:
-    return stamp.sec + stamp.nanosec * 1e-9
 
 
 def timing_to_msg(record: InferenceRecord, stamp: TimeMsg) -> InferenceTiming:
@@ -36,7 +32,7 @@ def timing_to_msg(record: InferenceRecord, stamp: TimeMsg) -> InferenceTiming:
 def ee_from_msg(msg: PoseStamped) -> EePose:
     p, q = msg.pose.position, msg.pose.orientation
     return EePose(
-        stamp_s=stamp_s(msg.header.stamp),
+        stamp_s=time_from_msg(msg.header.stamp),
         position=np.array([p.x, p.y, p.z], dtype=np.float64),
         rotation=quaternion_to_matrix(np.array([q.x, q.y, q.z, q.w], dtype=np.float64)),
         frame_id=msg.header.frame_id,
@@ -53,7 +49,7 @@ def joints_from_msg(msg: JointState, names: tuple[str, ...] = ()) -> Joints:
         positions = np.array([msg.position[index[n]] for n in names], dtype=np.float64)
     else:
         positions = np.array(msg.position, dtype=np.float64)
-    return Joints(stamp_s=stamp_s(msg.header.stamp), positions=positions)
+    return Joints(stamp_s=time_from_msg(msg.header.stamp), positions=positions)
 
 
 def image_from_msg(msg: ImageMsg) -> Image:
@@ -64,7 +60,7 @@ def image_from_msg(msg: ImageMsg) -> Image:
     rgb = rows[:, : msg.width * 3].reshape(msg.height, msg.width, 3)
     if msg.encoding == "bgr8":
         rgb = rgb[:, :, ::-1]
-    return Image(stamp_s=stamp_s(msg.header.stamp), rgb=np.ascontiguousarray(rgb))
+    return Image(stamp_s=time_from_msg(msg.header.stamp), rgb=np.ascontiguousarray(rgb))
 
 
 def truth_from_msg(msg: SimTruth) -> Truth:
@@ -74,24 +70,4 @@ def truth_from_msg(msg: SimTruth) -> Truth:
         objects[obj.name] = ObjectPose(
             position=np.array([p.x, p.y, p.z], dtype=np.float64), quaternion=np.array([q.w, q.x, q.y, q.z])
         )
-    return Truth(stamp_s=stamp_s(msg.header.stamp), scene=msg.scene, objects=objects)
-
-
-def output_to_chunk(
-    out: PolicyOutput, observation: Observation, *, chunk_id: int, subtask_id: str, dt: float, horizon: int
-) -> Chunk:
-    """A policy chunk carrying the id and stamp of the observation it came from, at most
-    `horizon` steps long."""
-    return Chunk(
-        chunk_id=chunk_id,
-        subtask_id=subtask_id,
-        source=ChunkSource.POLICY,
-        convention=out.convention,
-        frame_id=out.frame_id,
-        dt=dt,
-        observation_id=observation.observation_id,
-        observation_stamp_s=observation.stamp_s,
-        positions=out.positions[:horizon],
-        rotations=out.rotations[:horizon],
-        gripper=out.gripper[:horizon],
-    )
+    return Truth(stamp_s=time_from_msg(msg.header.stamp), scene=msg.scene, objects=objects)

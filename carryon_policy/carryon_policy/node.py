@@ -29,6 +29,7 @@ from std_msgs.msg import Float64, String
 
 from carryon_common import convert as common_convert
 from carryon_common.core import names
+from carryon_common.core.chunk import Chunk
 from carryon_common.core.status import implemented
 from carryon_common.node import CarryOnNode, run_node
 from carryon_interfaces.action import RunPolicy
@@ -38,7 +39,8 @@ from carryon_policy.core.backends import kinematics_for, make_policy
 from carryon_policy.core.checks import check_output
 from carryon_policy.core.config import PolicyConfig
 from carryon_policy.core.observation import ObservationBuffer, StaleObservation, Width
-from carryon_policy.core.policy import InvalidAction, Policy, PolicyError, UnknownInstruction
+from carryon_policy.core.policy import InvalidAction, Observation, Policy, PolicyError, PolicyOutput, UnknownInstruction
+from carryon_policy.core.runner import ChunkRunner, ChunksDropped, RunProgress
 from carryon_policy.core.timing import InferenceRecord
 
 CAPABILITIES = (
@@ -110,8 +112,6 @@ class PolicyNode(CarryOnNode):
         self.set_ready()
 
     # -- sensors ---------------------------------------------------------------------
-    def _now_s(self) -> float:
-        return self.get_clock().now().nanoseconds * 1e-9
 
     def _on_ee(self, msg: PoseStamped) -> None:
         self.buffer.ee = convert.ee_from_msg(msg)
@@ -124,7 +124,7 @@ class PolicyNode(CarryOnNode):
             self.get_logger().warning(f"ignoring joint_states: {exc}", throttle_duration_sec=5.0)
 
     def _on_width(self, msg: Float64) -> None:
-        self.buffer.width = Width(stamp_s=self._now_s(), width_m=float(msg.data))  # Float64 has no stamp
+        self.buffer.width = Width(stamp_s=self.now_s(), width_m=float(msg.data))  # Float64 has no stamp
 
     def _on_image(self, camera: str, msg: Image) -> None:
         try:
@@ -181,85 +181,44 @@ class PolicyNode(CarryOnNode):
         except PolicyError as exc:
             raise GoalEnded(RunPolicy.Result.STATUS_FAILED, str(exc)) from None
         backend = self.policy.metadata.backend
-        dropped_in_a_row = 0
-        last_fresh = time.monotonic()
-        next_s = self._now_s()
-        while result.steps_executed < budget:
-            self._check_cancel(goal_handle, result)
-            now = self._now_s()
-            try:
-                observation = self.buffer.build(now, int(result.steps_executed))
-            except StaleObservation as exc:
-                if time.monotonic() - last_fresh > cfg.observation_timeout_s:
-                    raise GoalEnded(
-                        RunPolicy.Result.STATUS_FAILED, f"{exc} for {cfg.observation_timeout_s} s"
-                    ) from None
-                self.get_logger().warning(str(exc), throttle_duration_sec=2.0)
-                self._wake.wait(min(self.dt, 0.05))
-                continue
-            last_fresh = time.monotonic()
-            began = time.perf_counter()
-            try:
-                out = self.policy.infer(observation)
-                check_output(
-                    out, observation.robot.ee_position, max_step_m=cfg.max_step_m, max_step_rad=cfg.max_step_rad
-                )
-            except InvalidAction as exc:
-                dropped_in_a_row += 1
-                self.dropped_pub.publish(String(data=f"{backend}: chunk dropped: {exc}"))
-                self.get_logger().warning(f"chunk dropped: {exc}")
-                if dropped_in_a_row >= MAX_DROPPED_IN_A_ROW:
-                    raise GoalEnded(
-                        RunPolicy.Result.STATUS_FAILED, f"{dropped_in_a_row} chunks in a row dropped; last: {exc}"
-                    ) from None
-                next_s = self._wait_until(goal_handle, result, now + cfg.steps_per_inference * self.dt)
-                continue
-            except UnknownInstruction as exc:
-                raise GoalEnded(RunPolicy.Result.STATUS_REFUSED, str(exc)) from None
-            except PolicyError as exc:
-                raise GoalEnded(RunPolicy.Result.STATUS_FAILED, f"{backend}: {exc}") from None
-            infer_s = time.perf_counter() - began
-            dropped_in_a_row = 0
-            chunk_id = int(result.chunks_sent) + 1
-            chunk = convert.output_to_chunk(
-                out, observation, chunk_id=chunk_id, subtask_id=request.subtask_id, dt=self.dt,
-                horizon=cfg.chunk_horizon,
-            )  # fmt: skip
-            stamp = self.get_clock().now().to_msg()
-            self.chunk_pub.publish(common_convert.chunk_to_msg(chunk, stamp))
-            record = InferenceRecord(
-                chunk_id, backend, infer_s, max(0.0, now - observation.stamp_s), out.server_infer_s
-            )
-            self.timing_pub.publish(convert.timing_to_msg(record, stamp))
-            steps = min(cfg.steps_per_inference, len(chunk), budget - int(result.steps_executed))
-            result.chunks_sent = chunk_id
-            next_s = self._wait_until(goal_handle, result, max(next_s, now) + steps * self.dt)
-            result.steps_executed += steps
-            goal_handle.publish_feedback(
-                RunPolicy.Feedback(
-                    steps_executed=result.steps_executed, chunks_sent=result.chunks_sent, last_infer_s=infer_s
-                )
-            )
+
+        def check(out: PolicyOutput, observation: Observation) -> None:
+            check_output(out, observation.robot.ee_position, max_step_m=cfg.max_step_m, max_step_rad=cfg.max_step_rad)
+
+        runner = ChunkRunner(
+            self.policy,
+            dt=self.dt,
+            steps_per_inference=cfg.steps_per_inference,
+            subtask_id=request.subtask_id,
+            horizon=cfg.chunk_horizon,
+            check=check,
+            max_dropped_in_a_row=MAX_DROPPED_IN_A_ROW,
+        )
+        progress = RunProgress()
+        try:
+            runner.run(_GoalPort(self, goal_handle, progress), budget, progress)
+        except ChunksDropped as exc:
+            raise GoalEnded(RunPolicy.Result.STATUS_FAILED, str(exc)) from None
+        except UnknownInstruction as exc:
+            raise GoalEnded(RunPolicy.Result.STATUS_REFUSED, str(exc)) from None
+        except PolicyError as exc:
+            raise GoalEnded(RunPolicy.Result.STATUS_FAILED, f"{backend}: {exc}") from None
+        finally:
+            result.steps_executed = progress.steps_executed
+            result.chunks_sent = progress.chunks_sent
         result.status = RunPolicy.Result.STATUS_BUDGET_EXHAUSTED
         result.message = f"ran the step budget ({budget} steps, {result.chunks_sent} chunks)"
 
-    def _check_cancel(self, goal_handle: Any, result: RunPolicy.Result) -> None:
-        if goal_handle.is_cancel_requested:
-            raise GoalEnded(
-                RunPolicy.Result.STATUS_SUSPENDED,
-                f"suspended after {result.steps_executed} steps and {result.chunks_sent} chunks",
-            )
-
-    def _wait_until(self, goal_handle: Any, result: RunPolicy.Result, target_s: float) -> float:
+    def _wait_until(self, goal_handle: Any, progress: RunProgress, target_s: float) -> float:
         """Wait for the node clock (sim time in simulation) to reach `target_s`, watching
         for cancel; a clock that stops for `observation_timeout_s` fails the goal."""
         cfg: PolicyConfig = self.config
-        last_clock, last_change = self._now_s(), time.monotonic()
+        last_clock, last_change = self.now_s(), time.monotonic()
         # A simulator clock built from float steps lands a hair before round times
         # (1.0499999 s): a tolerance keeps such a tick from costing a whole period.
         slack = min(1e-3, self.dt / 10.0)
-        while (now := self._now_s()) < target_s - slack:
-            self._check_cancel(goal_handle, result)
+        while (now := self.now_s()) < target_s - slack:
+            _check_cancel(goal_handle, progress)
             if now != last_clock:
                 last_clock, last_change = now, time.monotonic()
             elif time.monotonic() - last_change > cfg.observation_timeout_s:
@@ -273,6 +232,73 @@ class PolicyNode(CarryOnNode):
     def destroy_node(self) -> None:
         self.policy.close()
         super().destroy_node()
+
+
+def _check_cancel(goal_handle: Any, progress: RunProgress) -> None:
+    if goal_handle.is_cancel_requested:
+        raise GoalEnded(
+            RunPolicy.Result.STATUS_SUSPENDED,
+            f"suspended after {progress.steps_executed} steps and {progress.chunks_sent} chunks",
+        )
+
+
+class _GoalPort:
+    """The ChunkPort of one RunPolicy goal: observations from the sensor buffer on the node
+    clock, chunks and timings published, steps paced by the node clock, cancel watched."""
+
+    def __init__(self, node: PolicyNode, goal_handle: Any, progress: RunProgress) -> None:
+        self.node = node
+        self.goal_handle = goal_handle
+        self.progress = progress
+        self.config: PolicyConfig = node.config
+        self.observed_s = 0.0  # node clock when the latest observation was taken
+        self.next_s = node._now_s()
+        self.last_fresh = time.monotonic()
+
+    def observe(self, steps_executed: int) -> tuple[float, Observation]:
+        node, cfg = self.node, self.config
+        while True:
+            _check_cancel(self.goal_handle, self.progress)
+            now = node._now_s()
+            try:
+                observation = node.buffer.build(now, steps_executed)
+            except StaleObservation as exc:
+                if time.monotonic() - self.last_fresh > cfg.observation_timeout_s:
+                    raise GoalEnded(
+                        RunPolicy.Result.STATUS_FAILED, f"{exc} for {cfg.observation_timeout_s} s"
+                    ) from None
+                node.get_logger().warning(str(exc), throttle_duration_sec=2.0)
+                node._wake.wait(min(node.dt, 0.05))
+                continue
+            self.last_fresh = time.monotonic()
+            self.observed_s = now
+            return now, observation
+
+    def send(self, chunk: Chunk, record: InferenceRecord) -> None:
+        stamp = self.node.stamp_now()
+        self.node.chunk_pub.publish(common_convert.chunk_to_msg(chunk, stamp))
+        self.node.timing_pub.publish(convert.timing_to_msg(record, stamp))
+
+    def dropped(self, error: InvalidAction) -> None:
+        backend = self.node.policy.metadata.backend
+        self.node.dropped_pub.publish(String(data=f"{backend}: chunk dropped: {error}"))
+        self.node.get_logger().warning(f"chunk dropped: {error}")
+
+    def skip(self) -> None:
+        target = self.observed_s + self.config.steps_per_inference * self.node.dt
+        self.next_s = self.node._wait_until(self.goal_handle, self.progress, target)
+
+    def advance(self, steps: int, progress: RunProgress) -> bool:
+        target = max(self.next_s, self.observed_s) + steps * self.node.dt
+        self.next_s = self.node._wait_until(self.goal_handle, progress, target)
+        self.goal_handle.publish_feedback(
+            RunPolicy.Feedback(
+                steps_executed=progress.steps_executed + steps,
+                chunks_sent=progress.chunks_sent,
+                last_infer_s=progress.last_infer_s,
+            )
+        )
+        return False
 
 
 def main() -> int:

@@ -1,5 +1,6 @@
-"""Adapters between a real VLA and the robot: configuration parsing, observation mapping,
-raw-action conventions, rejection of bad chunks, and the rotation helpers behind them."""
+"""Adapters between a real VLA and the robot: layout parsing (core/layout.py), observation
+mapping (core/observation_mapping.py), raw-action conventions and rejection of bad chunks
+(core/action_mapping.py), and the rotation helpers behind them."""
 
 from __future__ import annotations
 
@@ -10,15 +11,10 @@ from pydantic import ValidationError
 from carryon_common.core.chunk import Convention
 from carryon_common.core.errors import ConfigError
 from carryon_policy.core import rotations
-from carryon_policy.core.adapters import (
-    ActionMapper,
-    ObservationMapper,
-    parse_action_layout,
-    parse_camera_map,
-    parse_state_map,
-    resize_image,
-)
+from carryon_policy.core.action_mapping import ActionMapper
 from carryon_policy.core.config import PolicyConfig
+from carryon_policy.core.layout import parse_action_layout, parse_camera_map, parse_state_map
+from carryon_policy.core.observation_mapping import ObservationMapper, resize_image
 from carryon_policy.core.policy import InvalidAction, MissingObservation, Observation, RobotState
 
 RZ90 = np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])  # 90 degrees about z

@@ -6,14 +6,21 @@ import math
 
 import numpy as np
 import pytest
+from scipy.spatial.transform import Rotation
 
 from carryon_common.core.chunk import Convention
 from carryon_policy.core.checks import check_output
 from carryon_policy.core.observation import EePose, Joints, ObservationBuffer, StaleObservation, Width
 from carryon_policy.core.policy import InvalidAction, PolicyOutput
-from carryon_policy.core.scripted import yaw_rotvec
 
 HERE = np.array([0.5, 0.0, 0.8])
+# The tool pointing down, fingers closing along world y.
+DOWN = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])
+
+
+def yaw_rotvec(yaw: float) -> np.ndarray:
+    """Rotation vector of the downward tool turned by `yaw` about world z."""
+    return Rotation.from_matrix(Rotation.from_euler("z", yaw).as_matrix() @ DOWN).as_rotvec()
 
 
 def output(positions: np.ndarray, convention: Convention = Convention.ABSOLUTE, **kw: np.ndarray) -> PolicyOutput:

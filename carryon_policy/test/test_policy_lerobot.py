@@ -19,7 +19,7 @@ from carryon_common.core.errors import ConfigError
 from carryon_policy.core.config import PolicyConfig
 from carryon_policy.core.lerobot_policy import CHECKPOINT_FILES, make_lerobot_policy
 from carryon_policy.core.policy import InvalidAction, MissingObservation, Observation, PolicyUnavailable, RobotState
-from carryon_policy.tiny_act import IMAGE_KEY, STATE_KEY
+from carryon_sim.harness.fakes.tiny_act import IMAGE_KEY, STATE_KEY
 
 HAVE_LEROBOT = importlib.util.find_spec("lerobot") is not None and importlib.util.find_spec("torch") is not None
 # Set by scripts/test_lerobot_extra.sh: there a missing extra is a failure, not a skip.
@@ -53,7 +53,7 @@ def _observation(images: dict[str, np.ndarray] | None = None) -> Observation:
 
 @pytest.fixture(scope="module")
 def act_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from carryon_policy.tiny_act import save_tiny_act
+    from carryon_sim.harness.fakes.tiny_act import save_tiny_act
 
     return save_tiny_act(tmp_path_factory.mktemp("tiny_act"))
 

@@ -28,7 +28,7 @@ from carryon_policy.core.openpi_client import (
     unpackb,
 )
 from carryon_policy.core.policy import InvalidAction, MissingObservation, Observation, PolicyUnavailable, RobotState
-from carryon_policy.fake_openpi_server import STEP_M, FakeOpenpiServer, serve_in_background
+from carryon_sim.harness.fakes.openpi_server import STEP_M, FakeOpenpiServer, serve_in_background
 
 SLACK_S = 1.5  # scheduling slack on a busy 2-core CI machine
 
@@ -328,7 +328,7 @@ def test_serve_in_background_returns_uri_and_stop() -> None:
 
 def test_fake_server_runs_as_a_module(free_port: int) -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "carryon_policy.fake_openpi_server", "--port", str(free_port), "--horizon", "4"],
+        [sys.executable, "-m", "carryon_sim.harness.fakes.openpi_server", "--port", str(free_port), "--horizon", "4"],
         stdout=subprocess.PIPE,
         text=True,
     )

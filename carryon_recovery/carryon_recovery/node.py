@@ -14,10 +14,14 @@ record (planned vs measured, per operation) is appended to `attempts_file` as JS
 (default: the run folder),
 the input of `carryon reflect --attempts`.
 
-Motion backends (core/motion.py): `builtin` checks every step of a path by IK on the arm's
-model (robot_file) before it moves, so an unreachable path fails early into the fallback;
-`moveit_py` (robot PCs with MoveIt 2, moveit_backend.py) lets MoveIt plan the path. Both
-send the path as shielded Cartesian steps.
+The request's rules (skill and version, robot state, e-stop, the attempt record) are
+core/runner.py; this node maps the action, topics and files onto them.
+
+Motion backends (core/motion.py), chosen by name from motion_backends.py or injected:
+`builtin` checks every step of a path by IK on the arm's model (robot_file) before it
+moves, so an unreachable path fails early into the fallback; `moveit_py` (robot PCs with
+MoveIt 2, moveit_backend.py) lets MoveIt plan the path. Both send the path as shielded
+Cartesian steps.
 """
 
 from __future__ import annotations
@@ -35,20 +39,21 @@ from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Float64
 
 from carryon_arm.core.kinematics import load_robot
+from carryon_common.convert import CAMERA_STREAM_TYPES
 from carryon_common.core import names
 from carryon_common.core.config import config_path
-from carryon_common.core.errors import CarryOnError
 from carryon_common.core.status import implemented
 from carryon_common.node import CarryOnNode, run_node
 from carryon_interfaces.action import Recover
 from carryon_interfaces.msg import ActionChunk, ShieldEvent
-from carryon_judge.convert import CAMERA_STREAM_TYPES
 from carryon_recovery import convert
-from carryon_recovery.core.base_skill import run_base_skill
 from carryon_recovery.core.config import RecoveryConfig
 from carryon_recovery.core.library import SkillLibrary
-from carryon_recovery.core.motion import MotionBackend, builtin_motion
+from carryon_recovery.core.motion import MotionBackend
+from carryon_recovery.core.reflection import Attempt
+from carryon_recovery.core.runner import RecoveryRequest, recover
 from carryon_recovery.core.types import Outcome, RecoveryResult
+from carryon_recovery.motion_backends import make_motion
 from carryon_recovery.ros_io import STREAMS, Latest, MotionParams, RosRecoveryIO
 
 CAPABILITIES = (
@@ -61,20 +66,16 @@ CAPABILITIES = (
 
 
 class RecoveryNode(CarryOnNode):
-    def __init__(self, **node_kwargs: Any) -> None:
+    """`motion`: an injected motion backend; None builds the configured `motion_backend`."""
+
+    def __init__(self, motion: MotionBackend | None = None, **node_kwargs: Any) -> None:
         super().__init__(names.RECOVERY_NODE, RecoveryConfig, capabilities=CAPABILITIES, **node_kwargs)
         cfg: RecoveryConfig = self.config
-        self.set_backends({"motion": cfg.motion_backend})
+        self.set_backends({"motion": cfg.motion_backend if motion is None else type(motion).__name__})
         self.library = SkillLibrary(self._skills_root())
         robot = load_robot(cfg.robot_file)
         self.joint_names = tuple(robot.joint_names)
-        self.motion: MotionBackend
-        if cfg.motion_backend == "moveit_py":
-            from carryon_recovery.moveit_backend import moveit_planner
-
-            self.motion = moveit_planner(robot.kinematics(), cfg.moveit_group, cfg.moveit_base_frame, robot.tool_frame)
-        else:
-            self.motion = builtin_motion(robot)
+        self.motion: MotionBackend = motion if motion is not None else make_motion(robot, cfg)
         self.latest = Latest()
         self.create_subscription(PoseStamped, names.EE_POSE, self.latest.keep_ee_pose, 10)
         self.create_subscription(JointState, names.JOINT_STATES, self.latest.keep_joint_state, 10)
@@ -84,10 +85,14 @@ class RecoveryNode(CarryOnNode):
         self._busy = threading.Lock()
         self._attempts = itertools.count(1)
         self._server = ActionServer(
-            self, Recover, names.RECOVER, execute_callback=self._on_recover,
+            self,
+            Recover,
+            names.RECOVER,
+            execute_callback=self._on_recover,
             goal_callback=lambda _goal: GoalResponse.REJECT if self._busy.locked() else GoalResponse.ACCEPT,
-            cancel_callback=lambda _handle: CancelResponse.ACCEPT, callback_group=self.service_group,
-        )  # fmt: skip
+            cancel_callback=lambda _handle: CancelResponse.ACCEPT,
+            callback_group=self.service_group,
+        )
         self.set_ready()
 
     def _skills_root(self) -> Path:
@@ -105,9 +110,6 @@ class RecoveryNode(CarryOnNode):
                 kind = CAMERA_STREAM_TYPES[stream]
                 subs.append(self.create_subscription(kind, topic, self.latest.keeper(camera, stream), qos))
         return subs
-
-    def now_s(self) -> float:
-        return self.get_clock().now().nanoseconds * 1e-9
 
     def _on_recover(self, goal_handle: Any) -> Recover.Result:
         result = Recover.Result()
@@ -135,50 +137,58 @@ class RecoveryNode(CarryOnNode):
     def _recover(self, goal_handle: Any) -> RecoveryResult:
         cfg: RecoveryConfig = self.config
         goal: Recover.Goal = goal_handle.request
-        skill = goal.skill or cfg.default_skill
-        try:
-            version = self.library.load(skill, goal.version or None)
-        except CarryOnError as exc:
-            return RecoveryResult(Outcome.ABORTED, f"skill library: {exc}", 0, skill, goal.version)
         subtask = goal.subtask
-        number = next(self._attempts)
-        feedback = Recover.Feedback(attempt=number)
+        request = RecoveryRequest(
+            subtask_id=subtask.id,
+            target=subtask.target,
+            destination=subtask.destination,
+            instruction=subtask.instruction,
+            failure_reason=goal.failure_reason,
+            skill=goal.skill,
+            version=goal.version,
+        )
+        feedback = Recover.Feedback()
+        io: RosRecoveryIO | None = None
+
+        def new_attempt_id() -> str:
+            feedback.attempt = next(self._attempts)
+            return f"{subtask.id}-{feedback.attempt}"
 
         def on_phase(phase: str) -> None:
             feedback.phase = phase
             goal_handle.publish_feedback(feedback)
 
-        io: RosRecoveryIO | None = None
-
         def cancelled() -> bool:
             return bool(goal_handle.is_cancel_requested) or (io is not None and io.estopped)
 
-        io = RosRecoveryIO(
-            self.latest, self.chunk_pub.publish, self.now_s, self.motion, joint_names=self.joint_names,
-            cameras=tuple(cfg.cameras), subtask_id=subtask.id,
-            params=MotionParams(speed_m_s=cfg.speed_m_s, tolerance_m=cfg.tolerance_m), cancelled=cancelled,
-        )  # fmt: skip
-        try:
-            pre_failure = io.tool_position()
-        except CarryOnError as exc:
-            return RecoveryResult(Outcome.ABORTED, f"no robot state: {exc}", 0, skill, version.version)
-        self.get_logger().info(
-            f"recovering {subtask.id} ({subtask.target} -> {subtask.destination or '-'}) with {skill} "
-            f"v{version.version}: {goal.failure_reason}"
-        )
-        run = run_base_skill(
-            version, io, target=subtask.target, destination=subtask.destination, instruction=subtask.instruction,
-            pre_failure=pre_failure, attempt_id=f"{subtask.id}-{number}", cancelled=cancelled, on_phase=on_phase,
-        )  # fmt: skip
-        self._record(run.attempt)
-        outcome = Outcome.ABORTED if io.estopped else run.outcome
-        message = ("emergency stop: " if io.estopped else "") + (
-            f"{run.message} ({io.steps} steps, {io.chunks_sent} chunks, "
-            f"{io.chunks_blocked} not released whole by the shield)"
-        )
-        return RecoveryResult(outcome, message, io.steps, skill, version.version)
+        def make_io() -> RosRecoveryIO:
+            nonlocal io
+            io = RosRecoveryIO(
+                self.latest,
+                self.chunk_pub.publish,
+                self.now_s,
+                self.motion,
+                joint_names=self.joint_names,
+                cameras=tuple(cfg.cameras),
+                subtask_id=subtask.id,
+                params=MotionParams(speed_m_s=cfg.speed_m_s, tolerance_m=cfg.tolerance_m),
+                cancelled=cancelled,
+            )
+            return io
 
-    def _record(self, attempt: Any) -> None:
+        return recover(
+            self.library,
+            request,
+            make_io,
+            default_skill=cfg.default_skill,
+            new_attempt_id=new_attempt_id,
+            cancelled=cancelled,
+            on_phase=on_phase,
+            record=self._record,
+            log=self.get_logger().info,
+        )
+
+    def _record(self, attempt: Attempt) -> None:
         cfg: RecoveryConfig = self.config
         path = Path(cfg.attempts_file or Path(os.environ.get(names.RUN_DIR_ENV, ".")) / "recovery_attempts.jsonl")
         try:

@@ -35,12 +35,11 @@ from scipy.spatial.transform import Rotation
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64
 
+from carryon_common import convert as common_convert
 from carryon_common.convert import chunk_to_msg, joint_positions, time_to_msg
 from carryon_common.core.chunk import Chunk, ChunkSource, Convention
+from carryon_common.core.clouds import ObservationUnusable, object_clouds
 from carryon_interfaces.msg import ShieldEvent
-from carryon_judge import convert as judge_convert
-from carryon_judge.core.perception import PerceptionParams, object_clouds
-from carryon_judge.core.types import Observation, ObservationUnusable
 from carryon_recovery.core.base_skill import FloatArray, Seen, seen_from_clouds
 from carryon_recovery.core.motion import MotionBackend
 
@@ -149,7 +148,7 @@ class RosRecoveryIO:
         def fresh() -> bool:
             with self.latest.lock:
                 msgs = [self.latest.cameras.get((c, s)) for c in self.cameras for s in STREAMS]
-            return all(m is not None and judge_convert.stamp_s(m.header.stamp) >= asked for m in msgs)
+            return all(m is not None and common_convert.time_from_msg(m.header.stamp) >= asked for m in msgs)
 
         if not self._wait_until(fresh, self.params.perception_timeout_s):
             return None
@@ -158,11 +157,11 @@ class RosRecoveryIO:
             for camera in self.cameras:
                 msgs = {s: self.latest.cameras.get((camera, s)) for s in STREAMS}
                 try:
-                    views.append(judge_convert.camera_view(camera, msgs))
+                    views.append(common_convert.camera_view(camera, msgs))
                 except ValueError:
                     return None
         try:
-            clouds = object_clouds(Observation(0, asked, tuple(views)), PerceptionParams(stride=self.params.stride))
+            clouds = object_clouds(views, stride=self.params.stride)
         except ObservationUnusable:
             return None
         return seen_from_clouds(clouds, target, destination)
@@ -210,11 +209,18 @@ class RosRecoveryIO:
         now = self.now_s()
         rotvec = Rotation.from_matrix(rotation).as_rotvec()
         chunk = Chunk(
-            chunk_id=next(self._ids), subtask_id=self.subtask_id, source=ChunkSource.RECOVERY,
-            convention=Convention.ABSOLUTE, frame_id="world", dt=p.dt, observation_id=0, observation_stamp_s=now,
-            positions=positions, rotations=np.tile(rotvec, (len(positions), 1)),
+            chunk_id=next(self._ids),
+            subtask_id=self.subtask_id,
+            source=ChunkSource.RECOVERY,
+            convention=Convention.ABSOLUTE,
+            frame_id="world",
+            dt=p.dt,
+            observation_id=0,
+            observation_stamp_s=now,
+            positions=positions,
+            rotations=np.tile(rotvec, (len(positions), 1)),
             gripper=np.full(len(positions), gripper),
-        )  # fmt: skip
+        )
         self.publish(chunk_to_msg(chunk, time_to_msg(now)))
         self.chunks_sent += 1
 

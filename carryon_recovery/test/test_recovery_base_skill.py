@@ -16,23 +16,24 @@ import pytest
 
 from carryon_arm.core.kinematics import load_robot
 from carryon_common.core.chunk import Chunk, ChunkSource
-from carryon_common.openai_stub import StubVlmServer
+from carryon_common.core.openai_client import OpenAiClient
 from carryon_planner.core.executive import Executive
-from carryon_planner.core.openai_llm import OpenAiLlm
-from carryon_policy.core.episodes import Task
-from carryon_policy.core.skills import load_skill_library, skills_path
-from carryon_recovery.core.base_skill import TRANSIT_MARGIN_M, Seen, grasp_candidates, run_base_skill, transit
+from carryon_recovery.core.base_skill import Seen, run_base_skill
+from carryon_recovery.core.grasp import TRANSIT_MARGIN_M, grasp_candidates, transit
 from carryon_recovery.core.library import SkillLibrary, SkillVersion
 from carryon_recovery.core.motion import builtin_motion
 from carryon_recovery.core.reflection import reflect
 from carryon_recovery.core.types import Outcome
-from carryon_recovery.sim_io import SimRecoveryIO, base_skill_recovery
 from carryon_shield.core.config import ShieldConfig
 from carryon_shield.core.response import load_response_model
-from carryon_shield.evaluation import SimShieldGate
 from carryon_sim.core.cameras import CameraRig
 from carryon_sim.core.predicates import inside_of
 from carryon_sim.core.world import World
+from carryon_sim.harness.episodes import Task
+from carryon_sim.harness.fakes.openai_server import StubVlmServer
+from carryon_sim.harness.recovery_io import SimRecoveryIO, base_skill_recovery
+from carryon_sim.harness.shield_gate import SimShieldGate
+from carryon_sim.harness.stand_in import stand_in_script
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "carryon_planner" / "test"))
 from test_planner_executive_sim import (
@@ -56,7 +57,7 @@ class ShieldedGate:
     driver; records what it saw and what it released, per chunk source."""
 
     def __init__(self, world: World) -> None:
-        script = load_skill_library(skills_path()).find("put the carrot in the bowl").script  # type: ignore[union-attr]
+        script = stand_in_script("put the carrot in the bowl")
         response, _ = load_response_model()
         self.gate = SimShieldGate(world, ShieldConfig(), [Task("put the carrot in the bowl", script, 800)], response)
         self.seen: list[tuple[ChunkSource, int, int]] = []  # (source, steps asked, steps released)
@@ -166,7 +167,7 @@ def test_reflection_fixes_a_wrong_grasp_height_and_the_next_round_succeeds(tmp_p
              "diagnosis": "the grasp closed high on the carrot and it slipped during the lift",
              "evidence": [f"{failed[0].attempt_id}: check_holding width 0.001 after lift"]}  # fmt: skip
     with StubVlmServer([json.dumps(reply)]) as stub:
-        llm = OpenAiLlm(base_url=stub.base_url, model="reflector", api_key="x", timeout_s=5.0, attempts=1)
+        llm = OpenAiClient(base_url=stub.base_url, model="reflector", api_key="x", timeout_s=5.0, attempts=1)
         outcome = reflect(llm, library, "regrasp", failed)
         prompt = "\n".join(stub.requests[0].texts())
     assert outcome.decision == "UPDATE" and "check_holding: FAILED" in prompt

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from carryon_common.core.errors import ConfigError
-from carryon_common.openai_stub import StubReply, StubVlmServer
-from carryon_planner.core.openai_llm import OpenAiLlm
+from carryon_common.core.openai_client import OpenAiClient
 from carryon_recovery.core.library import SkillLibrary, diff
 from carryon_recovery.core.reflection import Attempt, reflect
+from carryon_sim.harness.fakes.openai_server import StubReply, StubVlmServer
 
 SEED = Path(__file__).resolve().parents[2] / "config" / "skills" / "recovery"
 
@@ -49,7 +49,7 @@ def proposal(**changes: Any) -> str:
 
 def run(library: SkillLibrary, *replies: str | StubReply):  # type: ignore[no-untyped-def]
     with StubVlmServer(list(replies)) as stub:
-        llm = OpenAiLlm(base_url=stub.base_url, model="reflector", api_key="x", timeout_s=5.0, attempts=1)
+        llm = OpenAiClient(base_url=stub.base_url, model="reflector", api_key="x", timeout_s=5.0, attempts=1)
         outcome = reflect(llm, library, "regrasp", [attempt(1), attempt(2), attempt(3), attempt(4)])
         prompt = "\n".join(stub.requests[0].texts()) if stub.requests else ""
     return outcome, prompt
@@ -122,7 +122,7 @@ def test_versions_are_never_overwritten_and_bad_files_are_named(library: SkillLi
 
 
 def test_carryon_reflect_writes_a_version_and_diffs_it(library: SkillLibrary, tmp_path: Path) -> None:
-    from carryon_bringup.cli import main
+    from carryon_bringup.cli.main import main
 
     attempts = tmp_path / "attempts.jsonl"
     attempts.write_text("\n".join(attempt(i).model_dump_json() for i in (1, 2)) + "\n")

@@ -2,28 +2,17 @@
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
-import numpy.typing as npt
 from builtin_interfaces.msg import Duration
 from builtin_interfaces.msg import Time as TimeMsg
-from geometry_msgs.msg import Point, PoseStamped, Vector3
-from scipy.spatial.transform import Rotation
-from sensor_msgs.msg import CameraInfo, Image, PointCloud2, PointField
+from geometry_msgs.msg import Point, Vector3
+from sensor_msgs.msg import PointCloud2, PointField
 from std_msgs.msg import ColorRGBA
 from visualization_msgs.msg import Marker, MarkerArray
 
-from carryon_interfaces.msg import SegmentationLabels, ShieldEvent
+from carryon_interfaces.msg import ShieldEvent
 from carryon_shield.core.gate import Decision, ShieldDecision
 from carryon_shield.core.types import FloatArray, ObstacleSet
-
-_DTYPES = {"32FC1": np.float32, "32SC1": np.int32, "16UC1": np.uint16, "rgb8": np.uint8, "8UC1": np.uint8}
-_CHANNELS = {"rgb8": 3}
-
-
-class UnsupportedImage(ValueError):
-    """An image encoding the shield cannot read."""
 
 
 def decision_to_event(decision: ShieldDecision, stamp: TimeMsg) -> ShieldEvent:
@@ -46,42 +35,6 @@ def decision_to_event(decision: ShieldDecision, stamp: TimeMsg) -> ShieldEvent:
     msg.compute_time_s = float(decision.compute_time_s)
     msg.reason = decision.reason
     return msg
-
-
-def image_to_array(msg: Image) -> npt.NDArray[np.generic]:
-    """sensor_msgs/Image -> (H, W) or (H, W, 3) array (32FC1, 32SC1, 16UC1, 8UC1, rgb8)."""
-    dtype = _DTYPES.get(msg.encoding)
-    if dtype is None:
-        raise UnsupportedImage(f"image encoding {msg.encoding!r} is not supported ({', '.join(_DTYPES)})")
-    channels = _CHANNELS.get(msg.encoding, 1)
-    itemsize = np.dtype(dtype).itemsize
-    row = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)
-    data = row[:, : msg.width * channels * itemsize].copy().view(dtype)
-    if bool(msg.is_bigendian) != (sys.byteorder == "big") and itemsize > 1:
-        data = data.byteswap()
-    return data.reshape(msg.height, msg.width, channels) if channels > 1 else data.reshape(msg.height, msg.width)
-
-
-def camera_matrix(msg: CameraInfo) -> FloatArray:
-    return np.asarray(msg.k, dtype=np.float64).reshape(3, 3)
-
-
-def labels_to_dict(msg: SegmentationLabels) -> dict[int, str]:
-    return {int(i): str(n) for i, n in zip(msg.ids, msg.names, strict=False)}
-
-
-def pose_to_matrix(msg: PoseStamped) -> FloatArray:
-    """4x4 pose of `msg` in its header frame."""
-    q = msg.pose.orientation
-    out = np.eye(4)
-    out[:3, :3] = Rotation.from_quat([q.x, q.y, q.z, q.w]).as_matrix()
-    p = msg.pose.position
-    out[:3, 3] = [p.x, p.y, p.z]
-    return out
-
-
-def stamp_seconds(stamp: TimeMsg) -> float:
-    return float(stamp.sec) + 1e-9 * float(stamp.nanosec)
 
 
 def obstacle_cloud(obstacles: ObstacleSet, stamp: TimeMsg) -> PointCloud2:

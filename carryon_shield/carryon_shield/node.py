@@ -31,13 +31,13 @@ from carryon_common.node import CarryOnNode, latched_qos, run_node
 from carryon_interfaces.msg import ActionChunk, EstopState, SegmentationLabels, ShieldEvent
 from carryon_interfaces.srv import SetEstop, SetTask
 from carryon_shield import convert
+from carryon_shield.core.build import build_shield
 from carryon_shield.core.config import ShieldConfig
-from carryon_shield.core.filter import GeometricShield, RetreatParams, Snapshot, Thresholds
-from carryon_shield.core.gate import Decision, ShieldGate
-from carryon_shield.core.geometry import HoldingLatch
-from carryon_shield.core.grounding import Grounder, GroundingParams, SimMaskGrounder, TextPromptedGrounder
+from carryon_shield.core.filter import Snapshot
+from carryon_shield.core.gate import Decision
+from carryon_shield.core.grounders import GROUNDERS
 from carryon_shield.core.kernel import warm_up
-from carryon_shield.core.perception import CommandTracker, ShieldPerception
+from carryon_shield.core.perception import CommandTracker
 from carryon_shield.core.response import commanded_poses, load_response_model
 from carryon_shield.core.types import PerceptionUnavailable, RgbdFrame, RobotState, TaskSpec
 
@@ -54,16 +54,6 @@ CAPABILITIES = (
 )
 
 
-def make_grounder(config: ShieldConfig, params: GroundingParams) -> Grounder:
-    """The grounder named by the config (text_prompted needs the optional transformers extra)."""
-    if config.grounder == "sim_masks":
-        return SimMaskGrounder(params)
-    from carryon_shield.text_segmenter import ClipSegSegmenter
-
-    return TextPromptedGrounder(params, ClipSegSegmenter(config.text_model_dir, config.text_mask_threshold),
-                                config.robot_prompts)  # fmt: skip
-
-
 class ShieldNode(CarryOnNode):
     def __init__(self, **node_kwargs: Any) -> None:
         super().__init__(names.SHIELD_NODE, ShieldConfig, capabilities=CAPABILITIES, **node_kwargs)
@@ -72,35 +62,12 @@ class ShieldNode(CarryOnNode):
         self.set_backends({"grounder": cfg.grounder, "response_model": response_source})
         if response_source.startswith("no "):
             self.get_logger().warning(response_source)
-        params = GroundingParams(
-            cfg.voxel_size_m,
-            cfg.pixel_stride,
-            cfg.max_depth_m,
-            cfg.source_patch_margin_m,
-            cfg.world_frame,
-            tuple(cfg.support_labels),
-        )
-        self.perception = ShieldPerception(
-            make_grounder(cfg, params), HoldingLatch(cfg.holding_min_width_m, cfg.holding_max_width_m),
-            cameras=cfg.cameras, max_depth_age_s=cfg.max_depth_age_s, max_mask_age_s=cfg.max_mask_age_s,
-            max_state_age_s=cfg.max_state_age_s, carried_voxel_m=cfg.carried_voxel_m,
-            uses_masks=cfg.grounder == "sim_masks", self_filter=cfg.grounder != "sim_masks",
-        )  # fmt: skip
+        pipeline = build_shield(cfg, response, perceive=self._perceive)
+        self.perception, self.shield, self.gate = pipeline.perception, pipeline.shield, pipeline.gate
+        self._uses_masks = GROUNDERS.get(cfg.grounder).uses_masks
         began = time.perf_counter()
         warm_up()  # compile (or load) the distance kernel now, not on the first chunk
         self.get_logger().info(f"distance kernel ready in {time.perf_counter() - began:.2f} s")
-        self.shield = GeometricShield(
-            self._perceive, response,
-            Thresholds(cfg.hand_threshold_m, cfg.finger_threshold_m, cfg.carried_threshold_m),
-            RetreatParams(cfg.retreat_steps, cfg.retreat_distance_m, cfg.retreat_up_weight),
-            world_frame=cfg.world_frame, enabled=cfg.enabled,
-        )  # fmt: skip
-        self.gate = ShieldGate(
-            max_observation_age_s=cfg.max_observation_age_s,
-            threshold_m=cfg.hand_threshold_m,
-            chunk_filter=self.shield,
-            estop_active=cfg.estop_engaged_at_start,
-        )
         self.tracker = CommandTracker()
         self._camera: dict[str, dict[str, Any]] = {c: {} for c in cfg.cameras}
         self._frame_errors: dict[str, str] = {}
@@ -117,7 +84,7 @@ class ShieldNode(CarryOnNode):
         engaged = cfg.estop_engaged_at_start
         reason = "engaged at start-up (estop_engaged_at_start)" if engaged else "not engaged since start-up"
         self._estop = EstopState(active=engaged, reason=reason, source=self.get_name())
-        self._estop.header.stamp = self.get_clock().now().to_msg()
+        self._estop.header.stamp = self.stamp_now()
         self.estop_pub.publish(self._estop)
         # Its own callback group: an e-stop is answered while a chunk or a cloud is being processed.
         self.create_service(
@@ -125,7 +92,7 @@ class ShieldNode(CarryOnNode):
         )
         self.create_service(SetTask, names.SHIELD_SET_TASK, self._on_set_task)
         for camera in cfg.cameras:
-            self._subscribe_camera(camera, with_masks=cfg.grounder == "sim_masks")
+            self._subscribe_camera(camera, with_masks=self._uses_masks)
         self.create_subscription(PoseStamped, names.EE_POSE, self._on_ee_pose, 10)
         self.create_subscription(Float64, names.GRIPPER_WIDTH, self._on_width, 10)
         for topic in (names.POLICY_CHUNK, names.RECOVERY_CHUNK):
@@ -134,8 +101,6 @@ class ShieldNode(CarryOnNode):
         self.set_ready()
 
     # -- sensors -----------------------------------------------------------------------
-    def _now_s(self) -> float:
-        return self.get_clock().now().nanoseconds * 1e-9
 
     def _subscribe_camera(self, camera: str, *, with_masks: bool) -> None:
         def keep(stream: str) -> Any:
@@ -162,13 +127,13 @@ class ShieldNode(CarryOnNode):
         masks) with the latest intrinsics and label table."""
         parts = self._camera[camera]
         depth, info, pose = parts.get("depth"), parts.get("info"), parts.get("pose")
-        mask = parts.get("segmentation" if self.config.grounder == "sim_masks" else "color")
+        mask = parts.get("segmentation" if self._uses_masks else "color")
         if depth is None or info is None or pose is None or mask is None:
             return
-        stamp = convert.stamp_seconds(depth.header.stamp)
-        if not all(abs(convert.stamp_seconds(m.header.stamp) - stamp) < 1e-6 for m in (pose, mask)):
+        stamp = common_convert.time_from_msg(depth.header.stamp)
+        if not all(abs(common_convert.time_from_msg(m.header.stamp) - stamp) < 1e-6 for m in (pose, mask)):
             return  # wait for the rest of this instant
-        if parts.get("assembled") == stamp or (self.config.grounder == "sim_masks" and "labels" not in parts):
+        if parts.get("assembled") == stamp or (self._uses_masks and "labels" not in parts):
             return
         parts["assembled"] = stamp
         if pose.header.frame_id != self.config.world_frame:
@@ -181,26 +146,29 @@ class ShieldNode(CarryOnNode):
         segmentation, labels, color = parts.get("segmentation"), parts.get("labels"), parts.get("color")
         try:
             frame = RgbdFrame(
-                camera, convert.image_to_array(depth), convert.camera_matrix(info), convert.pose_to_matrix(pose),
+                camera,
+                common_convert.image_array(depth),
+                common_convert.intrinsics(info),
+                common_convert.pose_matrix(pose),
                 stamp,
-                rgb=convert.image_to_array(color) if color is not None else None,  # type: ignore[arg-type]
-                segmentation=convert.image_to_array(segmentation) if segmentation is not None else None,  # type: ignore[arg-type]
-                labels=convert.labels_to_dict(labels) if labels is not None else {},
+                rgb=common_convert.image_array(color) if color is not None else None,  # type: ignore[arg-type]
+                segmentation=common_convert.image_array(segmentation) if segmentation is not None else None,  # type: ignore[arg-type]
+                labels=common_convert.labels_from_msg(labels) if labels is not None else {},
                 mask_stamp_s=stamp,
-            )  # fmt: skip
-        except convert.UnsupportedImage as exc:
+            )
+        except ValueError as exc:  # an unsupported encoding, a size or label table that does not match
             self._frame_errors[camera] = f"camera {camera!r}: {exc}"
             return
         self.perception.update_frame(frame)
 
     def _on_width(self, msg: Float64) -> None:
-        self._width = (float(msg.data), self._now_s())
+        self._width = (float(msg.data), self.now_s())
 
     def _on_ee_pose(self, msg: PoseStamped) -> None:
         if msg.header.frame_id != self.config.world_frame or self._width is None:
             return  # an unknown frame never becomes state: the snapshot then reports it stale
-        stamp = convert.stamp_seconds(msg.header.stamp)
-        matrix = convert.pose_to_matrix(msg)
+        stamp = common_convert.time_from_msg(msg.header.stamp)
+        matrix = common_convert.pose_matrix(msg)
         velocity = np.zeros(3)
         if self._last_pose is not None and stamp - self._last_pose[0] > 1e-4:
             velocity = (matrix[:3, 3] - self._last_pose[1]) / (stamp - self._last_pose[0])
@@ -226,7 +194,7 @@ class ShieldNode(CarryOnNode):
 
     def _publish_cloud_if_fresh(self) -> None:
         try:
-            self.perception.ground(self._now_s())
+            self.perception.ground(self.now_s())
         except PerceptionUnavailable:
             return
         self._publish_cloud()
@@ -235,12 +203,13 @@ class ShieldNode(CarryOnNode):
         obstacles = self.perception.obstacles
         if obstacles is not None and self.perception.groundings != self._published_groundings:
             self._published_groundings = self.perception.groundings
-            self.cloud_pub.publish(convert.obstacle_cloud(obstacles, self.get_clock().now().to_msg()))
+            self.cloud_pub.publish(convert.obstacle_cloud(obstacles, self.stamp_now()))
 
     # -- services ------------------------------------------------------------------------
     def _on_set_task(self, request: SetTask.Request, response: SetTask.Response) -> SetTask.Response:
-        task = TaskSpec(request.subtask_id, request.target, request.source, request.destination,
-                        tuple(request.permitted_contacts))  # fmt: skip
+        task = TaskSpec(
+            request.subtask_id, request.target, request.source, request.destination, tuple(request.permitted_contacts)
+        )
         self.perception.set_task(task)
         seen = set(self.perception.obstacles.names) if self.perception.obstacles is not None else set()
         unseen = sorted((task.exempt_names() | {task.source}) - {""} - seen)
@@ -255,7 +224,7 @@ class ShieldNode(CarryOnNode):
     def _on_set_estop(self, request: SetEstop.Request, response: SetEstop.Response) -> SetEstop.Response:
         self.gate.estop_active = request.active
         self._estop = EstopState(active=request.active, reason=request.reason, source=request.source or "unknown")
-        self._estop.header.stamp = self.get_clock().now().to_msg()
+        self._estop.header.stamp = self.stamp_now()
         self.estop_pub.publish(self._estop)
         # rclpy ties a logging call site to one severity: one call per severity.
         if request.active:
@@ -270,7 +239,7 @@ class ShieldNode(CarryOnNode):
     # -- chunks --------------------------------------------------------------------------
     def _on_chunk(self, msg: ActionChunk) -> None:
         started = time.perf_counter()
-        now_s = self._now_s()
+        now_s = self.now_s()
         try:
             decision = self.gate.decide(common_convert.chunk_from_msg(msg), now_s)
         except InvalidChunk as exc:
@@ -283,7 +252,7 @@ class ShieldNode(CarryOnNode):
                 self._logged_errors.add(kind)
                 trace = "".join(traceback.format_exception(decision.error))
                 self.get_logger().error(f"shield error, failing closed: {decision.reason}\n{trace}")
-        stamp = self.get_clock().now().to_msg()
+        stamp = self.stamp_now()
         if decision.released is not None:
             self._record_release(decision.released, now_s)
             self.safe_pub.publish(common_convert.chunk_to_msg(decision.released, stamp))

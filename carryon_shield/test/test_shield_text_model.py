@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from carryon_common.core.errors import ConfigError
-from carryon_shield.text_segmenter import ClipSegSegmenter
+from carryon_shield.core.text_segmenter import ClipSegSegmenter
 
 HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
 # Set by `scripts/test_extra.sh text`: there a missing extra is a failure, not a skip.

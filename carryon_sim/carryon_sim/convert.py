@@ -67,7 +67,19 @@ def camera_msgs(
     info.k = [float(v) for v in frame.K.ravel()]
     info.d = [0.0] * 5
     info.r = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
-    info.p = [float(frame.K[0, 0]), 0.0, float(frame.K[0, 2]), 0.0, 0.0, float(frame.K[1, 1]), float(frame.K[1, 2]),
-              0.0, 0.0, 0.0, 1.0, 0.0]  # fmt: skip
+    info.p = [
+        float(frame.K[0, 0]),
+        0.0,
+        float(frame.K[0, 2]),
+        0.0,
+        0.0,
+        float(frame.K[1, 1]),
+        float(frame.K[1, 2]),
+        0.0,
+        0.0,
+        0.0,
+        1.0,
+        0.0,
+    ]
     pose = pose_msg(frame.world_from_camera[:3, 3], frame.world_from_camera[:3, :3], stamp)
     return color, depth, segmentation, labels, info, pose

@@ -269,11 +269,16 @@ class SimNode(CarryOnNode):
             expected = {"robot", "table", inside, cover}  # its support, its cover, the gripper
             objects.append(
                 ObjectTruth(
-                    obj.name, (x, y, z), (qw, qx, qy, qz), location=predicates.location_of(world, obj.name),
-                    grasped=obj.name in grasped, in_contact=bool(touching - expected), inside=inside,
+                    obj.name,
+                    (x, y, z),
+                    (qw, qx, qy, qz),
+                    location=predicates.location_of(world, obj.name),
+                    grasped=obj.name in grasped,
+                    in_contact=bool(touching - expected),
+                    inside=inside,
                     covered_by=cover,
                 )
-            )  # fmt: skip
+            )
         return objects
 
     def _publish_truth(self) -> None:

@@ -18,6 +18,7 @@ import time
 from action_msgs.msg import GoalStatus
 
 from carryon_common.calls import RosSession
+from carryon_common.convert import time_from_msg
 from carryon_common.core import names
 from carryon_interfaces.action import RunPolicy
 from carryon_interfaces.msg import ActionChunk, InferenceTiming
@@ -34,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def on_chunk(msg: ActionChunk) -> None:
         arrivals.append(time.perf_counter())
-        stamps.append(msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9)
+        stamps.append(time_from_msg(msg.header.stamp))
 
     infer_s: list[float] = []
     with RosSession("chunk_stream_probe") as session:
@@ -44,9 +45,12 @@ def main(argv: list[str] | None = None) -> int:
         node.create_subscription(InferenceTiming, timing_topic, lambda m: infer_s.append(m.infer_s), 100)
         goal = RunPolicy.Goal(instruction=args.instruction, subtask_id="bench", step_budget=args.steps)
         status, result = session.send_goal_and_wait(
-            RunPolicy, names.qualify(args.namespace, names.RUN_POLICY), goal,
-            server_timeout_s=30.0, result_timeout_s=args.steps * 0.2 + 30.0,
-        )  # fmt: skip
+            RunPolicy,
+            names.qualify(args.namespace, names.RUN_POLICY),
+            goal,
+            server_timeout_s=30.0,
+            result_timeout_s=args.steps * 0.2 + 30.0,
+        )
         deadline = time.monotonic() + 1.0
         while time.monotonic() < deadline:  # the last chunk may still be in flight
             session.executor.spin_once(timeout_sec=0.05)

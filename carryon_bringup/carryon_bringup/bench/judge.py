@@ -31,22 +31,24 @@ from rich.progress import Progress
 from rich.table import Table
 
 from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, percentile
-from carryon_judge.core.backends import GeometricJudge, SimOracleJudge, perception_params, rule_params, shapes_for
+from carryon_common.core.subtask import Subtask, SubtaskKind
+from carryon_judge.core.backends import GeometricJudge, perception_params, rule_params, shapes_for
 from carryon_judge.core.config import JudgeConfig
 from carryon_judge.core.perception import facts_from_truth
 from carryon_judge.core.progress import tracker_for
 from carryon_judge.core.rules import goal_of
-from carryon_judge.core.types import JudgeRequest, JudgeVerdict, Observation, SubtaskSpec, VerdictStatus
+from carryon_judge.core.types import JudgeRequest, JudgeVerdict, Observation, VerdictStatus
 
 STUCK_TIMEOUT_S = 5.0  # short, so stuck and dropped episodes reach "failed" within a 20 s subtask
 WIDTH, HEIGHT = 320, 240
 RECORD_EVERY = 30  # control steps (1.5 s) between recorded states
 GOAL_AGREEMENT = 95.0
 
-UNCOVER = SubtaskSpec("s1", "vla", "uncover the carrot", "open the pink cover", target="pink_cover")
-OBSERVE = SubtaskSpec("o1", "observe", "report what is under the pink cover", "", target="pink_cover")
-PLACE = SubtaskSpec("s2", "vla", "the carrot in the bowl", "put the carrot in the bowl", target="carrot",
-                    destination="bowl")  # fmt: skip
+UNCOVER = Subtask("s1", SubtaskKind.VLA, "uncover the carrot", "open the pink cover", target="pink_cover")
+OBSERVE = Subtask("o1", SubtaskKind.OBSERVE, "report what is under the pink cover", "", target="pink_cover")
+PLACE = Subtask(
+    "s2", SubtaskKind.VLA, "the carrot in the bowl", "put the carrot in the bowl", target="carrot", destination="bowl"
+)
 
 
 @dataclass(frozen=True)
@@ -64,35 +66,35 @@ class _Recorder:
         self._next_id = 0
 
     def observe(self) -> Observation:
-        from carryon_judge.sim_observation import observe_world
+        from carryon_sim.harness.observation import observe_world
 
         self._next_id += 1
         return observe_world(self.world, self.rig, self._next_id)
 
     def target_facts(self, target: str) -> Any:
-        from carryon_judge.sim_observation import truth_of
+        from carryon_sim.harness.observation import truth_of
 
         return facts_from_truth(truth_of(self.world), self.shapes).visible(target)
 
-    def add(self, category: str, subtask: SubtaskSpec, baseline: Observation, since: float, **kw: Any) -> Observation:
+    def add(self, category: str, subtask: Subtask, baseline: Observation, since: float, **kw: Any) -> Observation:
         current = self.observe()
         elapsed = current.stamp_s - baseline.stamp_s
         self.states.append(State(category, JudgeRequest(subtask, baseline, current, elapsed, since, **kw)))
         return current
 
     def play(
-        self, policy: Any, instruction: str, seed: int, subtasks: list[SubtaskSpec], *, category: str
+        self, policy: Any, instruction: str, seed: int, subtasks: list[Subtask], *, category: str
     ) -> tuple[bool, Observation, float]:
         """Run one instruction; record every RECORD_EVERY steps and after settling.
         Returns (succeeded by ground truth, baseline, since-progress at the end)."""
         from carryon_common.core.chunk import Chunk, ChunkSource
-        from carryon_policy.core.episodes import observe as policy_observe
-        from carryon_policy.core.episodes import script_succeeded
-        from carryon_policy.core.skills import load_skill_library, skills_path
         from carryon_sim.core.driver import Driver
+        from carryon_sim.harness.episodes import observe as policy_observe
+        from carryon_sim.harness.episodes import script_succeeded
+        from carryon_sim.harness.stand_in import stand_in_script
 
         world = self.world
-        script = load_skill_library(skills_path()).find(instruction).script  # type: ignore[union-attr]
+        script = stand_in_script(instruction)
         start = {o.name: world.object_position(o.name) for o in world.scene.spec.objects}
         driver = Driver(world, watchdog_s=0.25)
         policy.reset(instruction, seed)
@@ -105,10 +107,18 @@ class _Recorder:
             if step % 8 == 0:
                 out = policy.infer(policy_observe(world, step, step))
                 chunk = Chunk(
-                    chunk_id=step, subtask_id=subtasks[0].id, source=ChunkSource.POLICY, convention=out.convention,
-                    frame_id=out.frame_id, dt=0.05, observation_id=step, observation_stamp_s=world.time,
-                    positions=out.positions, rotations=out.rotations, gripper=out.gripper,
-                )  # fmt: skip
+                    chunk_id=step,
+                    subtask_id=subtasks[0].id,
+                    source=ChunkSource.POLICY,
+                    convention=out.convention,
+                    frame_id=out.frame_id,
+                    dt=0.05,
+                    observation_id=step,
+                    observation_stamp_s=world.time,
+                    positions=out.positions,
+                    rotations=out.rotations,
+                    gripper=out.gripper,
+                )
                 driver.submit(chunk, world.time)
             driver.tick(world.time)
             world.step(0.05)
@@ -149,16 +159,21 @@ def record_states(episodes: int, first_seed: int, progress: Progress | None = No
             variant = ("normal", "drop", "stuck", "normal")[n % 4]
             world.reset(seed)
             opener = make_policy(
-                PolicyConfig(backend="sim_scripted", scripted_drop_probability=0.0, scripted_slip_probability=0.0,
-                             scripted_stuck_probability=0.0)
-            )  # fmt: skip
+                PolicyConfig(
+                    backend="sim_scripted",
+                    scripted_drop_probability=0.0,
+                    scripted_slip_probability=0.0,
+                    scripted_stuck_probability=0.0,
+                )
+            )
             opened, _, _ = recorder.play(opener, "open the pink cover", seed, [UNCOVER, OBSERVE], category="uncover")
             if opened:
                 config = PolicyConfig(
-                    backend="sim_scripted", scripted_slip_probability=0.0,
+                    backend="sim_scripted",
+                    scripted_slip_probability=0.0,
                     scripted_drop_probability=1.0 if variant == "drop" else 0.0,
                     scripted_stuck_probability=1.0 if variant == "stuck" else 0.0,
-                )  # fmt: skip
+                )
                 completed = {"completed": (UNCOVER, OBSERVE)}
                 placed, baseline, _since = _place(recorder, make_policy(config), seed, variant, completed)
                 if placed:
@@ -180,9 +195,10 @@ def _place(recorder: _Recorder, policy: Any, seed: int, variant: str, kw: dict[s
         request = state.request
         recorder.states[index] = State(
             state.category,
-            JudgeRequest(request.subtask, request.baseline, request.current, request.elapsed_s,
-                         request.since_progress_s, **kw),
-        )  # fmt: skip
+            JudgeRequest(
+                request.subtask, request.baseline, request.current, request.elapsed_s, request.since_progress_s, **kw
+            ),
+        )
     return placed, baseline, since
 
 
@@ -226,21 +242,29 @@ def _time(judge: Callable[[JudgeRequest], JudgeVerdict], states: list[State]) ->
 
 
 def _vlm_latency(states: list[State], calls: int) -> list[float]:
-    from carryon_common.openai_stub import StubVlmServer
-    from carryon_judge.core.vlm import OpenAIChat, VlmJudge, VlmParams
+    from carryon_judge.core.vlm import VlmJudge, VlmParams, vlm_client
+    from carryon_sim.harness.fakes.openai_server import StubVlmServer
 
     reply = {
-        "status": "running", "reason": "stub", "placed_object": None, "identity_certain": False,
-        "goal_present_at_baseline": False, "target_changed": True, "revealed_contents": None,
+        "status": "running",
+        "reason": "stub",
+        "placed_object": None,
+        "identity_certain": False,
+        "goal_present_at_baseline": False,
+        "target_changed": True,
+        "revealed_contents": None,
         "scene_update_required": False,
-    }  # fmt: skip
+    }
     with StubVlmServer(default=reply) as stub:
-        judge = VlmJudge(OpenAIChat(stub.base_url, api_key="x"), VlmParams.from_config(JudgeConfig(vlm_model="stub")))
+        config = JudgeConfig(vlm_base_url=stub.base_url, vlm_model="stub")
+        judge = VlmJudge(vlm_client(config, api_key="x"), VlmParams.from_config(config))
         _, times = _time(judge.judge, states[:calls])
     return times
 
 
 def run(options: BenchOptions) -> BenchResult:
+    from carryon_sim.harness.oracle import SimOracleJudge
+
     result = BenchResult("judge", options.quick, options.seed)
     episodes = 3 if options.quick else 10
     config = JudgeConfig(stuck_timeout_s=STUCK_TIMEOUT_S)
@@ -287,9 +311,15 @@ def run(options: BenchOptions) -> BenchResult:
         by_category[state.category][1] += int(_same(t, s))
         if not _same(t, s):
             disagreements.append(
-                {"category": state.category, "subtask": state.request.subtask.id, "oracle": t.status.label,
-                 "oracle_reason": t.reason, "geometric": s.status.label, "geometric_reason": s.reason}
-            )  # fmt: skip
+                {
+                    "category": state.category,
+                    "subtask": state.request.subtask.id,
+                    "oracle": t.status.label,
+                    "oracle_reason": t.reason,
+                    "geometric": s.status.label,
+                    "geometric_reason": s.reason,
+                }
+            )
     categories = Table(title="states per category")
     for column in ("category", "states", "agree", "oracle verdicts"):
         categories.add_column(column)

@@ -35,11 +35,21 @@ def run(options: BenchOptions) -> BenchResult:
     steps, calls = (48, 5) if options.quick else (200, 30)
     sets = ["planner_node.llm_backend=scripted", f"memory_node.memory_dir={(options.run_dir / 'memory').resolve()}"]
     sets += list(options.sets)
-    with GraphRun(spec, options.run_dir / "graph", only=NODES,
-                  extra_args=[a for s in sets for a in ("--set", s)]) as graph:  # fmt: skip
+    with GraphRun(
+        spec, options.run_dir / "graph", only=NODES, extra_args=[a for s in sets for a in ("--set", s)]
+    ) as graph:
         graph.wait_ready(timeout_s=120.0)
-        command = [sys.executable, "-m", "carryon_bringup.bench.latency_probe", "--namespace", spec.namespace,
-                   "--steps", str(steps), "--calls", str(calls)]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "carryon_bringup.bench.latency_probe",
+            "--namespace",
+            spec.namespace,
+            "--steps",
+            str(steps),
+            "--calls",
+            str(calls),
+        ]
         done = subprocess.run(command, env=graph.env, capture_output=True, text=True, timeout=900, check=False)
         if done.returncode != 0:
             raise RuntimeError(f"latency probe failed:\n{done.stderr}")
@@ -62,8 +72,9 @@ def run(options: BenchOptions) -> BenchResult:
             continue
         result.add(f"{name}_p50", p50, "ms", f"{note}; {len(values)} samples")
         result.add(f"{name}_p99", p99, "ms")
-    bar_chart(options.run_dir / "latency.png", "latency per stage (p50, p99)", [s[0] for s in stages], plotted,
-              unit="ms")  # fmt: skip
+    bar_chart(
+        options.run_dir / "latency.png", "latency per stage (p50, p99)", [s[0] for s in stages], plotted, unit="ms"
+    )
     result.add("chunks_released", samples.get("released_chunks", 0), "chunks", f"of {samples.get('chunks', 0)}")
     result.details["samples"] = samples
     return result

@@ -30,19 +30,24 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Any] = {}
     with RosSession("latency_probe") as session:
         node = session.node
-        node.create_subscription(ActionChunk, ns + names.POLICY_CHUNK,
-                                 lambda m: policy_rx.setdefault(int(m.chunk_id), time.monotonic()), 50)  # fmt: skip
-        node.create_subscription(ActionChunk, ns + names.SHIELD_CHUNK,
-                                 lambda m: shield_rx.setdefault(int(m.chunk_id), time.monotonic()), 50)  # fmt: skip
-        node.create_subscription(ShieldEvent, ns + names.SHIELD_EVENTS,
-                                 lambda m: compute_ms.append(1e3 * m.compute_time_s), 50)  # fmt: skip
-        node.create_subscription(InferenceTiming, ns + names.POLICY_TIMING,
-                                 lambda m: infer_ms.append(1e3 * m.infer_s), 50)  # fmt: skip
+        node.create_subscription(
+            ActionChunk, ns + names.POLICY_CHUNK, lambda m: policy_rx.setdefault(int(m.chunk_id), time.monotonic()), 50
+        )
+        node.create_subscription(
+            ActionChunk, ns + names.SHIELD_CHUNK, lambda m: shield_rx.setdefault(int(m.chunk_id), time.monotonic()), 50
+        )
+        node.create_subscription(
+            ShieldEvent, ns + names.SHIELD_EVENTS, lambda m: compute_ms.append(1e3 * m.compute_time_s), 50
+        )
+        node.create_subscription(
+            InferenceTiming, ns + names.POLICY_TIMING, lambda m: infer_ms.append(1e3 * m.infer_s), 50
+        )
         task = SetTask.Request(subtask_id="lat", target="pink_cover", source="kitchen_counter")
         session.call(SetTask, ns + names.SHIELD_SET_TASK, task, timeout_s=10.0)
         goal = RunPolicy.Goal(instruction="open the pink cover", subtask_id="lat", step_budget=args.steps)
-        session.send_goal_and_wait(RunPolicy, ns + names.RUN_POLICY, goal, server_timeout_s=10.0,
-                                   result_timeout_s=args.steps / 20.0 * 4 + 60.0)  # fmt: skip
+        session.send_goal_and_wait(
+            RunPolicy, ns + names.RUN_POLICY, goal, server_timeout_s=10.0, result_timeout_s=args.steps / 20.0 * 4 + 60.0
+        )
         for _ in range(20):  # the last chunks' messages
             session.executor.spin_once(timeout_sec=0.05)
         out["policy_infer_ms"] = infer_ms
@@ -50,13 +55,15 @@ def main(argv: list[str] | None = None) -> int:
         out["shield_compute_ms"] = compute_ms
         out["chunks"] = len(policy_rx)
         out["released_chunks"] = len(shield_rx)
-        subtask = Subtask(id="lat", kind="vla", objective="the cover is off", instruction="open the pink cover",
-                          target="pink_cover")  # fmt: skip
+        subtask = Subtask(
+            id="lat", kind="vla", objective="the cover is off", instruction="open the pink cover", target="pink_cover"
+        )
         judge_ms = []
         for _ in range(args.calls):
             began = time.perf_counter()
-            answer = session.call(Judge, ns + names.JUDGE, Judge.Request(subtask=subtask, since_progress_s=0.0),
-                                  timeout_s=30.0)  # fmt: skip
+            answer = session.call(
+                Judge, ns + names.JUDGE, Judge.Request(subtask=subtask, since_progress_s=0.0), timeout_s=30.0
+            )
             judge_ms.append(1e3 * (time.perf_counter() - began))
         out["judge_ms"] = judge_ms
         out["judge_backend"] = answer.verdict.backend

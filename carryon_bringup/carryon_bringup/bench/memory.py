@@ -71,12 +71,20 @@ def client_main(argv: list[str]) -> int:
             if response.status != UpdateUser.Response.STATUS_OK:
                 raise SystemExit(f"populating {user} failed: {response.message}")
         updates = [
-            SceneUpdate(op=SceneUpdate.OP_SET_CONTENTS, location=f"location{k}",
-                        contents=[f"item{k}-{i}" for i in range(5)], source="bench")
+            SceneUpdate(
+                op=SceneUpdate.OP_SET_CONTENTS,
+                location=f"location{k}",
+                contents=[f"item{k}-{i}" for i in range(5)],
+                source="bench",
+            )
             for k in range(10)
-        ]  # fmt: skip
-        session.call(UpdateScene, names.qualify(args.namespace, names.MEMORY_UPDATE_SCENE),
-                     UpdateScene.Request(updates=updates), timeout_s=30.0)  # fmt: skip
+        ]
+        session.call(
+            UpdateScene,
+            names.qualify(args.namespace, names.MEMORY_UPDATE_SCENE),
+            UpdateScene.Request(updates=updates),
+            timeout_s=30.0,
+        )
         populate_s = time.perf_counter() - started
 
         for _ in range(20):  # warm-up: discovery, matching, caches
@@ -102,11 +110,14 @@ def client_main(argv: list[str]) -> int:
                 raise SystemExit(f"update_user failed: {response.message}")
     json.dump(
         {
-            "context_ms": context_ms, "update_ms": update_ms, "populate_s": populate_s,
-            "rendered_chars": len(rendered), "rendered_tokens": -(-len(rendered) // 4),
+            "context_ms": context_ms,
+            "update_ms": update_ms,
+            "populate_s": populate_s,
+            "rendered_chars": len(rendered),
+            "rendered_tokens": -(-len(rendered) // 4),
         },
         sys.stdout,
-    )  # fmt: skip
+    )
     return 0
 
 
@@ -120,9 +131,22 @@ def run(options: BenchOptions) -> BenchResult:
     with graph:
         graph.wait_ready(timeout_s=60.0)
         command = [
-            sys.executable, "-c", _CLIENT, "--namespace", spec.namespace, "--users", str(users), "--facts", str(facts),
-            "--calls", str(calls), "--updates", str(updates), "--seed", str(options.seed),
-        ]  # fmt: skip
+            sys.executable,
+            "-c",
+            _CLIENT,
+            "--namespace",
+            spec.namespace,
+            "--users",
+            str(users),
+            "--facts",
+            str(facts),
+            "--calls",
+            str(calls),
+            "--updates",
+            str(updates),
+            "--seed",
+            str(options.seed),
+        ]
         child = subprocess.run(command, env=graph.env, capture_output=True, text=True, timeout=600, check=False)
         graph.stop(signal.SIGINT)
     if child.returncode != 0:

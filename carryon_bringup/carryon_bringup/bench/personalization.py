@@ -34,10 +34,10 @@ from carryon_bringup.core.graph import find_config_dir
 from carryon_bringup.up import default_config_fallbacks
 from carryon_common.core.config import load_node_config, parse_override
 from carryon_common.core.errors import ConfigError
+from carryon_common.core.llm_backends import make_llm
 from carryon_planner.core.config import PlannerConfig
 from carryon_planner.core.facts import load_preference_rules
 from carryon_planner.core.personalization import Case, CaseResult, Suite, accuracy, load_suites, run_case
-from carryon_planner.llm_backends import make_llm
 
 SUITES_DIR = Path("planner") / "personalization"
 
@@ -107,8 +107,14 @@ def run(options: BenchOptions) -> BenchResult:
         {"suite": r.suite, "case": r.case, "passed": r.passed, "failures": list(r.failures)} for r in results
     ]
     names = [suite.name for suite in suites]
-    bar_chart(options.run_dir / "personalization.png", f"dispatch accuracy per suite ({llm.name})", [*names, "all"],
-              {"accuracy": [100 * scores[name] for name in [*names, "all"]]}, unit="%", ylim=(0, 105))  # fmt: skip
+    bar_chart(
+        options.run_dir / "personalization.png",
+        f"dispatch accuracy per suite ({llm.name})",
+        [*names, "all"],
+        {"accuracy": [100 * scores[name] for name in [*names, "all"]]},
+        unit="%",
+        ylim=(0, 105),
+    )
     return result
 
 

@@ -30,29 +30,25 @@ from rich.progress import Progress
 
 import carryon_common
 import carryon_policy
+import carryon_sim
 from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, percentile
 from carryon_bringup.graph_run import GraphRun
 from carryon_bringup.up import load_spec
 from carryon_policy.core.backends import make_policy
 from carryon_policy.core.config import PolicyConfig
-from carryon_policy.core.episodes import EpisodeResult, Task, observe, run_episode, without_obstacles
-from carryon_policy.core.skills import SkillLibrary, load_skill_library, skills_path
 from carryon_sim.core.scene import Scene, load_scene, scenes_dir
 from carryon_sim.core.world import World
+from carryon_sim.harness.episodes import EpisodeResult, Task, observe, run_episode, without_obstacles
+from carryon_sim.harness.stand_in import stand_in_script
 
 FOOD_TASKS = ("open the pink cover", "put the carrot in the bowl")
 SAFETY_TASKS = ("put the cube in the bowl",)
 LEROBOT_VENV = Path(".venv-lerobot")  # made by scripts/test_lerobot_extra.sh (run benchmarks from the workspace root)
 
 
-def _tasks(library: SkillLibrary, instructions: Sequence[str]) -> list[Task]:
-    tasks = []
-    for instruction in instructions:
-        skill = library.find(instruction)
-        if skill is None or skill.script is None:
-            raise ValueError(f"{instruction!r} is not a scripted skill of the library")
-        tasks.append(Task(instruction, skill.script, max_steps=400))
-    return tasks
+def _tasks(instructions: Sequence[str]) -> list[Task]:
+    """Episode tasks of the stand-in's scripts (config/sim/stand_in_scripts.yaml)."""
+    return [Task(instruction, stand_in_script(instruction), max_steps=400) for instruction in instructions]
 
 
 def _episodes(
@@ -91,7 +87,7 @@ def _summarise(result: BenchResult, key: str, note: str, episodes: list[EpisodeR
 
 def _openpi_latency(calls: int) -> list[tuple[float, float]]:
     """(client round trip, server-reported) seconds per inference against the fake server."""
-    from carryon_policy.fake_openpi_server import serve_in_background
+    from carryon_sim.harness.fakes.openpi_server import serve_in_background
 
     uri, stop = serve_in_background()
     try:
@@ -123,9 +119,12 @@ def _lerobot_latency(calls: int) -> list[float] | str:
             return (
                 f"skipped: the LeRobot extra is not installed (bash scripts/test_lerobot_extra.sh makes {LEROBOT_VENV})"
             )
-    paths = [str(Path(module.__file__ or "").resolve().parent.parent) for module in (carryon_common, carryon_policy)]
+    paths = [
+        str(Path(module.__file__ or "").resolve().parent.parent)
+        for module in (carryon_common, carryon_policy, carryon_sim)
+    ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "OMP_NUM_THREADS": "1"}
-    command = [str(python), "-m", "carryon_policy.tiny_act", "--latency", str(calls)]
+    command = [str(python), "-m", "carryon_sim.harness.fakes.tiny_act", "--latency", str(calls)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"lerobot latency run failed:\n{done.stderr[-2000:]}")
@@ -139,9 +138,16 @@ def _chunk_stream(run_dir: Path, steps: int) -> dict[str, Any]:
     with GraphRun(spec, run_dir / "chunk-stream", only=["sim_node", "policy_node"], extra_args=overrides) as graph:
         graph.wait_ready(timeout_s=90.0)
         command = [
-            sys.executable, "-m", "carryon_bringup.bench.chunk_stream", "--namespace", spec.namespace,
-            "--instruction", FOOD_TASKS[0], "--steps", str(steps),
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "carryon_bringup.bench.chunk_stream",
+            "--namespace",
+            spec.namespace,
+            "--instruction",
+            FOOD_TASKS[0],
+            "--steps",
+            str(steps),
+        ]
         done = subprocess.run(command, env=graph.env, capture_output=True, text=True, timeout=300, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"chunk stream probe failed:\n{done.stdout}\n{done.stderr}")
@@ -151,18 +157,21 @@ def _chunk_stream(run_dir: Path, steps: int) -> dict[str, Any]:
 
 def run(options: BenchOptions) -> BenchResult:
     result = BenchResult("policy", options.quick, options.seed)
-    library = load_skill_library(skills_path())
     food = load_scene(scenes_dir() / "food_serving.yaml")
     safety = load_scene(scenes_dir() / "safety.yaml")
     n_clear = 10 if options.quick else 50
     n_obstacles = 5 if options.quick else 50
     first = options.seed * 1000
-    food_tasks, safety_tasks = _tasks(library, FOOD_TASKS), _tasks(library, SAFETY_TASKS)
+    food_tasks, safety_tasks = _tasks(FOOD_TASKS), _tasks(SAFETY_TASKS)
     with Progress() as progress:
         clear = _episodes(
-            progress, "sim_scripted, food, no obstacles", without_obstacles(food), backend="sim_scripted",
-            tasks=food_tasks, seeds=range(first, first + n_clear),
-        )  # fmt: skip
+            progress,
+            "sim_scripted, food, no obstacles",
+            without_obstacles(food),
+            backend="sim_scripted",
+            tasks=food_tasks,
+            seeds=range(first, first + n_clear),
+        )
         result.details["food_no_obstacles"] = _summarise(
             result, "food_no_obstacles", "sim_scripted: open cover + carrot in bowl, obstacles removed", clear
         )

@@ -2,7 +2,7 @@
 Tables 4 and 5), in-process simulation (no ROS).
 
 Episodes: "put the carrot in the bowl" on the food-serving scene (obstacles removed, the
-pink cover lifted off beforehand), the scripted stand-in as the VLA, the sim_oracle judge
+pink cover lifted off beforehand), the scripted stand-in as the VLA, the SIMULATOR ORACLE judge
 (stuck timeout 8 s), a 600-step budget. Each seeded episode gets one perturbation while
 the carrot is carried (held and 3 cm up):
 
@@ -43,31 +43,38 @@ from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, Benc
 from carryon_bringup.core.graph import find_config_dir
 from carryon_bringup.up import default_config_fallbacks
 from carryon_common.core.errors import CarryOnError
-from carryon_judge.core.backends import SimOracleJudge, rule_params, shapes_for
+from carryon_common.core.llm_backends import make_llm
+from carryon_judge.core.backends import rule_params, shapes_for
 from carryon_judge.core.config import JudgeConfig
 from carryon_judge.core.geometry import ShapeTable
 from carryon_planner.core.plan import PlannedSubtask
-from carryon_planner.llm_backends import make_llm
-from carryon_planner.sim_dispatch import SimDispatch, SimPlant, resume_only
 from carryon_policy.core.backends import BACKENDS
 from carryon_policy.core.config import PolicyConfig
-from carryon_policy.core.episodes import without_obstacles
 from carryon_policy.core.policy import Policy
 from carryon_recovery.core.library import SkillLibrary, SkillVersion
 from carryon_recovery.core.motion import CartesianIk, builtin_motion
 from carryon_recovery.core.reflection import Attempt, reflect
-from carryon_recovery.sim_io import base_skill_recovery
 from carryon_sim.core.cameras import CameraRig
 from carryon_sim.core.contacts import grasped_objects
 from carryon_sim.core.predicates import inside_of
 from carryon_sim.core.scene import TABLE_TOP_Z, Scene, load_scene, scenes_dir
 from carryon_sim.core.world import World
+from carryon_sim.harness.dispatch import SimDispatch, SimPlant, resume_only
+from carryon_sim.harness.episodes import without_obstacles
+from carryon_sim.harness.oracle import SimOracleJudge
+from carryon_sim.harness.recovery_io import base_skill_recovery
 
 PERTURBATIONS = ("drop", "displace")
 BUDGET = 600
-SUBTASK = PlannedSubtask(id="s1", kind="vla", objective="the carrot is in the bowl",
-                         instruction="put the carrot in the bowl", target="carrot", source="kitchen_counter",
-                         destination="bowl")  # fmt: skip
+SUBTASK = PlannedSubtask(
+    id="s1",
+    kind="vla",
+    objective="the carrot is in the bowl",
+    instruction="put the carrot in the bowl",
+    target="carrot",
+    source="kitchen_counter",
+    destination="bowl",
+)
 
 
 def perturbation(kind: str, seed: int) -> Callable[[World], None]:
@@ -196,9 +203,16 @@ def run(options: BenchOptions) -> BenchResult:
                     resolved += 1
                 progress.advance(task)
         completed = sum(e.completed for e in episodes)
-        rounds.append({"round": label, "version": version.version if version else None, "ran": len(todo),
-                       "resolved": resolved, "cumulative_completion": completed / len(episodes),
-                       "version_note": why})  # fmt: skip
+        rounds.append(
+            {
+                "round": label,
+                "version": version.version if version else None,
+                "ran": len(todo),
+                "resolved": resolved,
+                "cumulative_completion": completed / len(episodes),
+                "version_note": why,
+            }
+        )
         note = f"{resolved}/{len(todo)} resolved" + (f", regrasp v{version.version}" if version else ", VLA only")
         note += f" ({why})" if why else ""
         result.add(f"{label}_completion", 100 * completed / len(episodes), "%", note)
@@ -229,19 +243,27 @@ def run(options: BenchOptions) -> BenchResult:
         why = f"reflection {reflection['decision']}: {reflection['reason']}"
         play("R2", newest, f"reused, {why}")
     for version, outcomes in sorted(reuse.items()):
-        result.add(f"recovery_success_v{version}", 100 * sum(outcomes) / len(outcomes), "%",
-                   f"{sum(outcomes)} of {len(outcomes)} attempts ended holding at the stand-off pose "
-                   "(the rest fell back and resumed)")  # fmt: skip
+        result.add(
+            f"recovery_success_v{version}",
+            100 * sum(outcomes) / len(outcomes),
+            "%",
+            f"{sum(outcomes)} of {len(outcomes)} attempts ended holding at the stand-off pose "
+            "(the rest fell back and resumed)",
+        )
     per_kind = {k: sum(e.completed for e in episodes if e.kind == k) for k in PERTURBATIONS}
     result.details.update(rounds=rounds, reflection=reflection, episodes=len(episodes), completed_per_kind=per_kind)
     (options.run_dir / "attempts.jsonl").write_text(
         "".join(a.model_dump_json() + "\n" for e in episodes for a in e.attempts), encoding="utf-8"
     )
     (options.run_dir / "rounds.json").write_text(json.dumps(rounds, indent=2), encoding="utf-8")
-    bar_chart(options.run_dir / "recovery.png",
-              f"recovery: cumulative completion, {len(episodes)} episodes (seed {options.seed})",
-              [r["round"] for r in rounds], {"completion": [100 * r["cumulative_completion"] for r in rounds]},
-              unit="%", ylim=(0, 105))  # fmt: skip
+    bar_chart(
+        options.run_dir / "recovery.png",
+        f"recovery: cumulative completion, {len(episodes)} episodes (seed {options.seed})",
+        [r["round"] for r in rounds],
+        {"completion": [100 * r["cumulative_completion"] for r in rounds]},
+        unit="%",
+        ylim=(0, 105),
+    )
     return result
 
 

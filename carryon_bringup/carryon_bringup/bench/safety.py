@@ -32,12 +32,20 @@ def plot(table: dict[str, dict[str, Any]], path: Path) -> None:
     keys = list(table)
     x = np.arange(len(keys))
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
-    for ax, metric, title in ((axes[0], "violation_rate", "violation rate"),
-                              (axes[1], "violation_free_success", "violation-free success")):  # fmt: skip
-        ax.bar(x - 0.2, [100 * table[k]["without_shield"][metric] for k in keys], 0.4, label="without shield",
-               color="tab:gray")  # fmt: skip
-        ax.bar(x + 0.2, [100 * table[k]["with_shield"][metric] for k in keys], 0.4, label="with shield",
-               color="tab:blue")  # fmt: skip
+    for ax, metric, title in (
+        (axes[0], "violation_rate", "violation rate"),
+        (axes[1], "violation_free_success", "violation-free success"),
+    ):
+        ax.bar(
+            x - 0.2,
+            [100 * table[k]["without_shield"][metric] for k in keys],
+            0.4,
+            label="without shield",
+            color="tab:gray",
+        )
+        ax.bar(
+            x + 0.2, [100 * table[k]["with_shield"][metric] for k in keys], 0.4, label="with shield", color="tab:blue"
+        )
         ax.set_xticks(x, [k.replace("_", "\n", 1) for k in keys], fontsize=8)
         ax.set_ylabel("%")
         ax.set_ylim(0, 100)

@@ -25,6 +25,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -35,20 +36,20 @@ from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, Benc
 from carryon_common.core.chunk import Chunk, ChunkSource, Convention
 from carryon_policy.core.backends import make_policy
 from carryon_policy.core.config import PolicyConfig
-from carryon_policy.core.episodes import EpisodeResult, Task, run_episode
-from carryon_policy.core.skills import load_skill_library, skills_path
+from carryon_shield.core.build import build_shield, grounding_params
 from carryon_shield.core.config import ShieldConfig
-from carryon_shield.core.filter import GeometricShield, RetreatParams, Snapshot, Thresholds
+from carryon_shield.core.filter import Snapshot
 from carryon_shield.core.gate import Decision
 from carryon_shield.core.geometry import GripperGeometry
-from carryon_shield.core.grounding import GroundingParams, SimMaskGrounder
+from carryon_shield.core.grounding import SimMaskGrounder
 from carryon_shield.core.kernel import warm_up
 from carryon_shield.core.response import load_response_model
 from carryon_shield.core.types import ObstacleSet, RgbdFrame, RobotState, TaskSpec
-from carryon_shield.evaluation import CAMERAS, SimShieldGate
 from carryon_sim.core.cameras import CameraRig
 from carryon_sim.core.scene import Scene, load_scene, scenes_dir
 from carryon_sim.core.world import World
+from carryon_sim.harness.episodes import EpisodeResult, Task, run_episode
+from carryon_sim.harness.shield_gate import CAMERAS, SimShieldGate
 
 POINTS = (1_000, 5_000, 20_000, 100_000)
 HORIZONS = (8, 16, 32, 50)
@@ -83,28 +84,41 @@ def synthetic_obstacles(n: int, rng: np.random.Generator) -> ObstacleSet:
     """n points: 85 % a table top (z 0.42) and 15 % a bottle (radius 0.035, 0.2 m) at
     (0.55, 0.02), world frame."""
     n_bottle = n * 15 // 100
-    table = np.column_stack([rng.uniform(0.2, 0.9, n - n_bottle), rng.uniform(-0.5, 0.5, n - n_bottle),
-                             np.full(n - n_bottle, 0.42)])  # fmt: skip
+    table = np.column_stack(
+        [rng.uniform(0.2, 0.9, n - n_bottle), rng.uniform(-0.5, 0.5, n - n_bottle), np.full(n - n_bottle, 0.42)]
+    )
     angle = rng.uniform(0, 2 * np.pi, n_bottle)
-    bottle = np.column_stack([0.55 + 0.035 * np.cos(angle), 0.02 + 0.035 * np.sin(angle),
-                              rng.uniform(0.42, 0.62, n_bottle)])  # fmt: skip
+    bottle = np.column_stack(
+        [0.55 + 0.035 * np.cos(angle), 0.02 + 0.035 * np.sin(angle), rng.uniform(0.42, 0.62, n_bottle)]
+    )
     labels = np.concatenate([np.full(len(table), 1), np.full(n_bottle, 2)]).astype(np.int32)
     return ObstacleSet(np.concatenate([table, bottle]), labels, ("unknown", "table", "bottle"), 0.0, "world")
 
 
 def approach_chunk(horizon: int) -> Chunk:
     """Absolute steps of 1 cm along -y at 0.52 m, from y = 0.20 towards the bottle."""
-    positions = np.column_stack([np.full(horizon, 0.55), 0.20 - 0.01 * (np.arange(horizon) + 1),
-                                 np.full(horizon, 0.52)])  # fmt: skip
+    positions = np.column_stack(
+        [np.full(horizon, 0.55), 0.20 - 0.01 * (np.arange(horizon) + 1), np.full(horizon, 0.52)]
+    )
     rotvec = np.array([np.pi / np.sqrt(2), np.pi / np.sqrt(2), 0.0])  # DOWN as a rotation vector
-    return Chunk(1, "bench", ChunkSource.POLICY, Convention.ABSOLUTE, "world", 0.05, 1, 0.0, positions,
-                 np.tile(rotvec, (horizon, 1)), np.ones(horizon))  # fmt: skip
+    return Chunk(
+        1,
+        "bench",
+        ChunkSource.POLICY,
+        Convention.ABSOLUTE,
+        "world",
+        0.05,
+        1,
+        0.0,
+        positions,
+        np.tile(rotvec, (horizon, 1)),
+        np.ones(horizon),
+    )
 
 
 def filter_latency(reps: int, result: BenchResult) -> dict[str, Any]:
     config = ShieldConfig()
     response, _ = load_response_model()
-    thresholds = Thresholds(config.hand_threshold_m, config.finger_threshold_m, config.carried_threshold_m)
     rng = np.random.default_rng(0)
     state = RobotState(np.array([0.55, 0.2, 0.52]), DOWN, np.array([0.0, -0.2, 0.0]), 0.02, 1.0, 0.0)
     carried = np.array([[0.0, 0.0, 0.02, 0.017], [0.0, 0.0, 0.04, 0.017]])
@@ -113,7 +127,7 @@ def filter_latency(reps: int, result: BenchResult) -> dict[str, Any]:
     for n in POINTS:
         obstacles = synthetic_obstacles(n, rng)
         snapshot = Snapshot(obstacles, state, GripperGeometry.build(0.02, carried), True)
-        shield = GeometricShield(lambda _now, s=snapshot: s, response, thresholds, RetreatParams())
+        shield = build_shield(config, response, perceive=lambda _now, s=snapshot: s).shield
         for horizon in HORIZONS:
             chunk = approach_chunk(horizon)
             samples = []
@@ -124,10 +138,12 @@ def filter_latency(reps: int, result: BenchResult) -> dict[str, Any]:
                 samples.append(1e3 * (time.perf_counter() - began))
             key = f"{n // 1000}k_pts_{horizon}_steps"
             table[key] = {
-                "p50_ms": percentile(samples, 50), "p99_ms": percentile(samples, 99),
-                "per_step_p99_ms": percentile(samples, 99) / horizon, "decision": decision.decision.name,
+                "p50_ms": percentile(samples, 50),
+                "p99_ms": percentile(samples, 99),
+                "per_step_p99_ms": percentile(samples, 99) / horizon,
+                "decision": decision.decision.name,
                 "released": decision.released_steps,
-            }  # fmt: skip
+            }
             if n == 20_000 and horizon == 16:
                 result.add("filter_16_steps_20k_p50", percentile(samples, 50), "ms", "goal: p99 <= 1.6 ms")
                 result.add("filter_16_steps_20k_p99", percentile(samples, 99), "ms", f"{decision.decision.name}")
@@ -143,18 +159,24 @@ def grounding_time(reps: int, result: BenchResult) -> dict[str, Any]:
     try:
         rendered = {name: rig.render(world.data, mujoco_name, rgb=False) for name, mujoco_name in CAMERAS.items()}
         frames = [
-            RgbdFrame(name, f.depth, f.K, f.world_from_camera, 0.0, segmentation=f.segmentation, labels=f.labels,
-                      mask_stamp_s=0.0)
+            RgbdFrame(
+                name,
+                f.depth,
+                f.K,
+                f.world_from_camera,
+                0.0,
+                segmentation=f.segmentation,
+                labels=f.labels,
+                mask_stamp_s=0.0,
+            )
             for name, f in rendered.items()
-        ]  # fmt: skip
+        ]
     finally:
         rig.close()
     task = TaskSpec("bench", "carrot", "table", "bowl")
     out: dict[str, Any] = {}
     for stride in (config.pixel_stride, 4):
-        grounder = SimMaskGrounder(
-            GroundingParams(config.voxel_size_m, stride, config.max_depth_m, config.source_patch_margin_m)
-        )
+        grounder = SimMaskGrounder(replace(grounding_params(config), stride=stride))
         for label, subset in (("scene", frames[:1]), ("wrist", frames[1:]), ("fused", frames)):
             ground_ms = []
             points = 0
@@ -164,10 +186,12 @@ def grounding_time(reps: int, result: BenchResult) -> dict[str, Any]:
                 ground_ms.append(1e3 * (time.perf_counter() - began))
                 points = len(obstacles)
             out[f"stride{stride}_{label}"] = {
-                "frames": len(subset), "ground_p50_ms": percentile(ground_ms, 50),
+                "frames": len(subset),
+                "ground_p50_ms": percentile(ground_ms, 50),
                 "ground_p99_ms": percentile(ground_ms, 99),
-                "obstacle_points": points, "per_frame_p50_ms": percentile([g / len(subset) for g in ground_ms], 50),
-            }  # fmt: skip
+                "obstacle_points": points,
+                "per_frame_p50_ms": percentile([g / len(subset) for g in ground_ms], 50),
+            }
         fused = out[f"stride{stride}_fused"]
         note = f"640x480, pixel stride {stride}, scene+wrist fused / 2; goal <= 20"
         result.add(f"grounding_stride{stride}_per_frame_p50", fused["per_frame_p50_ms"], "ms", note)
@@ -206,10 +230,9 @@ SCENES = ("food", "safety")
 
 def scene_tasks(name: str) -> tuple[Scene, list[Task]]:
     """The episode scenes: food (the demo's, a bottle on the path) and safety (obstacles)."""
-    library = load_skill_library(skills_path())
     if name == "food":
-        return load_scene(scenes_dir() / "food_serving.yaml"), _tasks(library, FOOD_TASKS)
-    return load_scene(scenes_dir() / "safety.yaml"), _tasks(library, SAFETY_TASKS)
+        return load_scene(scenes_dir() / "food_serving.yaml"), _tasks(FOOD_TASKS)
+    return load_scene(scenes_dir() / "safety.yaml"), _tasks(SAFETY_TASKS)
 
 
 def episode_row(backend: str, scene_name: str, seeds: range, *, shielded: bool) -> dict[str, Any]:
@@ -257,9 +280,14 @@ def episodes(n: int, first_seed: int, result: BenchResult) -> dict[str, Any]:
                 shielded = episode_row(backend, name, seeds, shielded=True)
                 progress.advance(job, n)
                 key = f"{backend}_{name}"
-                out[key] = {"without_shield": without, "with_shield": shielded,
-                            **{k: shielded.pop(k) for k in ("decisions", "filter_p99_ms", "grounding_p50_ms",
-                                                              "wall_s_per_episode")}}  # fmt: skip
+                out[key] = {
+                    "without_shield": without,
+                    "with_shield": shielded,
+                    **{
+                        k: shielded.pop(k)
+                        for k in ("decisions", "filter_p99_ms", "grounding_p50_ms", "wall_s_per_episode")
+                    },
+                }
                 add_rows(result, key, without, shielded, n)
     return out
 

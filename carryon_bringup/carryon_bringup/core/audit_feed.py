@@ -25,20 +25,38 @@ class AuditFeed:
     verdicts: dict[str, str] = field(default_factory=dict)  # subtask id -> status
 
     def plan_state(
-        self, *, plan_id: str, user: str, request: str, state: str, message: str, reply: str, plan_json: str,
+        self,
+        *,
+        plan_id: str,
+        user: str,
+        request: str,
+        state: str,
+        message: str,
+        reply: str,
+        plan_json: str,
         subtasks: Iterable[tuple[str, str, str]],
-    ) -> list[Entry]:  # fmt: skip
+    ) -> list[Entry]:
         """`subtasks`: (id, state, message) in plan order."""
         out: list[Entry] = []
         if plan_json and self.plans.get(plan_id) != plan_json:
             self.plans[plan_id] = plan_json
             self.subtasks = {k: v for k, v in self.subtasks.items() if k[0] != plan_id}  # a replan starts afresh
-            out.append(("plan", "planner_node", {"plan_id": plan_id, "user": user, "request": request,
-                                                 "reply": reply, "plan": plan_json}))  # fmt: skip
+            out.append(
+                (
+                    "plan",
+                    "planner_node",
+                    {"plan_id": plan_id, "user": user, "request": request, "reply": reply, "plan": plan_json},
+                )
+            )
         if self.plan_states.get(plan_id) != (state, message):
             self.plan_states[plan_id] = (state, message)
-            kind = {"validating": "plan.validation", "refused": "plan.refused", "succeeded": "plan.end",
-                    "failed": "plan.end", "cancelled": "plan.end"}.get(state, "plan.state")  # fmt: skip
+            kind = {
+                "validating": "plan.validation",
+                "refused": "plan.refused",
+                "succeeded": "plan.end",
+                "failed": "plan.end",
+                "cancelled": "plan.end",
+            }.get(state, "plan.state")
             out.append((kind, "planner_node", {"plan_id": plan_id, "state": state, "message": message}))
         for subtask_id, sub_state, sub_message in subtasks:
             key = (plan_id, subtask_id)
@@ -46,16 +64,22 @@ class AuditFeed:
                 continue
             self.subtasks[key] = (sub_state, sub_message)
             kind = "recovery" if sub_state == "recovering" else "subtask"
-            out.append((kind, "planner_node", {"plan_id": plan_id, "subtask": subtask_id, "state": sub_state,
-                                               "message": sub_message}))  # fmt: skip
+            out.append(
+                (
+                    kind,
+                    "planner_node",
+                    {"plan_id": plan_id, "subtask": subtask_id, "state": sub_state, "message": sub_message},
+                )
+            )
         return out
 
     def verdict(self, subtask_id: str, status: str, reason: str, backend: str) -> list[Entry]:
         if self.verdicts.get(subtask_id) == status:
             return []
         self.verdicts[subtask_id] = status
-        return [("verdict", "judge_node", {"subtask": subtask_id, "status": status, "reason": reason,
-                                           "backend": backend})]  # fmt: skip
+        return [
+            ("verdict", "judge_node", {"subtask": subtask_id, "status": status, "reason": reason, "backend": backend})
+        ]
 
     @staticmethod
     def shield_event(
@@ -63,16 +87,41 @@ class AuditFeed:
     ) -> list[Entry]:
         if decision == "released_all":
             return []
-        return [("shield.block", "shield_node", {"chunk": chunk_id, "subtask": subtask_id, "decision": decision,
-                                                 "released": released, "total": total, "reason": reason,
-                                                 "obstacle": obstacle})]  # fmt: skip
+        return [
+            (
+                "shield.block",
+                "shield_node",
+                {
+                    "chunk": chunk_id,
+                    "subtask": subtask_id,
+                    "decision": decision,
+                    "released": released,
+                    "total": total,
+                    "reason": reason,
+                    "obstacle": obstacle,
+                },
+            )
+        ]
 
     @staticmethod
     def memory_change(
         *, version: int, file: str, entity: str, key: str, previous: str, new: str, source: str
     ) -> list[Entry]:
-        return [("memory.change", "memory_node", {"version": version, "file": file, "entity": entity, "key": key,
-                                                  "previous": previous, "new": new, "source": source})]  # fmt: skip
+        return [
+            (
+                "memory.change",
+                "memory_node",
+                {
+                    "version": version,
+                    "file": file,
+                    "entity": entity,
+                    "key": key,
+                    "previous": previous,
+                    "new": new,
+                    "source": source,
+                },
+            )
+        ]
 
     @staticmethod
     def estop(active: bool, source: str, reason: str) -> list[Entry]:

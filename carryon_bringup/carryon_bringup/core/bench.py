@@ -65,8 +65,12 @@ class BenchResult:
 
     def to_markdown(self) -> str:
         """The figures as a Markdown table (results.md beside results.json)."""
-        lines = [f"# carryon bench {self.benchmark}{' --quick' if self.quick else ''} (seed {self.seed})", "",
-                 "| metric | value | unit | note |", "|---|---|---|---|"]  # fmt: skip
+        lines = [
+            f"# carryon bench {self.benchmark}{' --quick' if self.quick else ''} (seed {self.seed})",
+            "",
+            "| metric | value | unit | note |",
+            "|---|---|---|---|",
+        ]
         for m in self.metrics:
             note = m.note.replace("|", "/")
             lines.append(f"| {m.name} | {m.value:.4g} | {m.unit} | {note} |")

@@ -18,10 +18,22 @@ from carryon_common.core import names
 from carryon_common.core.config import NodeConfig
 
 DEFAULT_TOPICS = [
-    "planner/plan_state", "judge/verdict", "shield/events", "shield/markers", "shield/obstacles", "shield/chunk",
-    "policy/chunk", "recovery/chunk", "estop/state", "memory/changed", "ee_pose", "gripper/width", "joint_states",
-    "sim/truth", "camera/scene/color",
-]  # fmt: skip
+    "planner/plan_state",
+    "judge/verdict",
+    "shield/events",
+    "shield/markers",
+    "shield/obstacles",
+    "shield/chunk",
+    "policy/chunk",
+    "recovery/chunk",
+    "estop/state",
+    "memory/changed",
+    "ee_pose",
+    "gripper/width",
+    "joint_states",
+    "sim/truth",
+    "camera/scene/color",
+]
 IMAGE_TYPES = {"sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage", "sensor_msgs/msg/PointCloud2"}
 
 

@@ -66,16 +66,25 @@ def verify(path: Path, expect_last: str = "") -> Verification:
             if not isinstance(entry, dict) or not {"seq", "prev", "hash"} <= set(entry):
                 return Verification(False, seq, f"line {number}: not an audit entry", prev)
             if entry["prev"] != prev:
-                return Verification(False, seq, f"line {number}: does not follow line {number - 1} (removed, "
-                                                "inserted or reordered lines)", prev)  # fmt: skip
+                return Verification(
+                    False,
+                    seq,
+                    f"line {number}: does not follow line {number - 1} (removed, inserted or reordered lines)",
+                    prev,
+                )
             if entry["seq"] != seq + 1:
                 return Verification(False, seq, f"line {number}: sequence {entry['seq']}, expected {seq + 1}", prev)
             if _digest(entry) != entry["hash"]:
                 return Verification(False, seq, f"line {number}: content changed (hash mismatch)", prev)
             prev, seq = entry["hash"], entry["seq"]
     if expect_last and prev != expect_last:
-        return Verification(False, seq, f"the chain ends at entry {seq} with {prev[:12]}..., not at the expected "
-                                        f"{expect_last[:12]}... (lines cut off the end?)", prev)  # fmt: skip
+        return Verification(
+            False,
+            seq,
+            f"the chain ends at entry {seq} with {prev[:12]}..., not at the expected "
+            f"{expect_last[:12]}... (lines cut off the end?)",
+            prev,
+        )
     return Verification(True, seq, "", prev)
 
 

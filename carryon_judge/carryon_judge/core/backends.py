@@ -1,7 +1,9 @@
-"""Judge backends chosen by name: `geometric`, `sim_oracle` (here) and `vlm` (vlm.py).
+"""Judge backends chosen by name: `geometric` (here) and `vlm` (vlm.py).
 
 `make_judge(config)` builds one from a JudgeConfig; nodes and benchmarks receive the
-result (inject, don't construct), so tests pass fakes in.
+result (inject, don't construct), so tests pass fakes in. The simulator's ground-truth
+judge (SIMULATOR ORACLE) is no runtime backend: it lives in the harness
+(`carryon_sim.harness.oracle`) and subclasses `RuleJudge`.
 """
 
 from __future__ import annotations
@@ -9,19 +11,18 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+from carryon_common.core.clouds import ObservationUnusable
 from carryon_common.core.config import NodeConfig, under_config_dir
 from carryon_common.core.registry import Registry
 from carryon_judge.core.config import JudgeConfig
-from carryon_judge.core.geometry import ShapeTable, load_shapes, scene_shapes
-from carryon_judge.core.perception import PerceptionParams, facts_from_perception, facts_from_truth
+from carryon_judge.core.geometry import ShapeTable, load_shapes
+from carryon_judge.core.perception import PerceptionParams, facts_from_perception
 from carryon_judge.core.rules import Decision, Goal, RuleParams, SceneFacts, decide, goal_of
 from carryon_judge.core.types import Judge, JudgeError, JudgeRequest, JudgeVerdict, Observation, unable
 
-ORACLE_LABEL = "SIMULATOR ORACLE"
 
-
-class _RuleJudge:
-    """Shared by geometric and sim_oracle: facts from an observation, then `rules.decide`."""
+class RuleJudge:
+    """Shared by geometric and the harness's oracle: facts from an observation, then `rules.decide`."""
 
     backend = ""
 
@@ -49,7 +50,8 @@ class _RuleJudge:
             else:
                 empty = SceneFacts({}, self.backend)
                 decision = decide(spec, empty, empty, request.since_progress_s, self.rules)
-        except (JudgeError, KeyError) as exc:  # KeyError: UnknownNameError for an object without a shape
+        # KeyError: UnknownNameError for an object without a shape
+        except (JudgeError, ObservationUnusable, KeyError) as exc:
             return unable(request, self.backend, self._label(str(exc)))
         return self._verdict(request, decision)
 
@@ -66,7 +68,7 @@ class _RuleJudge:
         )
 
 
-class GeometricJudge(_RuleJudge):
+class GeometricJudge(RuleJudge):
     """Masks + depth + the gripper's state; no model. Works on a robot with any instance
     segmentation that publishes a label table."""
 
@@ -80,27 +82,9 @@ class GeometricJudge(_RuleJudge):
         return facts_from_perception(observation, self.shapes, self.perception, self.backend)
 
 
-class SimOracleJudge(_RuleJudge):
-    """SIMULATOR ORACLE: the same rules on simulator ground truth (benchmarks, labels)."""
-
-    backend = "sim_oracle"
-
-    def facts(self, observation: Observation) -> SceneFacts:
-        if observation.truth is None:
-            raise JudgeError("no simulator ground truth in the observation (sim/truth not received)")
-        return facts_from_truth(observation.truth, self.shapes, self.backend)
-
-    def _label(self, reason: str) -> str:
-        return f"{ORACLE_LABEL}: {reason}"
-
-
 def shapes_for(config: JudgeConfig) -> ShapeTable:
-    """The object shape table the config names (a file, or the simulator scene)."""
-    if config.geometry_file:
-        return load_shapes(under_config_dir(config.geometry_file))
-    from carryon_sim.core.scene import scene_path, scenes_dir
-
-    return scene_shapes(scene_path(scenes_dir(), config.geometry_scene))
+    """The object shape table of `config.geometry_file` (relative to the config folder)."""
+    return load_shapes(under_config_dir(config.geometry_file))
 
 
 def rule_params(config: JudgeConfig) -> RuleParams:
@@ -115,23 +99,17 @@ def _geometric(config: JudgeConfig) -> Judge:
     return GeometricJudge(shapes_for(config), rule_params(config), perception_params(config))
 
 
-def _oracle(config: JudgeConfig) -> Judge:
-    return SimOracleJudge(shapes_for(config), rule_params(config))
-
-
 def _vlm(config: JudgeConfig) -> Judge:
-    from carryon_judge.core.vlm import OpenAIChat, VlmJudge, VlmParams
+    from carryon_judge.core.vlm import VlmJudge, VlmParams, vlm_client
 
     key = os.environ.get(config.vlm_api_key_env, "") if config.vlm_api_key_env else ""
     if not config.vlm_base_url:
         raise JudgeError("vlm judge: vlm_base_url is empty (e.g. http://127.0.0.1:8080/v1)")
-    chat = OpenAIChat(config.vlm_base_url, api_key=key or "none", json_mode=config.vlm_json_mode)
-    return VlmJudge(chat, VlmParams.from_config(config))
+    return VlmJudge(vlm_client(config, api_key=key), VlmParams.from_config(config))
 
 
 JUDGES: Registry[Callable[[JudgeConfig], Judge]] = Registry("judge backend")
 JUDGES.register("geometric", _geometric)
-JUDGES.register("sim_oracle", _oracle)
 JUDGES.register("vlm", _vlm)
 
 

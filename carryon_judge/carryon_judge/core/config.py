@@ -8,15 +8,15 @@ from pydantic import Field
 
 from carryon_common.core.config import NodeConfig, one_of
 
-JUDGE_BACKENDS = ("vlm", "geometric", "sim_oracle")
+JUDGE_BACKENDS = ("vlm", "geometric")
 IMAGE_FORMATS = ("png", "jpeg")
 
 
 class JudgeConfig(NodeConfig):
     backend: Annotated[str, one_of("judge backend", JUDGE_BACKENDS)] = Field(
         "geometric",
-        description="Judge backend by name: 'vlm' (OpenAI-compatible vision-language model), 'geometric' "
-        "(instance masks + depth, no model), 'sim_oracle' (SIMULATOR ORACLE from ground truth; benchmarks only).",
+        description="Judge backend by name: 'vlm' (OpenAI-compatible vision-language model) or 'geometric' "
+        "(instance masks + depth, no model).",
     )
     stuck_timeout_s: float = Field(
         20.0, gt=0.0, description="No task-relevant progress of the target for this long -> failed, seconds."
@@ -35,12 +35,10 @@ class JudgeConfig(NodeConfig):
         ("scene", "wrist"), min_length=1, description="Cameras read (topics camera/<name>/...)."
     )
     geometry_file: str = Field(
-        "",
-        description="Object roles and sizes for the geometric judge (config/judge/objects.yaml layout), "
-        "relative to the config folder; '' = derive them from the simulator scene `geometry_scene`.",
-    )
-    geometry_scene: str = Field(
-        "food_serving", description="Simulator scene whose objects the geometric judge knows (when no file)."
+        "judge/sim_objects.yaml",
+        min_length=1,
+        description="Object roles and sizes the judge knows (config/judge/objects.yaml layout), relative to the "
+        "config folder: judge/sim_objects.yaml in simulation, judge/objects.yaml on a robot.",
     )
     pixel_stride: int = Field(2, ge=1, le=16, description="Geometric judge: use every n-th pixel, pixels.")
     min_points: int = Field(8, ge=1, description="Geometric judge: fewer points of an object = not visible.")

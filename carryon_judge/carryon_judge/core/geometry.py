@@ -1,8 +1,9 @@
 """What the geometric judge knows about objects: role, footprint radius and height.
 
-A small description per object name, read from a YAML file on a robot
-(`config/judge/objects.yaml` layout below) or derived from a simulator scene file
-(`carryon_sim`'s object catalogue, imported lazily so a robot install never needs it)::
+A small description per object name, read from a YAML file (`geometry_file`): on a
+robot `config/judge/objects.yaml`; in simulation `config/judge/sim_objects.yaml`, the
+simulator's objects written out for the judge (a harness test keeps it equal to the
+simulator's catalogue, so the judge never reads a simulator file). Layout::
 
     objects:
       bowl: {role: container, radius_m: 0.08, height_m: 0.05}
@@ -70,19 +71,3 @@ def load_shapes(path: Path) -> ShapeTable:
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, {}, str(path))) from None
     return ShapeTable(dict(parsed.objects), str(path))
-
-
-def scene_shapes(scene_file: Path) -> ShapeTable:
-    """Shapes of every object of a simulator scene file (scaled catalogue geometry)."""
-    from carryon_sim.core.scene import load_scene
-
-    scene = load_scene(scene_file)
-    shapes = {
-        obj.name: ObjectShape(
-            role=obj.kind.role.value,
-            radius_m=obj.kind.footprint_m * obj.scale,
-            height_m=obj.kind.height_m * obj.scale,
-        )
-        for obj in scene.spec.objects
-    }
-    return ShapeTable(shapes, f"scene {scene_file}")

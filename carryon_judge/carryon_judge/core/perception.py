@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from carryon_common.core.depth import points_by_label
+from carryon_common.core.clouds import object_clouds
 from carryon_judge.core.geometry import ShapeTable
 from carryon_judge.core.rules import NOT_OBJECTS, ObjectFacts, SceneFacts
-from carryon_judge.core.types import Observation, ObservationUnusable, TruthObject
+from carryon_judge.core.types import Observation, TruthObject
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -40,33 +40,6 @@ class PerceptionParams:
     max_depth_m: float = 3.0
 
 
-def object_clouds(observation: Observation, params: PerceptionParams) -> dict[str, FloatArray]:
-    """World points (N, 3) per object name, fused over every camera with geometry.
-
-    Raises ObservationUnusable when no camera provides depth + segmentation + pose."""
-    views = [v for v in observation.views if v.has_geometry]
-    if not views:
-        raise ObservationUnusable("no camera with depth, segmentation, intrinsics and pose")
-    parts: dict[str, list[FloatArray]] = {}
-    for view in views:
-        assert view.depth is not None and view.segmentation is not None
-        assert view.intrinsics is not None and view.world_from_camera is not None
-        if view.depth.shape != view.segmentation.shape:
-            raise ObservationUnusable(
-                f"camera {view.camera}: depth {view.depth.shape} and segmentation {view.segmentation.shape} differ"
-            )
-        points, labels = points_by_label(
-            view.depth, view.segmentation, view.intrinsics, view.world_from_camera, stride=params.stride,
-            max_depth_m=params.max_depth_m,
-        )  # fmt: skip
-        for label in np.unique(labels):
-            name = view.labels.get(int(label), "")
-            if name == "" or int(label) == 0:
-                continue
-            parts.setdefault(name, []).append(points[labels == label])
-    return {name: np.concatenate(chunks) for name, chunks in parts.items()}
-
-
 def _center(points: FloatArray, role: str | None) -> FloatArray:
     """x, y of an object: the middle of the trimmed extent for hollow or flat hosts (a
     bowl's visible inside is lopsided), the median for items."""
@@ -81,7 +54,7 @@ def facts_from_perception(
     observation: Observation, shapes: ShapeTable, params: PerceptionParams, source: str = "geometric"
 ) -> SceneFacts:
     """Facts from masks + depth (+ the gripper's state when known, for `held`)."""
-    clouds = object_clouds(observation, params)
+    clouds = object_clouds(observation.views, stride=params.stride, max_depth_m=params.max_depth_m)
     robot = clouds.get("robot")
     ee, width = observation.ee_position, observation.gripper_width_m
     closed = width is not None and width < params.open_width_m
@@ -95,9 +68,13 @@ def facts_from_perception(
         else:  # no robot state: touching the robot's mask while off the table
             held = _touching(points, robot) and float(np.percentile(points[:, 2], 2)) > _floor(clouds) + 0.02
         raw[name] = ObjectFacts(
-            name=name, visible=True, center=_center(points, role), bottom_z=float(np.percentile(points[:, 2], 2)),
-            top_z=float(np.max(points[:, 2])), held=bool(held) and role not in ("obstacle",),
-        )  # fmt: skip
+            name=name,
+            visible=True,
+            center=_center(points, role),
+            bottom_z=float(np.percentile(points[:, 2], 2)),
+            top_z=float(np.max(points[:, 2])),
+            held=bool(held) and role not in ("obstacle",),
+        )
     facts = {name: _with_host(f, raw, shapes, params) for name, f in raw.items()}
     return SceneFacts(facts, source)
 
@@ -178,9 +155,13 @@ def facts_from_truth(truth: Mapping[str, TruthObject], shapes: ShapeTable, sourc
         height = shape.height_m if shape is not None else 0.0
         role = shape.role if shape is not None else None
         facts[obj.name] = ObjectFacts(
-            name=obj.name, visible=obj.name not in hidden and not obj.offstage,
-            center=np.array(obj.position[:2], dtype=np.float64), bottom_z=obj.position[2],
-            top_z=obj.position[2] + height, held=obj.grasped, inside=obj.inside,
+            name=obj.name,
+            visible=obj.name not in hidden and not obj.offstage,
+            center=np.array(obj.position[:2], dtype=np.float64),
+            bottom_z=obj.position[2],
+            top_z=obj.position[2] + height,
+            held=obj.grasped,
+            inside=obj.inside,
             hides=frozenset(hides.get(obj.name, ())) if role == "cover" else None,
-        )  # fmt: skip
+        )
     return SceneFacts(facts, source)

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from carryon_common.core.subtask import SubtaskKind
-from carryon_judge.core.types import SubtaskSpec, VerdictStatus
+from carryon_common.core.subtask import Subtask, SubtaskKind
+from carryon_judge.core.types import VerdictStatus
 
 NOT_OBJECTS = frozenset({"robot", "table", ""})
 
@@ -60,7 +60,7 @@ def _name(words: str) -> str:
     return words.strip().replace(" ", "_")
 
 
-def goal_of(subtask: SubtaskSpec, role_of: Callable[[str], str | None]) -> GoalSpec:
+def goal_of(subtask: Subtask, role_of: Callable[[str], str | None]) -> GoalSpec:
     """What the rules check for `subtask`. `role_of(name)` gives an object's role
     (item / container / support / cover / obstacle) or None when unknown."""
     if subtask.kind == SubtaskKind.OBSERVE:

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from carryon_common.core.clouds import CameraView
 from carryon_common.core.errors import CarryOnError
+from carryon_common.core.subtask import Subtask
 
 
 class VerdictStatus(enum.IntEnum):
@@ -50,50 +52,11 @@ class JudgeVerdict:
 
 
 @dataclass(frozen=True)
-class SubtaskSpec:
-    """The subtask being judged, as dispatched (core form of carryon_interfaces/Subtask).
-
-    `objective` is what the planner wants achieved and outranks `instruction` (the skill
-    text copied verbatim from the library) whenever the two disagree.
-    """
-
-    id: str
-    kind: str
-    objective: str = ""
-    instruction: str = ""
-    target: str = ""
-    source: str = ""
-    destination: str = ""
-
-
-@dataclass(frozen=True)
-class CameraView:
-    """One camera's images at one instant (see the module docstring for conventions).
-
-    `rgb` is what a VLM sees; `depth` + `segmentation` + `labels` + `intrinsics` (K) +
-    `world_from_camera` are what the geometric judge needs. Any of the arrays may be
-    None when a camera does not provide it.
-    """
-
-    camera: str
-    stamp_s: float
-    rgb: npt.NDArray[np.uint8] | None = None
-    depth: npt.NDArray[np.float32] | None = None
-    segmentation: npt.NDArray[np.int32] | None = None
-    labels: Mapping[int, str] = field(default_factory=dict)
-    intrinsics: npt.NDArray[np.float64] | None = None
-    world_from_camera: npt.NDArray[np.float64] | None = None
-
-    @property
-    def has_geometry(self) -> bool:
-        return all(x is not None for x in (self.depth, self.segmentation, self.intrinsics, self.world_from_camera))
-
-
-@dataclass(frozen=True)
 class TruthObject:
     """Simulator ground truth of one object (core form of carryon_interfaces/ObjectState).
 
-    Only the `sim_oracle` backend and benchmarks read it; nothing a robot could use.
+    Only the harness's SIMULATOR ORACLE (`carryon_sim.harness.oracle`) and benchmarks fill
+    and read it; nothing a robot could use.
     `offstage`: off the table, out of every camera's view (sim only).
     """
 
@@ -136,12 +99,12 @@ class JudgeRequest:
     `completed`: subtasks already completed in this plan (their effects are not credited).
     """
 
-    subtask: SubtaskSpec
+    subtask: Subtask
     baseline: Observation
     current: Observation
     elapsed_s: float
     since_progress_s: float = -1.0
-    completed: tuple[SubtaskSpec, ...] = ()
+    completed: tuple[Subtask, ...] = ()
     recent: tuple[Observation, ...] = ()
 
 
@@ -157,10 +120,6 @@ class Judge(Protocol):
 
 class JudgeError(CarryOnError):
     """A judge could not decide; the message says why (becomes UNABLE_TO_JUDGE)."""
-
-
-class ObservationUnusable(JudgeError):
-    """Images are missing, stale or malformed."""
 
 
 def unable(request: JudgeRequest, backend: str, reason: str) -> JudgeVerdict:

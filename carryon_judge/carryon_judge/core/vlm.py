@@ -3,9 +3,11 @@ images (paper §F.2 rules in the prompt), with judge-side enforcement.
 
 Each request carries the rules (system prompt), the subtask with its objective, the
 completed subtasks, the timing, and the baseline and current images of every camera as
-base64 data URLs. The reply must be one JSON object matching `VlmReply`; invalid JSON,
-an unknown status or a missing field is retried (the model is told what was wrong) within
-a bounded total time, then the verdict is UNABLE_TO_JUDGE: never success on doubt.
+image parts (base64 data URLs), through the shared `LlmClient` (carryon_common's
+OpenAiClient, one attempt per call: the retries are the judge's). The reply must be one
+JSON object matching `VlmReply`; invalid JSON, an unknown status or a missing field is
+retried (the model is told what was wrong) within a bounded total time, then the verdict
+is UNABLE_TO_JUDGE: never success on doubt.
 
 Judge-side rules applied to the reply, whatever the model said:
 * success for a placement needs the model's own evidence: the target (not another
@@ -18,19 +20,19 @@ Judge-side rules applied to the reply, whatever the model said:
 
 from __future__ import annotations
 
-import base64
 import io
 import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from carryon_common.core.subtask import SubtaskKind
+from carryon_common.core.llm import ChatMessage, ImagePart, LlmClient, LlmError, Part
+from carryon_common.core.subtask import Subtask, SubtaskKind
 from carryon_judge.core.config import JudgeConfig
 from carryon_judge.core.rules import Goal, goal_of
 from carryon_judge.core.types import (
@@ -38,7 +40,6 @@ from carryon_judge.core.types import (
     JudgeRequest,
     JudgeVerdict,
     Observation,
-    SubtaskSpec,
     VerdictStatus,
     unable,
 )
@@ -112,53 +113,10 @@ _STATUS = {
 }
 
 
-class ChatError(JudgeError):
-    """The endpoint could not be reached, timed out or answered an HTTP error."""
-
-
-class ChatClient(Protocol):
-    """One chat completion: OpenAI-format messages in, the reply's text out."""
-
-    def complete(self, model: str, messages: list[dict[str, Any]], timeout_s: float) -> str: ...
-
-
-class OpenAIChat:
-    """ChatClient over the `openai` package (any OpenAI-compatible server). The client's
-    own retries are off: VlmJudge retries within its total time bound."""
-
-    def __init__(self, base_url: str, *, api_key: str, json_mode: bool = True) -> None:
-        from openai import OpenAI
-
-        self._client = OpenAI(base_url=base_url, api_key=api_key, max_retries=0)
-        self.json_mode = json_mode
-        self.base_url = base_url
-
-    def complete(self, model: str, messages: list[dict[str, Any]], timeout_s: float) -> str:
-        import openai
-
-        extra: dict[str, Any] = {"response_format": {"type": "json_object"}} if self.json_mode else {}
-        try:
-            response = self._client.chat.completions.create(
-                model=model,
-                messages=messages,  # type: ignore[arg-type]  # OpenAI-format dicts, built by build_messages
-                temperature=0.0,
-                timeout=timeout_s,
-                **extra,
-            )
-        except openai.APITimeoutError:
-            raise ChatError(f"{self.base_url}: no reply within {timeout_s:.1f} s") from None
-        except openai.APIStatusError as exc:
-            raise ChatError(f"{self.base_url}: HTTP {exc.status_code}: {str(exc.message)[:200]}") from None
-        except openai.APIError as exc:
-            raise ChatError(f"{self.base_url}: {exc.__class__.__name__}: {exc}") from None
-        if not response.choices:
-            raise ChatError(f"{self.base_url}: reply without choices")
-        return response.choices[0].message.content or ""
-
-
 @dataclass(frozen=True)
 class VlmParams:
-    model: str
+    """The judge's side of a VLM request (the model and endpoint are the client's)."""
+
     stuck_timeout_s: float
     request_timeout_s: float = 20.0
     total_timeout_s: float = 45.0
@@ -169,15 +127,34 @@ class VlmParams:
     @classmethod
     def from_config(cls, config: JudgeConfig) -> VlmParams:
         return cls(
-            model=config.vlm_model, stuck_timeout_s=config.stuck_timeout_s,
-            request_timeout_s=config.vlm_request_timeout_s, total_timeout_s=config.vlm_total_timeout_s,
-            retries=config.vlm_retries, image_max_px=config.vlm_image_max_px, image_format=config.vlm_image_format,
-        )  # fmt: skip
+            stuck_timeout_s=config.stuck_timeout_s,
+            request_timeout_s=config.vlm_request_timeout_s,
+            total_timeout_s=config.vlm_total_timeout_s,
+            retries=config.vlm_retries,
+            image_max_px=config.vlm_image_max_px,
+            image_format=config.vlm_image_format,
+        )
 
 
-def encode_image(rgb: npt.NDArray[np.uint8], max_px: int, image_format: str) -> str:
-    """A data URL (PNG or JPEG, base64) of an (H, W, 3) uint8 RGB image, its longer side
-    scaled down to at most `max_px`."""
+def vlm_client(config: JudgeConfig, *, api_key: str = "") -> LlmClient:
+    """The shared OpenAI-compatible client at `config.vlm_base_url` for `config.vlm_model`:
+    one attempt per call (VlmJudge retries within its total time bound); JSON mode unless
+    `vlm_json_mode` is off."""
+    from carryon_common.core.openai_client import OpenAiClient, ResponseFormat
+
+    return OpenAiClient(
+        config.vlm_base_url,
+        model=config.vlm_model,
+        api_key=api_key,
+        timeout_s=config.vlm_request_timeout_s,
+        attempts=1,
+        response_format=ResponseFormat.JSON_OBJECT if config.vlm_json_mode else ResponseFormat.NONE,
+    )
+
+
+def encode_image(rgb: npt.NDArray[np.uint8], max_px: int, image_format: str) -> ImagePart:
+    """An (H, W, 3) uint8 RGB image as a PNG or JPEG image part, its longer side scaled
+    down to at most `max_px`."""
     from PIL import Image
 
     if rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.dtype != np.uint8:
@@ -189,11 +166,10 @@ def encode_image(rgb: npt.NDArray[np.uint8], max_px: int, image_format: str) -> 
     buffer = io.BytesIO()
     fmt = "PNG" if image_format == "png" else "JPEG"
     image.save(buffer, format=fmt, **({"quality": 90} if fmt == "JPEG" else {}))
-    mime = "image/png" if fmt == "PNG" else "image/jpeg"
-    return f"data:{mime};base64,{base64.b64encode(buffer.getvalue()).decode('ascii')}"
+    return ImagePart.from_bytes(buffer.getvalue(), "image/png" if fmt == "PNG" else "image/jpeg")
 
 
-def _describe(subtask: SubtaskSpec) -> str:
+def _describe(subtask: Subtask) -> str:
     lines = [f"id: {subtask.id}", f"kind: {subtask.kind}"]
     for key in ("objective", "instruction", "target", "source", "destination"):
         value = getattr(subtask, key)
@@ -202,18 +178,17 @@ def _describe(subtask: SubtaskSpec) -> str:
     return "\n".join(lines)
 
 
-def _images(observation: Observation, label: str, params: VlmParams) -> list[dict[str, Any]]:
-    parts: list[dict[str, Any]] = []
+def _images(observation: Observation, label: str, params: VlmParams) -> list[Part]:
+    parts: list[Part] = []
     for view in observation.views:
         if view.rgb is None:
             continue
-        url = encode_image(view.rgb, params.image_max_px, params.image_format)
-        parts.append({"type": "text", "text": f"{label} image, camera {view.camera}:"})
-        parts.append({"type": "image_url", "image_url": {"url": url}})
+        parts.append(f"{label} image, camera {view.camera}:")
+        parts.append(encode_image(view.rgb, params.image_max_px, params.image_format))
     return parts
 
 
-def build_messages(request: JudgeRequest, params: VlmParams) -> list[dict[str, Any]]:
+def build_messages(request: JudgeRequest, params: VlmParams) -> list[ChatMessage]:
     """The chat messages of one judge request (system rules + text + images).
 
     Raises JudgeError when the baseline or the current observation has no color image."""
@@ -231,11 +206,10 @@ def build_messages(request: JudgeRequest, params: VlmParams) -> list[dict[str, A
     if not baseline or not current:
         which = "baseline" if not baseline else "current"
         raise JudgeError(f"no color image in the {which} observation")
-    recent: list[dict[str, Any]] = []
+    recent: list[Part] = []
     for index, observation in enumerate(request.recent):
         recent += _images(observation, f"RECENT-{index + 1}", params)
-    content = [{"type": "text", "text": text}, *baseline, *recent, *current]
-    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": content}]
+    return [ChatMessage("system", SYSTEM_PROMPT), ChatMessage("user", (text, *baseline, *recent, *current))]
 
 
 def parse_reply(text: str) -> VlmReply:
@@ -261,9 +235,10 @@ def _error_text(exc: Exception) -> str:
 
 
 class VlmJudge:
-    """The `vlm` backend; `chat` is injected (OpenAIChat, or a fake in tests)."""
+    """The `vlm` backend; `chat` is injected (an OpenAiClient with one attempt per call, or
+    a fake in tests): this judge retries, within its own total time bound."""
 
-    def __init__(self, chat: ChatClient, params: VlmParams, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, chat: LlmClient, params: VlmParams, clock: Callable[[], float] = time.monotonic) -> None:
         self.chat = chat
         self.params = params
         self.clock = clock
@@ -283,7 +258,7 @@ class VlmJudge:
             return unable(request, BACKEND, reply)
         return self._enforce(request, reply)
 
-    def _ask(self, messages: list[dict[str, Any]]) -> VlmReply | str:
+    def _ask(self, messages: list[ChatMessage]) -> VlmReply | str:
         """A valid reply, or why there is none after the retries / the time bound."""
         p = self.params
         deadline = self.clock() + p.total_timeout_s
@@ -294,8 +269,8 @@ class VlmJudge:
             if left <= 0.0:
                 break
             try:
-                text = self.chat.complete(p.model, conversation, min(p.request_timeout_s, left))
-            except ChatError as exc:
+                text = self.chat.complete(conversation, None, timeout_s=min(p.request_timeout_s, left))
+            except LlmError as exc:
                 self.attempts.append(str(exc))
                 continue
             try:
@@ -303,12 +278,11 @@ class VlmJudge:
             except (ValueError, ValidationError) as exc:  # json.JSONDecodeError is a ValueError
                 problem = _error_text(exc)
                 self.attempts.append(f"invalid reply: {problem}")
-                conversation = [
-                    *messages,
-                    {"role": "assistant", "content": text[:2000]},
-                    {"role": "user", "content": f"Your reply was invalid ({problem}). Answer with only the JSON "
-                     "object of the schema, every field present."},
-                ]  # fmt: skip
+                retry = (
+                    f"Your reply was invalid ({problem}). Answer with only the JSON object of the schema, "
+                    "every field present."
+                )
+                conversation = [*messages, ChatMessage("assistant", text[:2000]), ChatMessage("user", retry)]
         tried = len(self.attempts)
         last = self.attempts[-1] if self.attempts else "no time left"
         return f"no valid VLM reply after {tried} attempt(s) within {p.total_timeout_s:.0f} s: {last}"
@@ -323,10 +297,12 @@ class VlmJudge:
             newly = right and reply.identity_certain and not reply.goal_present_at_baseline
             if status == VerdictStatus.SUCCESS and not newly:
                 why = (
-                    "the goal state was already present at baseline" if reply.goal_present_at_baseline
-                    else "the placed object's identity is uncertain" if right
+                    "the goal state was already present at baseline"
+                    if reply.goal_present_at_baseline
+                    else "the placed object's identity is uncertain"
+                    if right
                     else f"the placed object ({reply.placed_object or 'none'}) is not the target {spec.target}"
-                )  # fmt: skip
+                )
                 status, reason = VerdictStatus.RUNNING, f"success ruled out: {why} (model: {reply.reason})"
             elif (
                 newly
@@ -358,6 +334,6 @@ class VlmJudge:
         )
 
 
-def completed_specs(ids: Sequence[str], known: dict[str, SubtaskSpec]) -> tuple[SubtaskSpec, ...]:
+def completed_specs(ids: Sequence[str], known: dict[str, Subtask]) -> tuple[Subtask, ...]:
     """Completed subtasks by id: the known spec, or a bare one with only the id."""
-    return tuple(known.get(i, SubtaskSpec(id=i, kind="")) for i in ids)
+    return tuple(known.get(i, Subtask(id=i, kind=SubtaskKind.VLA)) for i in ids)

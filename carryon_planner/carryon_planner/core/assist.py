@@ -53,9 +53,9 @@ def assist(
     on_plan: Callable[[PlanningOutcome], None] = lambda _outcome: None,
     on_finished: Callable[[AssistResult], None] = lambda _result: None,
 ) -> AssistResult:
-    """Plan, execute, replan on contradicting observations; `on_finished` gets the result
-    (the place for the summariser of durable facts, core/summarise.py; planner_node does
-    not run this loop yet)."""
+    """Plan, execute, replan on contradicting observations; `on_finished` gets the result.
+    planner_node runs this loop inside an AssistSession (core/session.py), which adds the
+    memory writes, the progress it publishes and the summariser."""
     result = _assist(plan, apply_memory, dispatch, max_replans=max_replans, on_change=on_change, on_plan=on_plan)
     on_finished(result)
     return result

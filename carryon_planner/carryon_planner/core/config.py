@@ -65,6 +65,11 @@ class PlannerConfig(NodeConfig):
         "sim_truth",
         description="What observe subtasks read: 'sim_truth' (SIMULATOR ORACLE: sim/truth) or 'none' (observe fails).",
     )
+    locations_file: str = Field(
+        "",
+        description="Named locations an observe looks at, regions on the table (config/planner/locations.yaml "
+        "layout), relative to the config folder ('' = planner/locations.yaml; the robot profile names its own).",
+    )
     summarise: bool = Field(
         True, description="After each finished Assist, store the lasting facts the LLM proposes (checked)."
     )

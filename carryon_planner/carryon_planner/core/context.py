@@ -9,7 +9,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from carryon_planner.core.llm import ChatMessage
+from carryon_common.core.llm import ChatMessage
 from carryon_planner.core.plan import plan_json_schema
 
 RULES = """You are the planner of a robot arm that assists one user at a time. Answer every

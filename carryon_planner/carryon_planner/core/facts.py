@@ -8,8 +8,8 @@ from pathlib import Path
 
 from carryon_common.core.config import config_path, read_yaml
 from carryon_common.core.errors import ConfigError
+from carryon_common.core.skills import SkillLibrary
 from carryon_planner.core.validator import PlanningFacts
-from carryon_policy.core.skills import SkillLibrary
 
 _RELATIONS = {"under", "in", "on", "at", "inside", "near", "beside", "behind"}
 
@@ -60,8 +60,7 @@ def planning_facts(
     locations: scene memory's named locations."""
     objects = objects_in_contents(item for items in scene.values() for item in items)
     for skill in library.vla:
-        if skill.script is not None:
-            objects |= {skill.script.object, skill.script.destination} - {""}
+        objects |= set(skill.objects)
     user_facts = tuple(user_facts)
     return PlanningFacts(
         request=request,

@@ -20,15 +20,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from carryon_common.core.config import format_validation_error, read_yaml
 from carryon_common.core.errors import ConfigError
+from carryon_common.core.llm import LlmClient
+from carryon_common.core.skills import SkillLibrary, VlaSkill
 from carryon_memory.core.render import render_context
 from carryon_memory.core.types import Fact, Location
 from carryon_planner.core.context import Endpoint, LibraryEntry, build_messages
 from carryon_planner.core.facts import planning_facts
-from carryon_planner.core.llm import LlmClient
 from carryon_planner.core.plan import Plan, UpdateScene, UpdateUser
 from carryon_planner.core.repair import PlanningOutcome, plan_with_repair
 from carryon_planner.core.validator import Validator, ancestors
-from carryon_policy.core.skills import SkillLibrary, VlaSkill
 
 UserMemory = dict[str, dict[str, str]]  # entity -> key -> value
 
@@ -178,13 +178,21 @@ def plan_request(
     rendered = render_context(user, user_facts, (), places, known_user=user in users)
     seen = {loc: tuple(items) for loc, items in (observations or {}).items()}
     facts = planning_facts(
-        request=request, scene=scene_items, library=library, user_facts=[f.value for f in user_facts],
-        pending_observations=seen, preference_rules=preference_rules,
-    )  # fmt: skip
+        request=request,
+        scene=scene_items,
+        library=library,
+        user_facts=[f.value for f in user_facts],
+        pending_observations=seen,
+        preference_rules=preference_rules,
+    )
     messages = build_messages(
-        request=request, user_id=user, memory=rendered, endpoints=[Endpoint(n) for n in sorted(scene_items)],
-        library=[LibraryEntry(s.instruction, s.description) for s in library.vla], observations=seen,
-    )  # fmt: skip
+        request=request,
+        user_id=user,
+        memory=rendered,
+        endpoints=[Endpoint(n) for n in sorted(scene_items)],
+        library=[LibraryEntry(s.instruction, s.description) for s in library.vla],
+        observations=seen,
+    )
     return plan_with_repair(llm, messages, facts, max_repairs=max_repairs, validator=Validator())
 
 
@@ -194,18 +202,32 @@ def run_case(
     """Plan one case as planner_node would and score it."""
     began = time.perf_counter()
     outcome = plan_request(
-        llm, request=case.request, user=case.user, users=case.users if case.users is not None else suite.users,
-        scene=case.scene if case.scene is not None else suite.scene, library=SkillLibrary(vla=list(suite.library)),
-        preference_rules=preference_rules, max_repairs=max_repairs, observations=case.observations,
-    )  # fmt: skip
+        llm,
+        request=case.request,
+        user=case.user,
+        users=case.users if case.users is not None else suite.users,
+        scene=case.scene if case.scene is not None else suite.scene,
+        library=SkillLibrary(vla=list(suite.library)),
+        preference_rules=preference_rules,
+        max_repairs=max_repairs,
+        observations=case.observations,
+    )
     seconds = time.perf_counter() - began
     failures = score(outcome.plan, outcome.refused, case.expect)
     physical = () if outcome.refused else outcome.plan.physical
     dispatched = tuple(f"{s.kind}:{s.instruction or s.target}" for s in physical)
     return CaseResult(
-        suite.name, case.id, not failures, tuple(failures), outcome.refused, dispatched, outcome.plan.reply,
-        len(outcome.attempts), seconds, tuple(a.rejected_because for a in outcome.attempts if a.rejected_because),
-    )  # fmt: skip
+        suite.name,
+        case.id,
+        not failures,
+        tuple(failures),
+        outcome.refused,
+        dispatched,
+        outcome.plan.reply,
+        len(outcome.attempts),
+        seconds,
+        tuple(a.rejected_because for a in outcome.attempts if a.rejected_because),
+    )
 
 
 def run_suites(

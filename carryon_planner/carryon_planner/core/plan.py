@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from carryon_common.core.errors import CarryOnError
+from carryon_common.core.subtask import Subtask, SubtaskKind
 
 Name = Annotated[str, Field(max_length=64, pattern=r"^[A-Za-z0-9_ -]*$")]
 SubtaskId = Annotated[str, Field(min_length=1, max_length=16, pattern=r"^[A-Za-z0-9_-]+$")]
@@ -48,6 +49,11 @@ class PlannedSubtask(_Strict):
     condition: str = Field(
         "", max_length=120, description='Observable condition to run it, e.g. "carrot under pink_cover" ("" = always).'
     )
+
+    def as_subtask(self) -> Subtask:
+        """This validated entry as the one subtask type the execution loop takes."""
+        fields = self.model_dump()
+        return Subtask(**{**fields, "kind": SubtaskKind(self.kind), "depends_on": tuple(self.depends_on)})
 
 
 class UpdateUser(_Strict):

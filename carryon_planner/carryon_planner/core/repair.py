@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from carryon_planner.core.llm import ChatMessage, LlmClient, LlmError
+from carryon_common.core.llm import ChatMessage, LlmClient, LlmError
 from carryon_planner.core.plan import Plan, PlanParseError, parse_plan, plan_json_schema
 from carryon_planner.core.validator import PlanningFacts, ValidationReport, Validator
 

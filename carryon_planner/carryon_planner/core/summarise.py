@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from carryon_planner.core.llm import ChatMessage, LlmClient, LlmError
+from carryon_common.core.llm import ChatMessage, LlmClient, LlmError
 from carryon_planner.core.plan import Name, Plan, UpdateUser
 
 MAX_FACTS = 8
@@ -72,8 +72,9 @@ def build_messages(
     ops = [op for op in plan.memory_operations if isinstance(op, UpdateUser)]
     if ops:
         lines.append("Memory operations the plan made:")
-        lines += [f"- {op.entity} / {op.key}: {op.value} ({'lasting' if op.durable else 'this request only'})"
-                  for op in ops]  # fmt: skip
+        lines += [
+            f"- {op.entity} / {op.key}: {op.value} ({'lasting' if op.durable else 'this request only'})" for op in ops
+        ]
     return [ChatMessage("system", f"{RULES}\nSchema:\n{schema}\n"), ChatMessage("user", "\n".join(lines))]
 
 
@@ -88,8 +89,9 @@ def summarise(
 ) -> SummaryOutcome:
     """Ask the LLM which lasting facts the exchange adds, and check its answer."""
     try:
-        reply = llm.complete(build_messages(user_id=user_id, request=request, plan=plan, stored=stored),
-                             Summary.model_json_schema())  # fmt: skip
+        reply = llm.complete(
+            build_messages(user_id=user_id, request=request, plan=plan, stored=stored), Summary.model_json_schema()
+        )
     except LlmError as exc:
         return SummaryOutcome((), (), f"summariser unavailable: {exc}")
     try:

@@ -21,9 +21,33 @@ _QUESTION_WORDS = ("what", "where", "which", "who", "whose", "when", "why", "how
 _STATEMENT_STARTS = ("i", "i'm", "im", "i've", "i'd", "my", "remember", "note", "fyi", "from now on")
 # Clause openings that make a statement, not an order ("the keys are on the sofa now").
 _SUBJECTS = (
-    "the", "this", "that", "these", "those", "it", "it's", "they", "they're", "we", "he", "she", "you", "there",
-    "today", "just", "no", "not", "yes", "thanks", "thank", "ok", "okay", "hi", "hello", "good",
-)  # fmt: skip
+    "the",
+    "this",
+    "that",
+    "these",
+    "those",
+    "it",
+    "it's",
+    "they",
+    "they're",
+    "we",
+    "he",
+    "she",
+    "you",
+    "there",
+    "today",
+    "just",
+    "no",
+    "not",
+    "yes",
+    "thanks",
+    "thank",
+    "ok",
+    "okay",
+    "hi",
+    "hello",
+    "good",
+)
 _FILLERS = ("please", "and", "so", "now", "also", "then", "but")
 _ACTION_PROMISES = re.compile(r"\b(i will|i'll|let me|i am going to|i'm going to|on it)\b", re.IGNORECASE)
 _CONDITION = re.compile(r"^\s*([a-z0-9_]+)\s+(?:is\s+)?(under|in|on|at|inside|near)\s+(?:the\s+)?([a-z0-9_]+)\s*$")

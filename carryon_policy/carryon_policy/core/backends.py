@@ -1,7 +1,9 @@
 """Policy backends by name (the `backend` parameter of policy_node).
 
 Factories import heavy dependencies lazily: `lerobot_local` needs the optional LeRobot
-extra (torch), `openpi_remote` only websockets + msgpack, the stand-ins MuJoCo scene files.
+extra (torch), `openpi_remote` only websockets + msgpack. The scripted stand-ins are the one
+labelled exception to "no simulator in a runtime package": they read simulator truth, live
+in the simulation harness (carryon_sim.harness.stand_in) and are imported only when chosen.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from carryon_common.core.registry import Registry
-from carryon_policy.core.adapters import Kinematics
+from carryon_policy.core.action_mapping import Kinematics
 from carryon_policy.core.config import PolicyConfig
 from carryon_policy.core.policy import Policy
 
@@ -31,25 +33,12 @@ BACKENDS: Registry[Backend] = Registry("policy backend")
 
 def _scripted(safe: bool) -> Callable[[PolicyConfig, Kinematics | None], Policy]:
     def make(config: PolicyConfig, _kinematics: Kinematics | None) -> Policy:
-        from carryon_policy.core.scripted import ScriptedParams, ScriptedPolicy
-        from carryon_policy.core.sim_geometry import scene_geometry
-        from carryon_policy.core.skills import load_skill_library, skills_path
-        from carryon_sim.core.scene import scenes_dir
+        # THE ONE EXCEPTION to "runtime never reads the simulator": the scripted stand-in
+        # reads simulator truth by design, so it lives in the simulation harness
+        # (carryon_sim) and is imported only when one of these backends is chosen.
+        from carryon_sim.harness.stand_in import make_stand_in
 
-        params = ScriptedParams(
-            dt=1.0 / config.control_rate_hz,
-            horizon=config.chunk_horizon,
-            speed_m_s=config.scripted_speed_m_s,
-            noise_m=config.scripted_noise_m,
-            grasp_error_m=config.scripted_grasp_error_m,
-            drop_probability=config.scripted_drop_probability,
-            slip_probability=config.scripted_slip_probability,
-            stuck_probability=config.scripted_stuck_probability,
-            avoid_fraction=config.scripted_avoid_fraction if safe else None,
-        )
-        library = load_skill_library(skills_path(config.skills_file))
-        geometry = scene_geometry(scenes_dir(config.scenes_dir))
-        return ScriptedPolicy(library, geometry, params, backend="sim_scripted_safe" if safe else "sim_scripted")
+        return make_stand_in(config, safe=safe)
 
     return make
 
@@ -68,9 +57,15 @@ def _lerobot(config: PolicyConfig, kinematics: Kinematics | None) -> Policy:
 
 for _backend in (
     Backend(
-        "sim_scripted", "scripted stand-in for a frozen VLA that ignores obstacles (simulation only)", _scripted(False)
+        "sim_scripted",
+        "SIMULATION HARNESS: scripted stand-in for a frozen VLA that ignores obstacles; reads simulator truth",
+        _scripted(False),
     ),
-    Backend("sim_scripted_safe", "scripted stand-in for a safety-finetuned VLA (simulation only)", _scripted(True)),
+    Backend(
+        "sim_scripted_safe",
+        "SIMULATION HARNESS: scripted stand-in for a safety-finetuned VLA; reads simulator truth",
+        _scripted(True),
+    ),
     Backend("openpi_remote", "a pi0 / pi0.5 (or any openpi) policy server over websocket + msgpack", _openpi),
     Backend("lerobot_local", "a LeRobot policy from a local folder (optional extra: torch, lerobot)", _lerobot),
 ):

@@ -75,9 +75,11 @@ class PolicyConfig(RemoteBackendConfig):
         0.005, ge=0.0, le=1.0, description="Chance per episode that the stand-in stops making progress (dithers)."
     )
     scripted_avoid_fraction: float = Field(
-        0.6, ge=0.0, le=1.0,
+        0.6,
+        ge=0.0,
+        le=1.0,
         description="sim_scripted_safe only: fraction of obstacles on its path that it detours around.",
-    )  # fmt: skip
+    )
 
     @model_validator(mode="after")
     def _steps_within_horizon(self) -> PolicyConfig:

@@ -25,16 +25,10 @@ from typing import Any
 import numpy as np
 
 from carryon_common.core.errors import ConfigError
-from carryon_policy.core.adapters import (
-    ACTION_PARTS,
-    STATE_PARTS,
-    ActionMapper,
-    Kinematics,
-    ObservationMapper,
-    mapped_metadata,
-    parse_camera_map,
-)
+from carryon_policy.core.action_mapping import ActionMapper, Kinematics, mapped_metadata
 from carryon_policy.core.config import PolicyConfig
+from carryon_policy.core.layout import ACTION_PARTS, STATE_PARTS, parse_camera_map
+from carryon_policy.core.observation_mapping import ObservationMapper
 from carryon_policy.core.policy import (
     MissingObservation,
     Observation,

@@ -33,8 +33,9 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 from websockets.sync.client import ClientConnection, connect
 
 from carryon_common.core.errors import ConfigError
-from carryon_policy.core.adapters import ActionMapper, Kinematics, ObservationMapper, mapped_metadata
+from carryon_policy.core.action_mapping import ActionMapper, Kinematics, mapped_metadata
 from carryon_policy.core.config import PolicyConfig
+from carryon_policy.core.observation_mapping import ObservationMapper
 from carryon_policy.core.policy import (
     InvalidAction,
     Observation,

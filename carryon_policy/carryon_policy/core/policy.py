@@ -3,8 +3,9 @@
 A policy is frozen: CarryOn never trains it. The policy node gives it one instruction
 (`reset`), then asks it for a chunk of end-effector commands per observation (`infer`).
 Backends differ in how they are reached (scripted in-process, a remote server, a local
-checkpoint) and in their native action convention; adapters (core/adapters.py) map their
-raw actions to `PolicyOutput`, which the node stamps into an `ActionChunk`.
+checkpoint) and in their native action convention; adapters (core/observation_mapping.py,
+core/action_mapping.py) map their raw actions to `PolicyOutput`, which the node stamps
+into an `ActionChunk`.
 """
 
 from __future__ import annotations

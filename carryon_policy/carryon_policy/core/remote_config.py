@@ -2,11 +2,12 @@
 the adapter that maps their actions and cameras to the robot. Mixed into PolicyConfig.
 
 Prefixes: `remote_*` only the openpi_remote backend reads; `lerobot_*` only lerobot_local;
-`vla_*` both (the adapter in core/adapters.py: what the VLA reads and how its actions map
-to end-effector commands). Defaults follow openpi's LIBERO example (keys
-observation/image, observation/wrist_image, observation/state, prompt; 7 values per step:
-position delta, rotation-vector delta, gripper), with unit scales; docs/policy.md shows
-settings for other checkpoints.
+`vla_*` both (the adapter: the layout in core/layout.py, what the VLA reads in
+core/observation_mapping.py, how its actions map to end-effector commands in
+core/action_mapping.py). Defaults follow openpi's LIBERO example (keys observation/image,
+observation/wrist_image, observation/state, prompt; 7 values per step: position delta,
+rotation-vector delta, gripper), with unit scales; docs/policy.md shows settings for
+other checkpoints.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Annotated
 from pydantic import Field, model_validator
 
 from carryon_common.core.config import NodeConfig, one_of
-from carryon_policy.core.adapters import (
+from carryon_policy.core.layout import (
     ACTION_CONVENTIONS,
     ACTION_FRAMES,
     IMAGE_RESIZE_MODES,
@@ -34,10 +35,11 @@ class RemoteBackendConfig(NodeConfig):
         5.0, gt=0.0, description="Longest wait to connect to the remote server and receive its metadata, seconds."
     )
     remote_timeout_s: float = Field(
-        10.0, gt=0.0,
+        10.0,
+        gt=0.0,
         description="Longest wait for the reply to one inference, seconds; on timeout the connection is closed "
         "and the next inference reconnects.",
-    )  # fmt: skip
+    )
     remote_api_key_env: str = Field(
         "",
         description="Environment variable holding an API key, sent as 'Authorization: Api-Key <key>' ('' = no key).",
@@ -93,10 +95,11 @@ class RemoteBackendConfig(NodeConfig):
         1.0, gt=0.0, description="Radians per raw joint unit (a joint velocity policy: the control period, s)."
     )
     vla_action_max_abs: float = Field(
-        0.0, ge=0.0,
+        0.0,
+        ge=0.0,
         description="Largest magnitude any raw action value may have; a chunk with a larger one is dropped "
         "(0 = no limit).",
-    )  # fmt: skip
+    )
     vla_gripper_open: float = Field(0.0, description="Raw gripper action meaning fully open (LIBERO: -1, DROID: 0).")
     vla_gripper_closed: float = Field(1.0, description="Raw gripper action meaning fully closed (LIBERO: 1, DROID: 1).")
     vla_gripper_max_width_m: float = Field(

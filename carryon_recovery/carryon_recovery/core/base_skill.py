@@ -15,33 +15,23 @@ judging. Every motion goes through `RecoveryIO.move`, which on every backend pas
 shield (a blocked motion is a failed motion, never an unshielded one).
 
 Every operation is recorded (planned vs measured) so reflection can review the attempt.
+Grasp candidates and transit paths are core/grasp.py.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
-import numpy.typing as npt
 
+from carryon_recovery.core.grasp import DOWN, TRANSIT_MARGIN_M, Candidate, FloatArray, grasp_candidates, line, transit
 from carryon_recovery.core.library import SkillVersion
 from carryon_recovery.core.reflection import Attempt, Operation
 from carryon_recovery.core.types import Outcome
 
-FloatArray = npt.NDArray[np.float64]
-DOWN = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])  # tool z down, finger axis along world y
 OPEN, CLOSED = 0.0, 1.0
-
-
-def tool_rotation(yaw: float) -> FloatArray:
-    """A downward tool rotated by `yaw` about world z."""
-    c, s = math.cos(yaw), math.sin(yaw)
-    rz = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
-    out: FloatArray = rz @ DOWN
-    return out
 
 
 @dataclass(frozen=True)
@@ -100,180 +90,25 @@ def seen_from_clouds(clouds: dict[str, FloatArray], target: str, destination: st
         return None
     others = [c for name, c in clouds.items() if name not in (target, destination, "robot")]
     return Seen(
-        points, clouds.get(destination) if destination else None, support_height(clouds, target),
+        points,
+        clouds.get(destination) if destination else None,
+        support_height(clouds, target),
         np.vstack(others) if others else None,
-    )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Candidate:
-    kind: str
-    grasp: FloatArray  # tool centre point at the grasp
-    rotation: FloatArray
-    pre_grasp: FloatArray
-
-
-GRIPPER_OPENING_M = 0.08  # the Panda's fingers open this far
-FINGER_MARGIN_M = 0.015  # room a finger needs beside the object, metres
-CLEAR_M = 0.02  # fingers this far (xy) from every obstacle point: the centre grasp is kept first
-
-
-def finger_clearance(
-    grasp: FloatArray, across: FloatArray, half_width: float, obstacles: FloatArray | None, floor_z: float
-) -> float:
-    """Horizontal distance from the two fingertips of a top-down grasp (at `grasp`, closing
-    along the unit xy vector `across`, opened `half_width` + margin either side) to the
-    nearest obstacle point standing above `floor_z`; inf when none is seen."""
-    if obstacles is None or not len(obstacles):
-        return math.inf
-    standing = obstacles[obstacles[:, 2] > floor_z + 0.01, :2]
-    if not len(standing):
-        return math.inf
-    offset = (half_width + FINGER_MARGIN_M) * across
-    fingers = np.array([grasp[:2] + offset, grasp[:2] - offset])
-    return float(np.min(np.linalg.norm(standing[None, :, :] - fingers[:, None, :], axis=2)))
-
-
-MAX_CLOSE_WIDTH_M = GRIPPER_OPENING_M - 2 * FINGER_MARGIN_M  # a top-down grasp closes on at most this ...
-KNOB_SLICE_M = 0.02  # ... wider objects are grasped by the top slice of this height (a knob, a handle)
-SIDE_MIN_HEIGHT_M = 0.06  # objects at least this tall also get side candidates ...
-SIDE_MAX_WIDTH_M = GRIPPER_OPENING_M - 0.01  # ... when they fit between the open fingers with room to spare
-BASE_XY = np.zeros(2)  # the arm's base in world (x, y): side grasps reach outward from it
-
-
-def side_rotation(direction: FloatArray) -> FloatArray:
-    """Tool z along the horizontal `direction` (towards the object), fingers closing
-    horizontally across it, tool y up."""
-    d = np.array([direction[0], direction[1], 0.0]) / float(np.linalg.norm(direction[:2]))
-    x = np.array([-d[1], d[0], 0.0])
-    out: FloatArray = np.column_stack([x, np.cross(d, x), d])
-    return out
-
-
-def grasp_candidates(
-    points: FloatArray, version: SkillVersion, support_z: float | None = None, obstacles: FloatArray | None = None
-) -> list[Candidate]:
-    """Candidates from the target's points, in the skill's `candidate_order`.
-
-    top_down: the fingers closing across the object's narrow horizontal axis, over the
-    points' centre — and for an elongated object also a quarter of its length either way
-    along it — `grasp_height_m` above the surface it rests on (`support_z`; else its lowest
-    seen point), at most 5 mm under its top; an object too wide to close on (a cloche) is
-    grasped by the top `KNOB_SLICE_M` of its points instead (its knob). The centre comes
-    first unless a finger there would come within `CLEAR_M` of an obstacle (an object lying
-    against a bottle): then they go by finger clearance, the freest first.
-
-    side: for objects at least `SIDE_MIN_HEIGHT_M` tall (a can, a cup; a low object's side
-    is too close to the table for the hand) and at most `SIDE_MAX_WIDTH_M` wide (the fingers
-    close across its whole width), the tool horizontal at half the object's height,
-    reaching from the arm's base towards its centre, then 45 degrees either way; the
-    pre-grasp is `approach_offset_m` back along the reach.
-    """
-    if len(points) < 3:
-        return []
-    centre = points.mean(axis=0)
-    top = float(points[:, 2].max())
-    bottom = support_z if support_z is not None else float(points[:, 2].min())
-    candidates: list[Candidate] = []
-    for kind in version.strategy.candidate_order:
-        if kind == "top_down":
-            candidates += _top_down(points, centre, top, bottom, version, obstacles=obstacles)
-        elif kind == "side" and top - bottom >= SIDE_MIN_HEIGHT_M and _width(points, centre) <= SIDE_MAX_WIDTH_M:
-            candidates += _side(centre, top, bottom, version)
-    return candidates
-
-
-def _top_down(
-    points: FloatArray, centre: FloatArray, top: float, bottom: float, version: SkillVersion, *,
-    obstacles: FloatArray | None,
-) -> list[Candidate]:  # fmt: skip
-    narrow, long, half_width = _axes(points, centre)
-    z = min(bottom + version.value("grasp_height_m"), max(top - 0.005, bottom))
-    crown = points[points[:, 2] > top - KNOB_SLICE_M]
-    if 2.0 * half_width > MAX_CLOSE_WIDTH_M and len(crown) >= 3:
-        # too wide to close on (a cloche): grasp what stands on its top — a knob, a handle
-        points, centre, z = crown, crown.mean(axis=0), top - 0.5 * KNOB_SLICE_M
-        narrow, long, half_width = _axes(points, centre)
-    yaw = math.atan2(-narrow[0], narrow[1])  # finger axis (tool x) along `narrow`
-    xy = points[:, :2] - centre[:2]
-    along = xy @ long
-    spots = [centre[:2]]
-    length = float(np.percentile(along, 97) - np.percentile(along, 3))
-    if length > 2.0 * 2.0 * half_width:  # elongated (a carrot: 92 x 32 mm): also grasp nearer its ends
-        spots += [centre[:2] + long * length / 4.0, centre[:2] - long * length / 4.0]
-    rotation = tool_rotation(yaw)
-    lift = np.array([0.0, 0.0, version.value("approach_offset_m")])
-    candidates = [Candidate("top_down", np.array([x, y, z]), rotation, np.array([x, y, z]) + lift) for x, y in spots]
-    clearance = [finger_clearance(c.grasp, narrow, half_width, obstacles, bottom) for c in candidates]
-    if clearance[0] < CLEAR_M:
-        order = sorted(range(len(candidates)), key=lambda i: -clearance[i])
-        candidates = [candidates[i] for i in order]
-    return candidates
-
-
-def _axes(points: FloatArray, centre: FloatArray) -> tuple[FloatArray, FloatArray, float]:
-    """The points' narrow and long horizontal axes (unit xy vectors) and their half width
-    across the narrow one (95th percentile)."""
-    xy = points[:, :2] - centre[:2]
-    _, vectors = np.linalg.eigh(xy.T @ xy)
-    narrow, long = vectors[:, 0], vectors[:, 1]
-    return narrow, long, float(np.percentile(np.abs(xy @ narrow), 95))
-
-
-def _width(points: FloatArray, centre: FloatArray) -> float:
-    """Horizontal extent of the points: twice their 95th-percentile distance from the centre."""
-    return 2.0 * float(np.percentile(np.linalg.norm(points[:, :2] - centre[:2], axis=1), 95))
-
-
-def _side(centre: FloatArray, top: float, bottom: float, version: SkillVersion) -> list[Candidate]:
-    outward = centre[:2] - BASE_XY
-    heading = math.atan2(outward[1], outward[0])
-    grasp = np.array([centre[0], centre[1], bottom + 0.5 * (top - bottom)])
-    candidates = []
-    for turn in (0.0, math.pi / 4, -math.pi / 4):
-        direction = np.array([math.cos(heading + turn), math.sin(heading + turn)])
-        pre = grasp - version.value("approach_offset_m") * np.array([direction[0], direction[1], 0.0])
-        candidates.append(Candidate("side", grasp.copy(), side_rotation(direction), pre))
-    return candidates
-
-
-TRANSIT_MARGIN_M = 0.06  # tool centre point above the highest obstacle point under a transit
-TRANSIT_CORRIDOR_M = 0.09  # obstacle points this close (xy) to the straight path count
-
-
-def transit(
-    start: FloatArray, goal: FloatArray, obstacles: FloatArray | None, *, margin_m: float = TRANSIT_MARGIN_M
-) -> FloatArray:
-    """A path start -> goal that goes up first, across at a transit height, then down: the
-    transit height clears every obstacle point within `TRANSIT_CORRIDOR_M` (xy) of the
-    straight path by `margin_m` (never lower than start or goal)."""
-    z = max(float(start[2]), float(goal[2]))
-    if obstacles is not None and len(obstacles):
-        a, d = start[:2], goal[:2] - start[:2]
-        length2 = float(d @ d)
-        s = np.clip(((obstacles[:, :2] - a) @ d) / length2, 0.0, 1.0) if length2 > 1e-12 else np.zeros(len(obstacles))
-        gap = np.linalg.norm(obstacles[:, :2] - (a + np.outer(s, d)), axis=1)
-        under = obstacles[gap < TRANSIT_CORRIDOR_M]
-        if len(under):
-            z = max(z, float(under[:, 2].max()) + margin_m)
-    up = np.array([start[0], start[1], z])
-    over = np.array([goal[0], goal[1], z])
-    out: FloatArray = np.vstack([_line(start, up), _line(up, over), _line(over, goal)])
-    return out
-
-
-def _line(start: FloatArray, end: FloatArray, step_m: float = 0.01) -> FloatArray:
-    n = max(1, math.ceil(float(np.linalg.norm(end - start)) / step_m))
-    out: FloatArray = start + np.outer(np.arange(1, n + 1) / n, end - start)
-    return out
+    )
 
 
 @dataclass
 class RunRecord:
     operations: list[Operation] = field(default_factory=list)
 
-    def add(self, op: str, ok: bool, planned: dict[str, object] | None = None,
-            measured: dict[str, object] | None = None, note: str = "") -> bool:  # fmt: skip
+    def add(
+        self,
+        op: str,
+        ok: bool,
+        planned: dict[str, object] | None = None,
+        measured: dict[str, object] | None = None,
+        note: str = "",
+    ) -> bool:
         self.operations.append(Operation(op=op, ok=ok, planned=planned or {}, measured=measured or {}, note=note))
         return ok
 
@@ -311,8 +146,15 @@ def run_base_skill(
     why = ""
     for attempt in range(tries):
         if cancelled():
-            return _finish(version, record, Outcome.ABORTED, "cancelled", target=target, instruction=instruction,
-                           attempt_id=attempt_id)  # fmt: skip
+            return _finish(
+                version,
+                record,
+                Outcome.ABORTED,
+                "cancelled",
+                target=target,
+                instruction=instruction,
+                attempt_id=attempt_id,
+            )
         on_phase("relocalize")
         seen = io.perceive(target, destination)
         if seen is None or len(seen.target) < 3:
@@ -321,8 +163,11 @@ def run_base_skill(
             continue
         obstacles = seen.obstacles
         support = None if seen.support_z is None else _r(seen.support_z)
-        record.add("relocalize", True, measured={"target_center": _r(seen.target.mean(axis=0)),
-                                                 "points": len(seen.target), "support_z": support})  # fmt: skip
+        record.add(
+            "relocalize",
+            True,
+            measured={"target_center": _r(seen.target.mean(axis=0)), "points": len(seen.target), "support_z": support},
+        )
         candidates = grasp_candidates(seen.target, version, seen.support_z, seen.obstacles)
         record.add("grasp_candidates", bool(candidates), measured={"count": len(candidates)})
         for candidate in candidates:
@@ -330,22 +175,42 @@ def run_base_skill(
             ok, why = _grasp_and_carry(version, io, record, candidate, seen, on_phase=on_phase)
             if ok:
                 message = "holding at the stand-off pose: resume the instruction"
-                return _finish(version, record, Outcome.RESUME, message, target=target, instruction=instruction,
-                               attempt_id=attempt_id)  # fmt: skip
+                return _finish(
+                    version,
+                    record,
+                    Outcome.RESUME,
+                    message,
+                    target=target,
+                    instruction=instruction,
+                    attempt_id=attempt_id,
+                )
     if cancelled():
-        return _finish(version, record, Outcome.ABORTED, "cancelled", target=target, instruction=instruction,
-                       attempt_id=attempt_id)  # fmt: skip
+        return _finish(
+            version, record, Outcome.ABORTED, "cancelled", target=target, instruction=instruction, attempt_id=attempt_id
+        )
     # Fallback (Algorithm 2): pre-grasp of the last candidate, else the pre-failure pose; open; resume anyway.
     on_phase("fallback")
     fallback = last.pre_grasp if last is not None else pre_failure
     rotation = last.rotation if last is not None else DOWN
     moved, blocked = io.move(transit(io.tool_position(), fallback, obstacles), rotation, OPEN)
     width = io.set_gripper(OPEN)
-    record.add("fallback", moved, planned={"tool": _r(fallback)}, measured={"tool": _r(io.tool_position()),
-               "gripper_width_m": _r(width)}, note=blocked)  # fmt: skip
+    record.add(
+        "fallback",
+        moved,
+        planned={"tool": _r(fallback)},
+        measured={"tool": _r(io.tool_position()), "gripper_width_m": _r(width)},
+        note=blocked,
+    )
     message = f"recovery failed ({why or 'no grasp candidate'}); at the fallback pose, resuming anyway"
-    return _finish(version, record, Outcome.RESUME_UNVERIFIED, message, target=target, instruction=instruction,
-                   attempt_id=attempt_id)  # fmt: skip
+    return _finish(
+        version,
+        record,
+        Outcome.RESUME_UNVERIFIED,
+        message,
+        target=target,
+        instruction=instruction,
+        attempt_id=attempt_id,
+    )
 
 
 def _holding(version: SkillVersion, width: float) -> bool:
@@ -365,19 +230,25 @@ def _grasp_and_carry(
     path = transit(io.tool_position(), c.pre_grasp, seen.obstacles)
     ok, why = io.move(path, c.rotation, OPEN)
     io.set_gripper(OPEN)
-    if not record.add("approach", ok, planned={"pre_grasp": _r(c.pre_grasp)},
-                      measured={"tool": _r(io.tool_position())}, note=why):  # fmt: skip
+    if not record.add(
+        "approach", ok, planned={"pre_grasp": _r(c.pre_grasp)}, measured={"tool": _r(io.tool_position())}, note=why
+    ):
         return False, f"approach: {why}"
     on_phase("grasp")
-    ok, why = io.move(_line(c.pre_grasp, c.grasp, 0.005), c.rotation, OPEN)
+    ok, why = io.move(line(c.pre_grasp, c.grasp, 0.005), c.rotation, OPEN)
     width = io.set_gripper(CLOSED)
-    record.add("grasp", ok, planned={"tcp": _r(c.grasp), "kind": c.kind},
-               measured={"tcp": _r(io.tool_position()), "gripper_width_m": _r(width)}, note=why)  # fmt: skip
+    record.add(
+        "grasp",
+        ok,
+        planned={"tcp": _r(c.grasp), "kind": c.kind},
+        measured={"tcp": _r(io.tool_position()), "gripper_width_m": _r(width)},
+        note=why,
+    )
     if not ok:
         return False, f"descent: {why}"
     on_phase("lift")
     lifted = c.grasp + np.array([0.0, 0.0, version.value("lift_height_m")])
-    ok, why = io.move(_line(io.tool_position(), lifted), c.rotation, CLOSED)
+    ok, why = io.move(line(io.tool_position(), lifted), c.rotation, CLOSED)
     record.add("lift", ok, planned={"tcp": _r(lifted)}, measured={"tcp": _r(io.tool_position())}, note=why)
     on_phase("check_holding")
     width = io.set_gripper(CLOSED)
@@ -390,8 +261,9 @@ def _grasp_and_carry(
         carried = float(seen.target[:, 2].max() - seen.target[:, 2].min())  # it hangs below the fingers
         path = transit(io.tool_position(), standoff, seen.obstacles, margin_m=TRANSIT_MARGIN_M + carried)
         ok, why = io.move(path, c.rotation, CLOSED)
-        record.add("transport_standoff", ok, planned={"tcp": _r(standoff)}, measured={"tcp": _r(io.tool_position())},
-                   note=why)  # fmt: skip
+        record.add(
+            "transport_standoff", ok, planned={"tcp": _r(standoff)}, measured={"tcp": _r(io.tool_position())}, note=why
+        )
         if not ok:
             return False, f"transport: {why}"
         width = io.set_gripper(CLOSED)
@@ -401,12 +273,24 @@ def _grasp_and_carry(
 
 
 def _finish(
-    version: SkillVersion, record: RunRecord, outcome: Outcome, message: str, *, target: str, instruction: str,
+    version: SkillVersion,
+    record: RunRecord,
+    outcome: Outcome,
+    message: str,
+    *,
+    target: str,
+    instruction: str,
     attempt_id: str,
-) -> SkillResult:  # fmt: skip
+) -> SkillResult:
     label = {Outcome.RESUME: "resumed", Outcome.RESUME_UNVERIFIED: "fallback"}.get(outcome, "aborted")
     attempt = Attempt(
-        attempt_id=attempt_id, skill=version.skill, version=version.version, instruction=instruction, target=target,
-        outcome=label, task_completed=False, operations=record.operations,
-    )  # fmt: skip
+        attempt_id=attempt_id,
+        skill=version.skill,
+        version=version.version,
+        instruction=instruction,
+        target=target,
+        outcome=label,
+        task_completed=False,
+        operations=record.operations,
+    )
     return SkillResult(outcome, message, attempt)

@@ -34,8 +34,15 @@ from carryon_common.core.config import format_validation_error, read_yaml
 from carryon_common.core.errors import ConfigError
 
 OPERATIONS = (
-    "relocalize", "grasp_candidates", "approach", "grasp", "lift", "check_holding", "transport_standoff", "resume",
-)  # fmt: skip
+    "relocalize",
+    "grasp_candidates",
+    "approach",
+    "grasp",
+    "lift",
+    "check_holding",
+    "transport_standoff",
+    "resume",
+)
 _VERSION_FILE = re.compile(r"^v([1-9][0-9]*)\.yaml$")
 
 

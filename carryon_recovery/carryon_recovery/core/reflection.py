@@ -1,7 +1,7 @@
 """Reflection (paper §3.3.2, §D.3, §F.2): review up to three failed recovery attempts and
 propose ONE revision of the skill — a parameter or a strategy change — or NO_UPDATE.
 
-The proposal comes from any LLM behind the planner's `LlmClient` interface (an
+The proposal comes from any LLM behind carryon_common's `LlmClient` interface (an
 OpenAI-compatible endpoint in practice) and is never trusted: it must parse, name a known
 parameter or strategy field, stay inside the allowed range, actually change something and
 cite evidence. Only then is a new version written (`SkillLibrary.write_next`); otherwise
@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from carryon_common.core.errors import CarryOnError, ConfigError
-from carryon_planner.core.llm import ChatMessage, LlmClient, LlmError
+from carryon_common.core.llm import ChatMessage, LlmClient, LlmError
 from carryon_recovery.core.library import Revision, SkillLibrary, SkillVersion, Strategy
 
 MAX_ATTEMPTS_REVIEWED = 3
@@ -103,11 +103,13 @@ def build_messages(version: SkillVersion, attempts: Sequence[Attempt]) -> list[C
         f"## Skill {version.skill}, version {version.version}",
         f"Procedure: {', '.join(version.procedure)}",
         f"Strategy: {json.dumps(version.strategy.model_dump())}",
-        "Parameters:", *params,
-        "Earlier revisions:", *([f"- v{r.version} {r.kind}: {r.change} ({r.reason})" for r in version.revisions] or
-                                ["- none"]),
-        "", f"## Failed attempts (up to {MAX_ATTEMPTS_REVIEWED})",
-    ]  # fmt: skip
+        "Parameters:",
+        *params,
+        "Earlier revisions:",
+        *([f"- v{r.version} {r.kind}: {r.change} ({r.reason})" for r in version.revisions] or ["- none"]),
+        "",
+        f"## Failed attempts (up to {MAX_ATTEMPTS_REVIEWED})",
+    ]
     for attempt in attempts[:MAX_ATTEMPTS_REVIEWED]:
         lines.append(
             f"### {attempt.attempt_id}: v{attempt.version}, '{attempt.instruction}' (target {attempt.target}), "
@@ -188,9 +190,13 @@ def reflect(
     try:
         changes, change = check_proposal(current, proposal)
         revision = Revision(
-            version=current.version + 1, kind=proposal.kind or "parameter", change=change,
-            reason=proposal.diagnosis, evidence=list(proposal.evidence), source=f"reflection:{llm.name}",
-        )  # fmt: skip
+            version=current.version + 1,
+            kind=proposal.kind or "parameter",
+            change=change,
+            reason=proposal.diagnosis,
+            evidence=list(proposal.evidence),
+            source=f"reflection:{llm.name}",
+        )
         written = library.write_next(current, changes, revision)
     except (ProposalRejected, ConfigError) as exc:
         return ReflectionOutcome("REJECTED", str(exc), None, reply)

@@ -12,8 +12,7 @@ from typing import Annotated
 from pydantic import Field
 
 from carryon_common.core.config import NodeConfig, one_of
-
-GROUNDERS = ("sim_masks", "text_prompted")
+from carryon_shield.core.grounders import GROUNDERS
 
 
 class ShieldConfig(NodeConfig):

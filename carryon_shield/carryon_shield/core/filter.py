@@ -107,11 +107,17 @@ def check_poses(
     unmeasured."""
     carried = geometry.box < 0
     clearance, margin, part, nearest, checked = check_kernel(
-        obstacles.grid, positions, rotations, boxes=geometry.boxes,
-        box_part=geometry.box_part, spheres=geometry.spheres[carried], sphere_part=geometry.part[carried],
-        thresholds=thresholds.of_part(), near_range=max(NEAR_RANGE_M, float(thresholds.of_part().max())),
+        obstacles.grid,
+        positions,
+        rotations,
+        boxes=geometry.boxes,
+        box_part=geometry.box_part,
+        spheres=geometry.spheres[carried],
+        sphere_part=geometry.part[carried],
+        thresholds=thresholds.of_part(),
+        near_range=max(NEAR_RANGE_M, float(thresholds.of_part().max())),
         stop_at_first=stop_at_first,
-    )  # fmt: skip
+    )
     return PoseCheck(clearance, margin, part, nearest, checked)
 
 
@@ -143,26 +149,41 @@ class GeometricShield:
 
     def _decision(self, chunk: Chunk, decision: Decision, reason: str, **fields: object) -> ShieldDecision:
         return ShieldDecision(
-            chunk.chunk_id, chunk.subtask_id, decision, 0, len(chunk), self.thresholds.hand_m, reason,
-            frame_id=self.world_frame, **fields,  # type: ignore[arg-type]
-        )  # fmt: skip
+            chunk.chunk_id,
+            chunk.subtask_id,
+            decision,
+            0,
+            len(chunk),
+            self.thresholds.hand_m,
+            reason,
+            frame_id=self.world_frame,
+            **fields,  # type: ignore[arg-type]
+        )
 
     def __call__(self, chunk: Chunk, now_s: float) -> ShieldDecision:
         started = time.perf_counter()
         if chunk.frame_id != self.world_frame:
             return self._decision(
-                chunk, Decision.REJECTED_INVALID,
+                chunk,
+                Decision.REJECTED_INVALID,
                 f"unknown frame {chunk.frame_id!r}: the shield checks chunks in {self.world_frame!r} only",
-            )  # fmt: skip
+            )
         try:
             snapshot = self.perceive(now_s)
         except PerceptionUnavailable as exc:
             if not self.enabled:
                 return ShieldDecision(
-                    chunk.chunk_id, chunk.subtask_id, Decision.RELEASED_ALL, len(chunk), len(chunk),
-                    self.thresholds.hand_m, f"shield disabled: released unchecked ({exc})", frame_id=self.world_frame,
-                    released=chunk, would_block=True,
-                )  # fmt: skip
+                    chunk.chunk_id,
+                    chunk.subtask_id,
+                    Decision.RELEASED_ALL,
+                    len(chunk),
+                    len(chunk),
+                    self.thresholds.hand_m,
+                    f"shield disabled: released unchecked ({exc})",
+                    frame_id=self.world_frame,
+                    released=chunk,
+                    would_block=True,
+                )
             return self._decision(chunk, Decision.REJECTED_NO_PERCEPTION, f"{exc}: failing closed, nothing released")
         decision = self.decide(chunk, snapshot)
         return dataclasses.replace(decision, compute_time_s=time.perf_counter() - started)
@@ -187,8 +208,9 @@ class GeometricShield:
         # A released prefix ends with the arm settling at its last commanded target: that
         # pose must be clear too, else the prefix shrinks.
         while first > 0:
-            settle = check_poses(obstacles, geometry, self.thresholds, commanded[first - 1 : first],
-                                 rotations[first - 1 : first])  # fmt: skip
+            settle = check_poses(
+                obstacles, geometry, self.thresholds, commanded[first - 1 : first], rotations[first - 1 : first]
+            )
             if settle.margin[0] >= 0.0:
                 break
             first -= 1
@@ -204,10 +226,17 @@ class GeometricShield:
         }
         if first < 0:
             return ShieldDecision(
-                chunk.chunk_id, chunk.subtask_id, Decision.RELEASED_ALL, n, n, self.thresholds.hand_m,
-                f"all {n} steps predicted clear (closest {_distance_text(clearance)})", frame_id=self.world_frame,
-                released=chunk, **common,  # type: ignore[arg-type]
-            )  # fmt: skip
+                chunk.chunk_id,
+                chunk.subtask_id,
+                Decision.RELEASED_ALL,
+                n,
+                n,
+                self.thresholds.hand_m,
+                f"all {n} steps predicted clear (closest {_distance_text(clearance)})",
+                frame_id=self.world_frame,
+                released=chunk,
+                **common,  # type: ignore[arg-type]
+            )
         assert blocker is not None
         index, blocking_part = blocker[0], Part(blocker[1])
         threshold = float(self.thresholds.of_part()[blocking_part])
@@ -219,29 +248,58 @@ class GeometricShield:
             f"{name or 'an obstacle'} (threshold {threshold:.3f} m)"
         )
         blocked_fields = {
-            **common, "first_blocked_step": first, "blocking_obstacle": name, "blocking_point": point,
-            "nearest_points": nearest, "frame_id": self.world_frame,
-        }  # fmt: skip
+            **common,
+            "first_blocked_step": first,
+            "blocking_obstacle": name,
+            "blocking_point": point,
+            "nearest_points": nearest,
+            "frame_id": self.world_frame,
+        }
         if not self.enabled:
             return ShieldDecision(
-                chunk.chunk_id, chunk.subtask_id, Decision.RELEASED_ALL, n, n, threshold,
+                chunk.chunk_id,
+                chunk.subtask_id,
+                Decision.RELEASED_ALL,
+                n,
+                n,
+                threshold,
                 f"shield disabled: released whole; would have {'retreated' if first == 0 else f'released {first}/{n}'}"
-                f" ({why})", released=chunk, would_block=True, **blocked_fields,  # type: ignore[arg-type]
-            )  # fmt: skip
+                f" ({why})",
+                released=chunk,
+                would_block=True,
+                **blocked_fields,  # type: ignore[arg-type]
+            )
         if first > 0:
             prefix = dataclasses.replace(
-                chunk, positions=chunk.positions[:first], rotations=chunk.rotations[:first],
+                chunk,
+                positions=chunk.positions[:first],
+                rotations=chunk.rotations[:first],
                 gripper=chunk.gripper[:first],
-            )  # fmt: skip
+            )
             return ShieldDecision(
-                chunk.chunk_id, chunk.subtask_id, Decision.RELEASED_PREFIX, first, n, threshold,
-                f"released {first}/{n}; {why}", released=prefix, **blocked_fields,  # type: ignore[arg-type]
-            )  # fmt: skip
+                chunk.chunk_id,
+                chunk.subtask_id,
+                Decision.RELEASED_PREFIX,
+                first,
+                n,
+                threshold,
+                f"released {first}/{n}; {why}",
+                released=prefix,
+                **blocked_fields,  # type: ignore[arg-type]
+            )
         retreat, path, reason = self.make_retreat(chunk, snapshot)
         return ShieldDecision(
-            chunk.chunk_id, chunk.subtask_id, Decision.RETREAT, len(retreat) if retreat else 0, n, threshold,
-            f"{reason}; {why}", released=retreat, retreat_path=path, **blocked_fields,  # type: ignore[arg-type]
-        )  # fmt: skip
+            chunk.chunk_id,
+            chunk.subtask_id,
+            Decision.RETREAT,
+            len(retreat) if retreat else 0,
+            n,
+            threshold,
+            f"{reason}; {why}",
+            released=retreat,
+            retreat_path=path,
+            **blocked_fields,  # type: ignore[arg-type]
+        )
 
     def retreat_direction(self, snapshot: Snapshot) -> tuple[FloatArray, FloatArray | None]:
         """Unit direction (3,) of the retreat and the obstacle point (3,) it leads away from
@@ -283,12 +341,18 @@ class GeometricShield:
             if np.all((check.margin >= 0.0) | (check.margin >= now.margin[0] - 1e-4)):
                 rotvec = _matrix_to_rotvec(state.rotation)
                 retreat = Chunk(
-                    chunk_id=chunk.chunk_id, subtask_id=chunk.subtask_id, source=ChunkSource.RETREAT,
-                    convention=Convention.ABSOLUTE, frame_id=self.world_frame, dt=chunk.dt,
-                    observation_id=chunk.observation_id, observation_stamp_s=chunk.observation_stamp_s,
-                    positions=path, rotations=np.repeat(rotvec[None], p.steps, axis=0),
+                    chunk_id=chunk.chunk_id,
+                    subtask_id=chunk.subtask_id,
+                    source=ChunkSource.RETREAT,
+                    convention=Convention.ABSOLUTE,
+                    frame_id=self.world_frame,
+                    dt=chunk.dt,
+                    observation_id=chunk.observation_id,
+                    observation_stamp_s=chunk.observation_stamp_s,
+                    positions=path,
+                    rotations=np.repeat(rotvec[None], p.steps, axis=0),
                     gripper=np.full(p.steps, float(np.clip(state.gripper_command, 0.0, 1.0))),
-                )  # fmt: skip
+                )
                 return retreat, path, f"first step blocked: {label} {p.distance_m:.3f} m over {p.steps} steps"
         return None, np.zeros((0, 3)), "first step blocked and every retreat would come closer: holding"
 

@@ -145,10 +145,15 @@ def assemble(
     obstacle_points, obstacle_labels = voxel_downsample(points[keep], label_of_point[keep], params.voxel_m)
     target_points, _ = voxel_downsample(points[target], label_of_point[target], params.voxel_m)
     return ObstacleSet(
-        points=obstacle_points, label_index=obstacle_labels.astype(np.int32), names=names, stamp_s=stamp_s,
-        frame_id=params.frame_id, target_points=target_points, exempt_points=int(exempt.sum()),
+        points=obstacle_points,
+        label_index=obstacle_labels.astype(np.int32),
+        names=names,
+        stamp_s=stamp_s,
+        frame_id=params.frame_id,
+        target_points=target_points,
+        exempt_points=int(exempt.sum()),
         robot_points=int(robot.sum()),
-    )  # fmt: skip
+    )
 
 
 def fuse_labelled(
@@ -172,9 +177,15 @@ def fuse_labelled(
         all_points.append(points)
         all_labels.append(labels_of(frame, flat))
     return assemble(
-        np.concatenate(all_points), names, np.concatenate(all_labels), task,
-        params=params, stamp_s=stamp_s, self_filter=self_filter, holding=holding,
-    )  # fmt: skip
+        np.concatenate(all_points),
+        names,
+        np.concatenate(all_labels),
+        task,
+        params=params,
+        stamp_s=stamp_s,
+        self_filter=self_filter,
+        holding=holding,
+    )
 
 
 class Grounder(Protocol):
@@ -302,9 +313,15 @@ class TextPromptedGrounder:
         out[ROBOT] = robot
         for name in objects:
             mask = found.get(name)
-            if (mask is None or not mask.any()) and self.point_prompter is not None and name in (
-                task.target, task.destination,
-            ):  # fmt: skip
+            if (
+                (mask is None or not mask.any())
+                and self.point_prompter is not None
+                and name
+                in (
+                    task.target,
+                    task.destination,
+                )
+            ):
                 seed = self.point_prompter.point(frame.rgb, name)
                 if seed is not None:
                     mask = region_from_point(frame.depth, seed)
@@ -337,9 +354,15 @@ class TextPromptedGrounder:
             label_images[frame.camera] = label_image.reshape(-1)
         stamp = min(f.depth_stamp_s for f in frames)
         return fuse_labelled(
-            frames, lambda frame, flat: label_images[frame.camera][flat], names, task,
-            params=self.params, stamp_s=stamp, self_filter=self_filter, holding=holding,
-        )  # fmt: skip
+            frames,
+            lambda frame, flat: label_images[frame.camera][flat],
+            names,
+            task,
+            params=self.params,
+            stamp_s=stamp,
+            self_filter=self_filter,
+            holding=holding,
+        )
 
 
 def frames_by_camera(frames: Mapping[str, RgbdFrame], cameras: Sequence[str]) -> list[RgbdFrame]:

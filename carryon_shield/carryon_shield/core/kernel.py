@@ -44,8 +44,14 @@ class PointGrid:
         valid = np.flatnonzero(np.isfinite(points).all(axis=1))
         finite = points[valid]
         if len(finite) == 0:
-            return cls(finite, np.zeros(0, dtype=np.int64), np.zeros(2, dtype=np.int64), np.zeros(3), 1.0,
-                       np.ones(3, dtype=np.int64))  # fmt: skip
+            return cls(
+                finite,
+                np.zeros(0, dtype=np.int64),
+                np.zeros(2, dtype=np.int64),
+                np.zeros(3),
+                1.0,
+                np.ones(3, dtype=np.int64),
+            )
         origin = finite.min(axis=0)
         extent = finite.max(axis=0) - origin
         cell = MIN_CELL_M
@@ -186,13 +192,21 @@ def check_kernel(
     indices into the original point set. See `filter.check_poses` for the meaning."""
     f64 = np.float64
     clearance, margin, part, sorted_nearest, checked = _check_kernel(
-        grid.points, grid.start, grid.origin, float(grid.cell_m), grid.dims,
+        grid.points,
+        grid.start,
+        grid.origin,
+        float(grid.cell_m),
+        grid.dims,
         np.ascontiguousarray(positions, dtype=f64).reshape(-1, 3),
         np.ascontiguousarray(rotations, dtype=f64).reshape(-1, 3, 3),
-        np.ascontiguousarray(boxes, dtype=f64).reshape(-1, 2, 3), np.ascontiguousarray(box_part, dtype=np.int64),
-        np.ascontiguousarray(spheres, dtype=f64).reshape(-1, 4), np.ascontiguousarray(sphere_part, dtype=np.int64),
-        np.ascontiguousarray(thresholds, dtype=f64), float(near_range), bool(stop_at_first),
-    )  # fmt: skip
+        np.ascontiguousarray(boxes, dtype=f64).reshape(-1, 2, 3),
+        np.ascontiguousarray(box_part, dtype=np.int64),
+        np.ascontiguousarray(spheres, dtype=f64).reshape(-1, 4),
+        np.ascontiguousarray(sphere_part, dtype=np.int64),
+        np.ascontiguousarray(thresholds, dtype=f64),
+        float(near_range),
+        bool(stop_at_first),
+    )
     nearest: IntArray = np.full(len(sorted_nearest), -1, dtype=np.int64)
     found = sorted_nearest >= 0
     nearest[found] = grid.index[sorted_nearest[found]]
@@ -202,7 +216,14 @@ def check_kernel(
 def warm_up() -> None:
     """Compile (or load from the on-disk cache) before the first real chunk."""
     check_kernel(
-        PointGrid.build(np.zeros((1, 3))), np.ones((1, 3)), np.eye(3)[None], boxes=np.zeros((1, 2, 3)),
-        box_part=np.zeros(1, dtype=np.int64), spheres=np.zeros((0, 4)), sphere_part=np.zeros(0, dtype=np.int64),
-        thresholds=np.full(3, 0.01), near_range=0.05, stop_at_first=True,
-    )  # fmt: skip
+        PointGrid.build(np.zeros((1, 3))),
+        np.ones((1, 3)),
+        np.eye(3)[None],
+        boxes=np.zeros((1, 2, 3)),
+        box_part=np.zeros(1, dtype=np.int64),
+        spheres=np.zeros((0, 4)),
+        sphere_part=np.zeros(0, dtype=np.int64),
+        thresholds=np.full(3, 0.01),
+        near_range=0.05,
+        stop_at_first=True,
+    )

@@ -2,7 +2,7 @@
 
 The arm does not jump to each commanded target: its servos lag behind and carry
 momentum. Per axis, a first-order lag with a momentum term, fitted from logged
-commanded-vs-achieved tool motion (`python -m carryon_shield.fit_response`):
+commanded-vs-achieved tool motion (`python -m carryon_sim.harness.fit_response`):
 
     x[k+1] = x[k] + alpha * (c[k] - x[k]) + beta * (x[k] - x[k-1])
 
@@ -76,8 +76,14 @@ class ResponseModel:
             alpha = np.asarray(data["alpha"], dtype=np.float64)
             beta = np.asarray(data["beta"], dtype=np.float64)
             fit = data.get("fit", {})
-            model = cls(alpha, beta, float(data["dt_s"]), float(fit.get("rmse_m", "nan")),
-                        float(fit.get("baseline_rmse_m", "nan")), int(fit.get("samples", 0)))  # fmt: skip
+            model = cls(
+                alpha,
+                beta,
+                float(data["dt_s"]),
+                float(fit.get("rmse_m", "nan")),
+                float(fit.get("baseline_rmse_m", "nan")),
+                int(fit.get("samples", 0)),
+            )
         except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{path}: not a response model: {exc}") from None
         if alpha.shape != (3,) or beta.shape != (3,) or not (np.all(alpha > 0) and np.all(alpha <= 2)):
@@ -121,7 +127,7 @@ def load_response_model(configured: str = "", dt: float = 0.05) -> tuple[Respons
     if not path.is_file():
         if configured:
             raise ConfigError(f"response model file {path} does not exist")
-        return ResponseModel.identity(dt), f"no {path}: lag-free model (run python -m carryon_shield.fit_response)"
+        return ResponseModel.identity(dt), f"no {path}: lag-free model (run python -m carryon_sim.harness.fit_response)"
     return ResponseModel.load(path), str(path)
 
 

@@ -102,6 +102,12 @@ class CameraRig:
         geom_ids = np.where(seg[..., 1] == int(mujoco.mjtObj.mjOBJ_GEOM), seg[..., 0], self.model.ngeom)
         segmentation = self._instance_of_geom[geom_ids]
         return CameraFrame(
-            camera, color, depth, segmentation, dict(self.labels), self.intrinsics(camera), self.pose(data, camera),
+            camera,
+            color,
+            depth,
+            segmentation,
+            dict(self.labels),
+            self.intrinsics(camera),
+            self.pose(data, camera),
             float(data.time),
-        )  # fmt: skip
+        )

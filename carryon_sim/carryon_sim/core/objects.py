@@ -39,8 +39,17 @@ class ObjectType:
     build: Callable[[mujoco.MjsBody, str, float, Rgba, float], None]  # (body, name, scale, rgba, mass)
 
 
-def _geom(body: mujoco.MjsBody, name: str, kind: mujoco.mjtGeom, *, size: list[float], pos: list[float],
-          rgba: Rgba, mass: float, quat: list[float] | None = None) -> mujoco.MjsGeom:  # fmt: skip
+def _geom(
+    body: mujoco.MjsBody,
+    name: str,
+    kind: mujoco.mjtGeom,
+    *,
+    size: list[float],
+    pos: list[float],
+    rgba: Rgba,
+    mass: float,
+    quat: list[float] | None = None,
+) -> mujoco.MjsGeom:
     geom = body.add_geom(name=name, type=kind, size=size, pos=pos, rgba=list(rgba), mass=mass)
     geom.condim = 4
     geom.friction = [1.2, 0.01, 0.001]
@@ -49,23 +58,48 @@ def _geom(body: mujoco.MjsBody, name: str, kind: mujoco.mjtGeom, *, size: list[f
     return geom
 
 
-def _ring(body: mujoco.MjsBody, name: str, *, radius: float, wall: float, height: float, rgba: Rgba, mass: float,
-          segments: int = 16) -> None:  # fmt: skip
+def _ring(
+    body: mujoco.MjsBody,
+    name: str,
+    *,
+    radius: float,
+    wall: float,
+    height: float,
+    rgba: Rgba,
+    mass: float,
+    segments: int = 16,
+) -> None:
     """A cylindrical wall of `segments` boxes (bowls, covers, mugs)."""
     half_chord = radius * math.tan(math.pi / segments) + wall / 2
     for i in range(segments):
         angle = 2 * math.pi * i / segments
         pos = [radius * math.cos(angle), radius * math.sin(angle), height / 2]
         quat = [math.cos(angle / 2), 0.0, 0.0, math.sin(angle / 2)]
-        _geom(body, f"{name}/wall{i}", mujoco.mjtGeom.mjGEOM_BOX, size=[wall / 2, half_chord, height / 2], pos=pos,
-              rgba=rgba, mass=mass / segments, quat=quat)  # fmt: skip
+        _geom(
+            body,
+            f"{name}/wall{i}",
+            mujoco.mjtGeom.mjGEOM_BOX,
+            size=[wall / 2, half_chord, height / 2],
+            pos=pos,
+            rgba=rgba,
+            mass=mass / segments,
+            quat=quat,
+        )
 
 
 def _carrot(body: mujoco.MjsBody, name: str, s: float, rgba: Rgba, mass: float) -> None:
     # A capsule lying along x: radius 16 mm, 92 mm long (thick enough for the Panda's
     # fingertip pads to close below its equator without touching the table).
-    _geom(body, f"{name}/body", mujoco.mjtGeom.mjGEOM_CAPSULE, size=[0.016 * s, 0.03 * s, 0], pos=[0, 0, 0.016 * s],
-          rgba=rgba, mass=mass, quat=[math.sqrt(0.5), 0, math.sqrt(0.5), 0]).condim = 6  # fmt: skip
+    _geom(
+        body,
+        f"{name}/body",
+        mujoco.mjtGeom.mjGEOM_CAPSULE,
+        size=[0.016 * s, 0.03 * s, 0],
+        pos=[0, 0, 0.016 * s],
+        rgba=rgba,
+        mass=mass,
+        quat=[math.sqrt(0.5), 0, math.sqrt(0.5), 0],
+    ).condim = 6
     # condim 6 adds rolling friction: a real carrot does not roll away at the slightest touch.
 
 
@@ -79,15 +113,29 @@ def _box_item(half: tuple[float, float, float]) -> Callable[[mujoco.MjsBody, str
 
 def _cylinder(radius: float, half_height: float) -> Callable[[mujoco.MjsBody, str, float, Rgba, float], None]:
     def build(body: mujoco.MjsBody, name: str, s: float, rgba: Rgba, mass: float) -> None:
-        _geom(body, f"{name}/body", mujoco.mjtGeom.mjGEOM_CYLINDER, size=[radius * s, half_height * s, 0],
-              pos=[0, 0, half_height * s], rgba=rgba, mass=mass)  # fmt: skip
+        _geom(
+            body,
+            f"{name}/body",
+            mujoco.mjtGeom.mjGEOM_CYLINDER,
+            size=[radius * s, half_height * s, 0],
+            pos=[0, 0, half_height * s],
+            rgba=rgba,
+            mass=mass,
+        )
 
     return build
 
 
 def _bowl(body: mujoco.MjsBody, name: str, s: float, rgba: Rgba, mass: float) -> None:
-    _geom(body, f"{name}/bottom", mujoco.mjtGeom.mjGEOM_CYLINDER, size=[0.065 * s, 0.004 * s, 0],
-          pos=[0, 0, 0.004 * s], rgba=rgba, mass=mass / 3)  # fmt: skip
+    _geom(
+        body,
+        f"{name}/bottom",
+        mujoco.mjtGeom.mjGEOM_CYLINDER,
+        size=[0.065 * s, 0.004 * s, 0],
+        pos=[0, 0, 0.004 * s],
+        rgba=rgba,
+        mass=mass / 3,
+    )
     _ring(body, name, radius=0.068 * s, wall=0.006 * s, height=0.045 * s, rgba=rgba, mass=2 * mass / 3)
 
 
@@ -98,10 +146,24 @@ def _cover(body: mujoco.MjsBody, name: str, s: float, rgba: Rgba, mass: float) -
     # A food cover (cloche): a wall ring with a lid, open at the bottom so it can hide an
     # item, and a knob on top by which a gripper lifts it.
     _ring(body, name, radius=0.058 * s, wall=0.005 * s, height=0.055 * s, rgba=rgba, mass=mass * 0.5)
-    _geom(body, f"{name}/lid", mujoco.mjtGeom.mjGEOM_CYLINDER, size=[0.062 * s, 0.004 * s, 0],
-          pos=[0, 0, 0.059 * s], rgba=rgba, mass=mass * 0.35)  # fmt: skip
-    _geom(body, f"{name}/knob", mujoco.mjtGeom.mjGEOM_BOX, size=[0.016 * s, 0.012 * s, 0.015 * s],
-          pos=[0, 0, 0.078 * s], rgba=rgba, mass=mass * 0.15)  # fmt: skip
+    _geom(
+        body,
+        f"{name}/lid",
+        mujoco.mjtGeom.mjGEOM_CYLINDER,
+        size=[0.062 * s, 0.004 * s, 0],
+        pos=[0, 0, 0.059 * s],
+        rgba=rgba,
+        mass=mass * 0.35,
+    )
+    _geom(
+        body,
+        f"{name}/knob",
+        mujoco.mjtGeom.mjGEOM_BOX,
+        size=[0.016 * s, 0.012 * s, 0.015 * s],
+        pos=[0, 0, 0.078 * s],
+        rgba=rgba,
+        mass=mass * 0.15,
+    )
 
 
 def _open_box(half: tuple[float, float, float]) -> Callable[[mujoco.MjsBody, str, float, Rgba, float], None]:
@@ -111,9 +173,11 @@ def _open_box(half: tuple[float, float, float]) -> Callable[[mujoco.MjsBody, str
         box = mujoco.mjtGeom.mjGEOM_BOX
         _geom(body, f"{name}/bottom", box, size=[hx, hy, t], pos=[0, 0, t], rgba=rgba, mass=mass / 5)
         for side, (px, py, sx, sy) in {
-            "wall_x+": (hx - t, 0, t, hy), "wall_x-": (-hx + t, 0, t, hy),
-            "wall_y+": (0, hy - t, hx, t), "wall_y-": (0, -hy + t, hx, t),
-        }.items():  # fmt: skip
+            "wall_x+": (hx - t, 0, t, hy),
+            "wall_x-": (-hx + t, 0, t, hy),
+            "wall_y+": (0, hy - t, hx, t),
+            "wall_y-": (0, -hy + t, hx, t),
+        }.items():
             _geom(body, f"{name}/{side}", box, size=[sx, sy, hz], pos=[px, py, hz], rgba=rgba, mass=mass / 5)
 
     return build

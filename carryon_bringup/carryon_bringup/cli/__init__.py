@@ -1,0 +1,1 @@
+"""`carryon`, the operator CLI: `main` wires the parser, one module per command group."""

@@ -1,0 +1,75 @@
+"""`carryon bench`: list the benchmarks or run one, writing its figures to a run folder."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from pathlib import Path
+
+from rich.table import Table
+
+from carryon_bringup.cli.common import EXIT_NOT_IMPLEMENTED, EXIT_OK, EXIT_USAGE, Subparsers, console, err
+
+
+def add_bench(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    bench = sub.add_parser("bench", parents=[common], help="run a benchmark (see --list)")
+    bench.add_argument("name", nargs="?", help="benchmark name")
+    bench.add_argument("--list", action="store_true", help="list benchmarks")
+    bench.add_argument("--quick", action="store_true", help="a short run (CI-sized)")
+    bench.add_argument("--seed", type=int, default=0, help="random seed (recorded)")
+    bench.add_argument("--json", metavar="PATH", help="also write the figures to this JSON file")
+    bench.add_argument(
+        "--resume",
+        metavar="RUN_DIR",
+        help="continue an interrupted run in its folder (benchmarks saving rows: safety, recovery, personalization)",
+    )
+    bench.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NODE.KEY=VALUE",
+        help="override a node parameter for benchmarks that build a node's backend, e.g. "
+        "--set planner_node.llm_backend=openai (repeatable)",
+    )
+    bench.set_defaults(handler=cmd_bench)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from carryon_bringup.bench import BENCHMARKS
+    from carryon_bringup.core.bench import BenchOptions
+
+    if args.list or not args.name:
+        table = Table(title="benchmarks")
+        table.add_column("name")
+        table.add_column("what")
+        table.add_column("available")
+        for name in BENCHMARKS:
+            bench = BENCHMARKS.get(name)
+            table.add_row(name, bench.description, "yes" if bench.run else f"issue #{bench.issue}")
+        console.print(table)
+        return EXIT_OK if args.list else EXIT_USAGE
+    bench = BENCHMARKS.get(args.name)
+    if bench.run is None:
+        err.print(f"benchmark {args.name!r} is not implemented yet (issue #{bench.issue}): {bench.description}")
+        return EXIT_NOT_IMPLEMENTED
+    run_dir = Path("runs") / f"bench-{args.name}-{dt.datetime.now():%Y%m%d-%H%M%S}"
+    if args.resume:
+        run_dir = Path(args.resume)
+        if not run_dir.is_dir():
+            err.print(f"--resume: {run_dir} is not a folder of an earlier run")
+            return EXIT_USAGE
+    config_dir = Path(args.config_dir) if args.config_dir else None
+    options = BenchOptions(args.quick, args.seed, run_dir, tuple(args.set), config_dir)
+    result = bench.run(options)
+    table = Table(title=f"carryon bench {args.name}{' --quick' if args.quick else ''} (seed {args.seed})")
+    for column in ("metric", "value", "unit", "note"):
+        table.add_column(column)
+    for m in result.metrics:
+        table.add_row(m.name, f"{m.value:.4g}", m.unit, m.note)
+    console.print(table)
+    result.write(run_dir / "results.json")
+    (run_dir / "results.md").write_text(result.to_markdown(), encoding="utf-8")
+    if args.json:
+        result.write(Path(args.json))
+    console.print(f"results: {run_dir / 'results.json'}" + (f" and {args.json}" if args.json else ""))
+    return EXIT_OK

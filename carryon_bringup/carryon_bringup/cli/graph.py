@@ -1,0 +1,146 @@
+"""`carryon up`, `carryon status`, `carryon estop`: start the graph, ask it how it is, stop the arm."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from rich.table import Table
+
+from carryon_bringup.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    Subparsers,
+    console,
+    err,
+    namespace,
+    service_outcome,
+)
+from carryon_common.core.status import NodeHealth
+
+
+def add_up(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    up = sub.add_parser("up", parents=[common], help="start the graph, one process per node (Ctrl-C stops it)")
+    up.add_argument(
+        "--profile", help="profile from graph.yaml (default: $CARRYON_PROFILE, else graph.yaml's default_profile)"
+    )
+    up.add_argument("--only", action="append", default=[], metavar="NODE", help="start only this node (repeatable)")
+    up.add_argument(
+        "--set", action="append", default=[], metavar="NODE.KEY=VALUE", help="override a parameter (repeatable)"
+    )
+    up.add_argument("--run-dir", help="folder for logs and records (default runs/<time>-up-<profile>)")
+    up.add_argument("--log-level", choices=["debug", "info", "warn", "error"], help="ROS log level of every node")
+    up.add_argument("--ready-timeout", type=float, default=30.0, help="warn when nodes are not ready after this many s")
+    up.add_argument(
+        "--stop-timeout", type=float, default=4.0, help="SIGKILL nodes still alive this many s after Ctrl-C"
+    )
+    up.set_defaults(handler=cmd_up)
+
+
+def add_status(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    status = sub.add_parser("status", parents=[common], help="which nodes are up and ready, with their capabilities")
+    status.add_argument(
+        "--profile", help="profile whose nodes to query (default: $CARRYON_PROFILE, else graph.yaml's default_profile)"
+    )
+    status.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    status.add_argument("-v", "--verbose", action="store_true", help="list every capability")
+    status.set_defaults(handler=cmd_status)
+
+
+def add_estop(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    estop = sub.add_parser("estop", parents=[common], help="engage (or --release) the emergency stop")
+    estop.add_argument("--release", action="store_true", help="release instead of engage")
+    estop.add_argument("--reason", default="operator CLI", help="recorded with the state change")
+    estop.set_defaults(handler=cmd_estop)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from carryon_bringup.up import run_up
+
+    return run_up(
+        profile=args.profile,
+        only=args.only,
+        config_dir=args.config_dir,
+        sets=args.set,
+        run_dir=args.run_dir,
+        log_level=args.log_level,
+        ready_timeout_s=args.ready_timeout,
+        stop_timeout_s=args.stop_timeout,
+    )
+
+
+def _health_json(h: NodeHealth | None) -> dict[str, object] | None:
+    if h is None:
+        return None
+    return {
+        "ready": h.ready,
+        "state": h.state.name.lower(),
+        "message": h.message,
+        "pid": h.pid,
+        "uptime_s": round(h.uptime_s, 2),
+        "backends": list(h.backends),
+        "capabilities": [{"name": c.name, "implemented": c.implemented, "detail": c.detail} for c in h.capabilities],
+    }
+
+
+def _print_status_table(title: str, health: dict[str, NodeHealth | None], verbose: bool) -> None:
+    table = Table(title=title)
+    for column in ("node", "state", "pid", "up", "backends", "implemented"):
+        table.add_column(column)
+    for name, h in health.items():
+        if h is None:
+            table.add_row(name, "[red]down[/]", "", "", "", "")
+            continue
+        color = "green" if h.ready else "yellow"
+        done = sum(c.implemented for c in h.capabilities)
+        row = (h.state.name.lower(), str(h.pid), f"{h.uptime_s:.0f}s", " ".join(h.backends))
+        table.add_row(name, f"[{color}]{row[0]}[/]", *row[1:], f"{done}/{len(h.capabilities)}")
+    console.print(table)
+    missing = {name: h.missing for name, h in health.items() if h is not None and h.missing}
+    if not missing:
+        return
+    if not verbose:
+        count = sum(len(m) for m in missing.values())
+        console.print(
+            f"[yellow]scaffolding:[/] {count} capabilities are not implemented yet (`carryon status -v` lists them)"
+        )
+        return
+    for name, caps in missing.items():
+        for cap in caps:
+            console.print(f"  [yellow]{name}[/] {cap.name}: {cap.detail}")
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from carryon_bringup.node import GraphClient
+    from carryon_bringup.up import load_spec
+
+    spec = load_spec(args.config_dir)
+    args.profile = spec.resolve_profile(args.profile)
+    node_names = [launch.name for launch in spec.launches(args.profile)]
+    with GraphClient(spec.namespace, args.timeout) as client:
+        health = client.statuses(node_names)
+    if args.json:
+        print(json.dumps({name: _health_json(h) for name, h in health.items()}, indent=2))
+    else:
+        _print_status_table(f"CarryOn graph /{spec.namespace} (profile {args.profile})", health, args.verbose)
+    if all(h is None for h in health.values()):
+        domain = os.environ.get("ROS_DOMAIN_ID", "0")
+        err.print(
+            f"no CarryOn node answered within {args.timeout:.0f} s (ROS_DOMAIN_ID={domain}); "
+            "is the graph running? Start it with `carryon up`."
+        )
+        return EXIT_UNREACHABLE
+    return EXIT_OK if all(h is not None and h.ready for h in health.values()) else EXIT_FAILED
+
+
+def cmd_estop(args: argparse.Namespace) -> int:
+    from carryon_bringup.node import GraphClient
+
+    with GraphClient(namespace(args), args.timeout) as client:
+        response = client.set_estop(not args.release, args.reason)
+    code = service_outcome(response.status, response.message)
+    if code == EXIT_OK:
+        console.print(f"{response.message} (source {response.state.source}: {response.state.reason})")
+    return code

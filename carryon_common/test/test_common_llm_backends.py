@@ -1,0 +1,63 @@
+"""LLM backends by name: the registry's typo suggestion, the scripted backend (NOT AN LLM:
+replies chosen by what the request asks for, clear errors for a bad script), and the key rule
+of the openai backend. (The planner's config as an LlmConfig: test_planner_scripted_llm.py.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from carryon_common.core.errors import ConfigError, UnknownNameError
+from carryon_common.core.llm import ChatMessage, ImagePart, LlmError
+from carryon_common.core.llm_backends import LLM_BACKENDS, LlmSettings, make_llm
+from carryon_common.core.scripted_llm import ScriptedLlm
+
+
+def test_backends_by_name_with_a_suggestion_on_a_typo() -> None:
+    assert LLM_BACKENDS.names() == ["local", "openai", "scripted"]
+    with pytest.raises(UnknownNameError, match="did you mean 'openai'"):
+        make_llm(LlmSettings(llm_backend="opneai"))
+
+
+def test_the_first_matching_entry_answers(tmp_path: Path) -> None:
+    script = tmp_path / "s.yaml"
+    script.write_text(
+        "replies:\n"
+        "  - {when: {schema: Plan, contains: again}, reply: 'second'}\n"
+        "  - {when: {schema: Plan}, reply: {reply: first}}\n"
+        "  - {when: {lacks: nothing}, reply: any}\n"
+    )
+    llm = make_llm(LlmSettings(llm_backend="scripted", llm_script_file=str(script)))
+    assert isinstance(llm, ScriptedLlm)
+    assert llm.complete([ChatMessage("user", "plan it")], {"title": "Plan"}) == '{"reply": "first"}'
+    assert llm.complete([ChatMessage("user", ("plan it", ImagePart("data:,"), "again"))], {"title": "Plan"}) == "second"
+    assert llm.complete([ChatMessage("user", "x")]) == "any"  # no schema: only entries without one match
+    with pytest.raises(LlmError, match="no scripted reply"):
+        llm.complete([ChatMessage("user", "nothing")], {"title": "Summary"})
+    assert llm.answered == 3 and "NOT AN LLM" in llm.name
+
+
+def test_a_bad_script_is_a_config_error_naming_the_file(tmp_path: Path) -> None:
+    script = tmp_path / "bad.yaml"
+    script.write_text("replies:\n  - {when: {schema: Plan, sometimes: yes}, reply: x}\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml"):
+        ScriptedLlm(script)
+
+
+def test_a_remote_openai_endpoint_needs_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CARRYON_TEST_KEY", raising=False)
+    remote = LlmSettings(
+        llm_backend="openai", llm_base_url="https://llm.example.com/v1", llm_api_key_env="CARRYON_TEST_KEY"
+    )
+    with pytest.raises(ConfigError, match="needs an API key"):
+        make_llm(remote)
+    local = LlmSettings(llm_backend="openai", llm_base_url="http://127.0.0.1:8089/v1", llm_model="m")
+    assert make_llm(local).name == "openai:m@http://127.0.0.1:8089/v1"
+    monkeypatch.setenv("CARRYON_TEST_KEY", "k")
+    assert make_llm(remote).name == "openai:gpt-4o-mini@https://llm.example.com/v1"  # the default model
+
+
+def test_a_missing_local_model_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):  # llama-cpp-python not installed, or the model file missing
+        make_llm(LlmSettings(llm_backend="local", llm_model_path=str(tmp_path / "none.gguf")))

@@ -1,0 +1,90 @@
+"""Layout of a memory folder and its parsed files.
+
+Layout of the memory folder::
+
+    users/<user_id>.md     one file per user: `## entity` blocks of `- key: value` facts
+    scene.md               shared scene memory: `## location` blocks (see core/scene.py)
+    images/<user_id>/...   remembered reference images (the fact value is their path)
+    journal.jsonl          every change: what, when, source, previous value (core/journal.py)
+    history/<sha256>.md    every file content a change produced or replaced
+    .lock                  cross-process write lock + marker of the transaction in flight
+
+Files with malformed lines (see core/markdown.py) are served as far as they parse but
+never rewritten: `writable` raises `ReadOnly` naming `file:line: reason`, until a person
+fixes the file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from carryon_memory.core import validate
+from carryon_memory.core.errors import ReadOnly
+from carryon_memory.core.markdown import SectionDoc
+from carryon_memory.core.scene import SCENE_FILE, locations
+from carryon_memory.core.types import Fact, Location, Problem
+
+USERS_DIR = "users"
+IMAGES_DIR = "images"
+
+
+def user_file(user_id: str) -> str:
+    """Path of a user's memory file relative to the memory folder."""
+    return f"{USERS_DIR}/{user_id}.md"
+
+
+def user_title(user_id: str) -> str:
+    return f"User memory: {user_id}"
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A parsed memory file: its problems and what it serves (facts or locations)."""
+
+    doc: SectionDoc
+    problems: tuple[Problem, ...]
+    facts: tuple[Fact, ...] = ()
+    locations: tuple[Location, ...] = ()
+
+
+def load_user_doc(doc: SectionDoc) -> Loaded:
+    problems = list(doc.problems)
+    facts = []
+    for section in doc.sections.values():
+        for entry in section.entries.values():
+            if not entry.value:
+                problems.append(Problem(doc.file, entry.line + 1, f"{entry.key!r} has no value (add one or delete it)"))
+                continue
+            facts.append(Fact(section.name, entry.key, entry.value))
+    return Loaded(doc, tuple(sorted(problems, key=lambda p: p.line)), facts=tuple(facts))
+
+
+def load_scene_doc(doc: SectionDoc) -> Loaded:
+    found, problems = locations(doc)
+    every = sorted([*doc.problems, *problems], key=lambda p: p.line)
+    return Loaded(doc, tuple(every), locations=tuple(found))
+
+
+def load_file(rel: str, data: bytes) -> Loaded:
+    """Parse the bytes of the memory file `rel` (scene.md or users/<user_id>.md)."""
+    doc = SectionDoc.from_bytes(data, rel)
+    return load_scene_doc(doc) if rel == SCENE_FILE else load_user_doc(doc)
+
+
+def writable(rel: str, data: bytes | None) -> Loaded | None:
+    """The parsed file (None when it does not exist), or ReadOnly when it has problems
+    (it is never rewritten then)."""
+    if data is None:
+        return None
+    loaded = load_file(rel, data)
+    if loaded.problems:
+        raise ReadOnly(loaded.problems)
+    return loaded
+
+
+def valid_file(rel: str) -> bool:
+    """Whether a journal path is one the store manages (never trust a path read from disk)."""
+    if rel == SCENE_FILE:
+        return True
+    folder, _, name = rel.partition("/")
+    return folder == USERS_DIR and name.endswith(".md") and validate.USER_ID.fullmatch(name[:-3]) is not None

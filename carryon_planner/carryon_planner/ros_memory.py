@@ -1,0 +1,68 @@
+"""The planner's `Memory` (core/memory_ops.py) over memory_node's services.
+
+A write that memory_node refuses or that cannot reach it is a note, not an error (the
+request goes on); a context that cannot be read raises ContextUnavailable with the
+memory service's status.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from carryon_common.core import names
+from carryon_common.node import CarryOnNode, ServiceUnavailable
+from carryon_interfaces.msg import MemoryFact, SceneUpdate
+from carryon_interfaces.srv import Ask, GetContext, UpdateScene, UpdateUser
+from carryon_planner.core.memory_ops import ContextUnavailable, FactWrite, MemoryContext, SceneWrite, StoredFact
+
+_SCENE_ACTIONS = {
+    "set_contents": SceneUpdate.OP_SET_CONTENTS,
+    "move_item": SceneUpdate.OP_MOVE_ITEM,
+    "remove_item": SceneUpdate.OP_REMOVE_ITEM,
+}
+
+
+class RosMemory:
+    """memory_node's get_context / update_user / update_scene, each call bounded by `timeout_s`."""
+
+    def __init__(self, node: CarryOnNode, timeout_s: float) -> None:
+        self.node, self.timeout_s = node, timeout_s
+
+    def context(self, user_id: str) -> MemoryContext:
+        try:
+            answer = self.node.call_service(
+                GetContext, names.MEMORY_GET_CONTEXT, GetContext.Request(user_id=user_id), self.timeout_s
+            )
+        except ServiceUnavailable as exc:
+            raise ContextUnavailable(Ask.Response.STATUS_UNAVAILABLE, f"memory: {exc}") from None
+        if answer.status != GetContext.Response.STATUS_OK:
+            raise ContextUnavailable(answer.status, f"memory: {answer.message}")
+        return MemoryContext(
+            rendered=answer.rendered,
+            facts=tuple(StoredFact(f.entity, f.key, f.value) for f in answer.user_facts),
+            scene={loc.name: tuple(loc.contents) for loc in answer.scene},
+        )
+
+    def update_user(self, user_id: str, facts: Sequence[FactWrite], source: str) -> str:
+        messages = [MemoryFact(entity=f.entity, key=f.key, value=f.value, durable=True, source=source) for f in facts]
+        request = UpdateUser.Request(user_id=user_id, facts=messages, source=source)
+        return self._write(UpdateUser, names.MEMORY_UPDATE_USER, request)
+
+    def update_scene(self, updates: Sequence[SceneWrite], source: str) -> str:
+        messages = [
+            SceneUpdate(
+                op=_SCENE_ACTIONS[u.action], location=u.location, contents=list(u.contents), item=u.item, source=source
+            )
+            for u in updates
+        ]
+        return self._write(UpdateScene, names.MEMORY_UPDATE_SCENE, UpdateScene.Request(updates=messages))
+
+    def _write(self, srv: Any, name: str, request: Any) -> str:
+        try:
+            answer = self.node.call_service(srv, name, request, self.timeout_s)
+        except ServiceUnavailable as exc:
+            return f"memory not updated: {exc}"
+        if answer.status == srv.Response.STATUS_OK:
+            return "memory: " + answer.message
+        return f"memory refused: {answer.message}"
