@@ -252,14 +252,14 @@ class _GoalPort:
         self.progress = progress
         self.config: PolicyConfig = node.config
         self.observed_s = 0.0  # node clock when the latest observation was taken
-        self.next_s = node._now_s()
+        self.next_s = node.now_s()
         self.last_fresh = time.monotonic()
 
     def observe(self, steps_executed: int) -> tuple[float, Observation]:
         node, cfg = self.node, self.config
         while True:
             _check_cancel(self.goal_handle, self.progress)
-            now = node._now_s()
+            now = node.now_s()
             try:
                 observation = node.buffer.build(now, steps_executed)
             except StaleObservation as exc:

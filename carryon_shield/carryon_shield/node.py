@@ -36,6 +36,7 @@ from carryon_shield.core.config import ShieldConfig
 from carryon_shield.core.filter import Snapshot
 from carryon_shield.core.gate import Decision
 from carryon_shield.core.grounders import GROUNDERS
+from carryon_shield.core.grounding import Grounder
 from carryon_shield.core.kernel import warm_up
 from carryon_shield.core.perception import CommandTracker
 from carryon_shield.core.response import commanded_poses, load_response_model
@@ -55,14 +56,17 @@ CAPABILITIES = (
 
 
 class ShieldNode(CarryOnNode):
-    def __init__(self, **node_kwargs: Any) -> None:
+    def __init__(self, grounder: Grounder | None = None, **node_kwargs: Any) -> None:
+        """`grounder` replaces the configured one (it must read the same streams: masks or
+        colour, as `config.grounder` says); None builds it from the config."""
         super().__init__(names.SHIELD_NODE, ShieldConfig, capabilities=CAPABILITIES, **node_kwargs)
         cfg: ShieldConfig = self.config
         response, response_source = load_response_model(cfg.response_model_file)
-        self.set_backends({"grounder": cfg.grounder, "response_model": response_source})
+        grounder_name = cfg.grounder if grounder is None else type(grounder).__name__
+        self.set_backends({"grounder": grounder_name, "response_model": response_source})
         if response_source.startswith("no "):
             self.get_logger().warning(response_source)
-        pipeline = build_shield(cfg, response, perceive=self._perceive)
+        pipeline = build_shield(cfg, response, perceive=self._perceive, grounder=grounder)
         self.perception, self.shield, self.gate = pipeline.perception, pipeline.shield, pipeline.gate
         self._uses_masks = GROUNDERS.get(cfg.grounder).uses_masks
         began = time.perf_counter()

@@ -230,3 +230,47 @@ def test_disabled_shield_passes_chunks_through_and_reports(ros, wait_until) -> N
     assert wait_until(lambda: events and released, 5.0)
     assert events[0].decision == ShieldEvent.DECISION_RELEASED_ALL and len(released[0].steps) == 16
     assert events[0].first_blocked_step > 0 and "would have released" in events[0].reason
+
+
+class _BlindGrounder:
+    """A grounder that sees nothing: the shield must fail closed with its reason."""
+
+    name = "blind"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def ground(self, frames, task, self_filter=None, *, holding=False):  # type: ignore[no-untyped-def]
+        from carryon_shield.core.types import PerceptionUnavailable
+
+        self.calls += 1
+        raise PerceptionUnavailable("the injected grounder sees nothing")
+
+
+def test_an_injected_grounder_is_used_and_reported(ros, wait_until) -> None:  # type: ignore[no-untyped-def]
+    from rclpy.parameter import Parameter
+
+    blind = _BlindGrounder()
+    shield = ros.add(
+        ShieldNode(
+            blind,
+            namespace="carryon",
+            context=ros.context,
+            parameter_overrides=[Parameter("cameras", value=["scene"])],
+        )
+    )
+    assert "grounder=_BlindGrounder" in shield.health().backends
+    peer, publish, pubs = _sensor_peer(ros, shield)
+    events: list[ShieldEvent] = []
+    released: list[ActionChunk] = []
+    peer.create_subscription(ShieldEvent, "shield/events", events.append, 10)
+    peer.create_subscription(ActionChunk, "shield/chunk", released.append, 10)
+    chunks = peer.create_publisher(ActionChunk, "policy/chunk", 10)
+    assert wait_until(lambda: chunks.get_subscription_count() > 0 and pubs[1].get_subscription_count() > 0, 10.0)
+    publish()
+    assert wait_until(lambda: blind.calls > 0, 5.0)
+    chunks.publish(line_msg(shield, 1, -0.01))
+    assert wait_until(lambda: events, 5.0)
+    assert events[-1].decision != ShieldEvent.DECISION_RELEASED_ALL
+    assert "injected grounder sees nothing" in events[-1].reason
+    assert not released
