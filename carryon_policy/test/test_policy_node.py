@@ -86,7 +86,10 @@ class Sensors:
 
 
 def start(ros, policy: FakePolicy, **params):  # type: ignore[no-untyped-def]
-    overrides = [Parameter(k, value=v) for k, v in {"observation_timeout_s": 1.0, **params}.items()]
+    # Observations may be 2 s old (default 0.5 s): in one process on a busy machine the fake
+    # robot's 50 Hz timer can wait longer than 0.5 s behind the policy's run loop.
+    defaults = {"observation_timeout_s": 1.0, "max_observation_age_s": 2.0}
+    overrides = [Parameter(k, value=v) for k, v in {**defaults, **params}.items()]
     node = ros.add(PolicyNode(policy, namespace="carryon", context=ros.context, parameter_overrides=overrides))
     peer = ros.peer("fake_robot")
     sensors = Sensors(peer)

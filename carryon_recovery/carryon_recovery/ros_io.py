@@ -37,11 +37,10 @@ from std_msgs.msg import Float64
 
 from carryon_common import convert as common_convert
 from carryon_common.convert import chunk_to_msg, joint_positions, time_to_msg
-from carryon_common.core.chunk import Chunk, ChunkSource, Convention
 from carryon_common.core.clouds import ObservationUnusable, object_clouds
 from carryon_interfaces.msg import ShieldEvent
 from carryon_recovery.core.base_skill import FloatArray, Seen, seen_from_clouds
-from carryon_recovery.core.motion import MotionBackend
+from carryon_recovery.core.motion import MotionBackend, recovery_chunk
 
 STREAMS = ("depth", "segmentation", "labels", "camera_info", "pose")
 _POLL_S = 0.01
@@ -207,20 +206,7 @@ class RosRecoveryIO:
             return False
         p = self.params
         now = self.now_s()
-        rotvec = Rotation.from_matrix(rotation).as_rotvec()
-        chunk = Chunk(
-            chunk_id=next(self._ids),
-            subtask_id=self.subtask_id,
-            source=ChunkSource.RECOVERY,
-            convention=Convention.ABSOLUTE,
-            frame_id="world",
-            dt=p.dt,
-            observation_id=0,
-            observation_stamp_s=now,
-            positions=positions,
-            rotations=np.tile(rotvec, (len(positions), 1)),
-            gripper=np.full(len(positions), gripper),
-        )
+        chunk = recovery_chunk(next(self._ids), self.subtask_id, positions, rotation, gripper, dt=p.dt, stamp_s=now)
         self.publish(chunk_to_msg(chunk, time_to_msg(now)))
         self.chunks_sent += 1
 

@@ -24,8 +24,10 @@ from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
+from scipy.spatial.transform import Rotation
 
 from carryon_arm.core.kinematics import ArmKinematics, RobotDescription
+from carryon_common.core.chunk import WORLD_FRAME, Chunk, ChunkSource, Convention
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -164,3 +166,32 @@ class MoveItPlanner:
             return MotionPlan(resample(start, path, step_m), reason=f"MoveIt found no path: {why}")
         tool = np.array([self.kinematics.forward(q)[0] for q in waypoints])
         return MotionPlan(resample(start, tool, step_m), np.asarray(waypoints))
+
+
+def recovery_chunk(
+    chunk_id: int,
+    subtask_id: str,
+    positions: FloatArray,
+    rotation: FloatArray,
+    gripper: float,
+    *,
+    dt: float,
+    stamp_s: float,
+) -> Chunk:
+    """The chunk recovery sends for a tool path: `positions` (N, 3) tool positions in world
+    (m), one tool `rotation` (3, 3) held along it, one gripper command; ABSOLUTE steps `dt`
+    seconds apart, stamped `stamp_s` on the caller's clock."""
+    rotvec = Rotation.from_matrix(rotation).as_rotvec()
+    return Chunk(
+        chunk_id=chunk_id,
+        subtask_id=subtask_id,
+        source=ChunkSource.RECOVERY,
+        convention=Convention.ABSOLUTE,
+        frame_id=WORLD_FRAME,
+        dt=dt,
+        observation_id=0,
+        observation_stamp_s=stamp_s,
+        positions=positions,
+        rotations=np.tile(rotvec, (len(positions), 1)),
+        gripper=np.full(len(positions), gripper),
+    )

@@ -9,13 +9,12 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from scipy.spatial.transform import Rotation
 
-from carryon_common.core.chunk import Chunk, ChunkSource, Convention
+from carryon_common.core.chunk import Chunk, ChunkSource
 from carryon_common.core.clouds import FloatArray, object_clouds
 from carryon_recovery.core.base_skill import Seen, run_base_skill, seen_from_clouds
 from carryon_recovery.core.library import SkillVersion
-from carryon_recovery.core.motion import MotionBackend
+from carryon_recovery.core.motion import MotionBackend, recovery_chunk
 from carryon_recovery.core.reflection import Attempt
 from carryon_recovery.core.types import Outcome
 from carryon_sim.core.cameras import CameraRig
@@ -65,19 +64,8 @@ class SimRecoveryIO:
 
     def _execute(self, positions: FloatArray, rotation: FloatArray, gripper: float) -> bool:
         """One chunk through the gate; False when the gate released none of it."""
-        rotvec = Rotation.from_matrix(rotation).as_rotvec()
-        chunk = Chunk(
-            chunk_id=next(self._ids),
-            subtask_id=self.subtask_id,
-            source=ChunkSource.RECOVERY,
-            convention=Convention.ABSOLUTE,
-            frame_id="world",
-            dt=self.dt,
-            observation_id=0,
-            observation_stamp_s=self.world.time,
-            positions=positions,
-            rotations=np.tile(rotvec, (len(positions), 1)),
-            gripper=np.full(len(positions), gripper),
+        chunk = recovery_chunk(
+            next(self._ids), self.subtask_id, positions, rotation, gripper, dt=self.dt, stamp_s=self.world.time
         )
         self.chunks_sent += 1
         released = chunk if self.gate is None else self.gate(chunk, self.world)
