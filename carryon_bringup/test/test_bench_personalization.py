@@ -8,22 +8,42 @@ from pathlib import Path
 
 import pytest
 
-from carryon_bringup.bench.personalization import planner_config, run
+from carryon_bringup.bench.node_config import node_config
+from carryon_bringup.bench.personalization import run
 from carryon_bringup.core.bench import BenchOptions
 from carryon_common.core.errors import ConfigError
+from carryon_planner.core.config import PlannerConfig
 from carryon_sim.harness.fakes.openai_server import StubVlmServer
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
 
 
+def planner_config(sets: tuple[str, ...]) -> PlannerConfig:
+    options = BenchOptions(quick=True, seed=0, run_dir=Path("unused"), sets=sets, config_dir=CONFIG)
+    return node_config(options, PlannerConfig, "planner_node")
+
+
 def test_the_backend_comes_from_planner_node_config_and_set() -> None:
-    assert planner_config(CONFIG, ()).llm_backend == "local"
-    config = planner_config(CONFIG, ("planner_node.llm_backend=openai", "planner_node.max_repairs=0"))
+    assert planner_config(()).llm_backend == "local"
+    config = planner_config(("planner_node.llm_backend=openai", "planner_node.max_repairs=0"))
     assert config.llm_backend == "openai" and config.max_repairs == 0
     with pytest.raises(ConfigError, match="only uses planner_node"):
-        planner_config(CONFIG, ("shield_node.enabled=false",))
+        planner_config(("shield_node.enabled=false",))
     with pytest.raises(ConfigError, match="llm_backend"):
-        planner_config(CONFIG, ("planner_node.llm_backend=gpt",))
+        planner_config(("planner_node.llm_backend=gpt",))
+
+
+def test_the_shield_benchmarks_read_shield_node_yaml(tmp_path: Path) -> None:
+    from carryon_shield.core.config import ShieldConfig
+
+    (tmp_path / "graph.yaml").write_text((CONFIG / "graph.yaml").read_text())
+    nodes = tmp_path / "nodes"
+    nodes.mkdir()
+    (nodes / "shield_node.yaml").write_text("/**:\n  ros__parameters:\n    hand_threshold_m: 0.07\n")
+    options = BenchOptions(quick=True, seed=0, run_dir=tmp_path, sets=("shield_node.finger_threshold_m=0.02",),
+                           config_dir=tmp_path)  # fmt: skip
+    config = node_config(options, ShieldConfig, "shield_node")
+    assert (config.hand_threshold_m, config.finger_threshold_m) == (0.07, 0.02)
 
 
 def test_a_quick_run_against_the_stub_scores_every_suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -222,7 +222,7 @@ class JudgeNode(CarryOnNode):
         if current is not None and current.subtask.id != active:
             self._monitor = None
             self.get_logger().info(f"monitoring stopped: {current.subtask.id}")
-        if active and (self._monitor is None) and active in states:
+        if active and self._monitor is None and active in states and active in self._known:
             self._start(self._known[active])
         monitor = self._monitor
         if monitor is not None and active in states:

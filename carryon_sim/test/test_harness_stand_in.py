@@ -125,8 +125,8 @@ def test_every_script_names_objects_of_some_scene(scripts: dict[str, Script]) ->
 
 def test_scripts_are_checked_against_the_library(library: SkillLibrary, tmp_path: Path) -> None:
     with_new = SkillLibrary(vla=[*library.vla, VlaSkill(instruction="wave at the user")])
-    with pytest.raises(ConfigError, match=r"no stand-in script .*'wave at the user'"):
-        load_stand_in_scripts(stand_in_scripts_path(), with_new)
+    scripts = load_stand_in_scripts(stand_in_scripts_path(), with_new)
+    assert "wave at the user" not in scripts and list(scripts) == list(library.instructions)
     stale = tmp_path / "scripts.yaml"
     stale.write_text(
         stand_in_scripts_path().read_text()
@@ -142,3 +142,22 @@ def test_backends_are_chosen_by_name() -> None:
     with pytest.raises(KeyError, match="did you mean 'sim_scripted'"):
         BACKENDS.get("sim_scriptd")
     assert np.isfinite(PolicyConfig().scripted_speed_m_s)
+
+
+def test_an_instruction_without_a_script_is_refused_when_asked(tmp_path: Path) -> None:
+    library = tmp_path / "library.yaml"
+    library.write_text(
+        skills_path().read_text() + "  - instruction: wave at the user\n    description: waves\n    objects: []\n"
+    )
+    policy = BACKENDS.get("sim_scripted").make(PolicyConfig(skills_file=str(library)), None)
+    policy.reset("put the carrot in the bowl", seed=0)  # the others still play
+    with pytest.raises(UnknownInstruction, match="wave at the user"):
+        policy.reset("wave at the user", seed=0)
+    assert "wave at the user" not in policy.metadata.instructions
+
+
+def test_the_scripts_file_is_a_parameter(tmp_path: Path) -> None:
+    scripts = tmp_path / "scripts.yaml"
+    scripts.write_text("scripts:\n  push the cube forward: {motion: push, object: cube, offset: [0.1, 0]}\n")
+    policy = BACKENDS.get("sim_scripted").make(PolicyConfig(stand_in_scripts_file=str(scripts)), None)
+    assert policy.metadata.instructions == ("push the cube forward",)

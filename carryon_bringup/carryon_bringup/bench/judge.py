@@ -38,6 +38,7 @@ from carryon_judge.core.perception import facts_from_truth
 from carryon_judge.core.progress import tracker_for
 from carryon_judge.core.rules import goal_of
 from carryon_judge.core.types import JudgeRequest, JudgeVerdict, Observation, VerdictStatus
+from carryon_policy.core.runner import policy_chunk
 
 STUCK_TIMEOUT_S = 5.0  # short, so stuck and dropped episodes reach "failed" within a 20 s subtask
 WIDTH, HEIGHT = 320, 240
@@ -87,7 +88,6 @@ class _Recorder:
     ) -> tuple[bool, Observation, float]:
         """Run one instruction; record every RECORD_EVERY steps and after settling.
         Returns (succeeded by ground truth, baseline, since-progress at the end)."""
-        from carryon_common.core.chunk import Chunk, ChunkSource
         from carryon_sim.core.driver import Driver
         from carryon_sim.harness.episodes import observe as policy_observe
         from carryon_sim.harness.episodes import script_succeeded
@@ -106,18 +106,8 @@ class _Recorder:
         for step in range(400):
             if step % 8 == 0:
                 out = policy.infer(policy_observe(world, step, step))
-                chunk = Chunk(
-                    chunk_id=step,
-                    subtask_id=subtasks[0].id,
-                    source=ChunkSource.POLICY,
-                    convention=out.convention,
-                    frame_id=out.frame_id,
-                    dt=0.05,
-                    observation_id=step,
-                    observation_stamp_s=world.time,
-                    positions=out.positions,
-                    rotations=out.rotations,
-                    gripper=out.gripper,
+                chunk = policy_chunk(
+                    out, chunk_id=step, subtask_id=subtasks[0].id, dt=0.05, observation_id=step, stamp_s=world.time
                 )
                 driver.submit(chunk, world.time)
             driver.tick(world.time)

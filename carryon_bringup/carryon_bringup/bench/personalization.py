@@ -28,12 +28,11 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress
 
+from carryon_bringup.bench.node_config import node_config
 from carryon_bringup.bench.plots import bar_chart
 from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, percentile, saved_row
 from carryon_bringup.core.graph import find_config_dir
 from carryon_bringup.up import default_config_fallbacks
-from carryon_common.core.config import load_node_config, parse_override
-from carryon_common.core.errors import ConfigError
 from carryon_common.core.llm_backends import make_llm
 from carryon_planner.core.config import PlannerConfig
 from carryon_planner.core.facts import load_preference_rules
@@ -42,20 +41,9 @@ from carryon_planner.core.personalization import Case, CaseResult, Suite, accura
 SUITES_DIR = Path("planner") / "personalization"
 
 
-def planner_config(config_dir: Path, sets: tuple[str, ...]) -> PlannerConfig:
-    overrides: dict[str, Any] = {}
-    for text in sets:
-        node, key, value = parse_override(text)
-        if node != "planner_node":
-            raise ConfigError(f"--set {text!r}: this benchmark only uses planner_node's parameters")
-        overrides[key] = value
-    files = [config_dir / "nodes" / "planner_node.yaml"]
-    return load_node_config(PlannerConfig, [f for f in files if f.is_file()], "planner_node", "/", overrides)
-
-
 def run(options: BenchOptions) -> BenchResult:
     config_dir = find_config_dir(options.config_dir, default_config_fallbacks())
-    config = planner_config(config_dir, options.sets)
+    config = node_config(options, PlannerConfig, "planner_node")
     suites = load_suites(config_dir / SUITES_DIR)
     rules = load_preference_rules(config_dir / "planner" / "preferences.yaml")
     llm = make_llm(config)

@@ -37,7 +37,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from carryon_arm.core.kinematics import load_robot
-from carryon_bringup.bench.personalization import planner_config
+from carryon_bringup.bench.node_config import node_config
 from carryon_bringup.bench.plots import bar_chart
 from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, saved_row
 from carryon_bringup.core.graph import find_config_dir
@@ -47,6 +47,7 @@ from carryon_common.core.llm_backends import make_llm
 from carryon_judge.core.backends import rule_params, shapes_for
 from carryon_judge.core.config import JudgeConfig
 from carryon_judge.core.geometry import ShapeTable
+from carryon_planner.core.config import PlannerConfig
 from carryon_planner.core.plan import PlannedSubtask
 from carryon_policy.core.backends import BACKENDS
 from carryon_policy.core.config import PolicyConfig
@@ -228,7 +229,7 @@ def run(options: BenchOptions) -> BenchResult:
 
     def reflect_once() -> dict[str, Any]:
         try:
-            llm = make_llm(planner_config(config_dir, options.sets))
+            llm = make_llm(node_config(options, PlannerConfig, "planner_node"))
             outcome = reflect(llm, library, "regrasp", failed[:3])
         except CarryOnError as exc:
             return {"decision": "NOT_RUN", "reason": str(exc)}

@@ -18,8 +18,10 @@ from typing import Any
 
 from rich.progress import Progress
 
+from carryon_bringup.bench.node_config import node_config
 from carryon_bringup.bench.shield import BACKBONES, SCENES, add_rows, episode_row, one_core
 from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, saved_row
+from carryon_shield.core.config import ShieldConfig
 
 
 def plot(table: dict[str, dict[str, Any]], path: Path) -> None:
@@ -58,6 +60,7 @@ def plot(table: dict[str, dict[str, Any]], path: Path) -> None:
 
 def run(options: BenchOptions) -> BenchResult:
     result = BenchResult("safety", options.quick, options.seed)
+    config = node_config(options, ShieldConfig, "shield_node")
     n = 3 if options.quick else 200
     seeds = range(options.seed * 1000, options.seed * 1000 + n)
     rows = options.run_dir / "rows"
@@ -73,7 +76,7 @@ def run(options: BenchOptions) -> BenchResult:
                     label = "with" if shielded else "without"
 
                     def compute(b: str = backend, s: str = scene, on: bool = shielded) -> dict[str, Any]:
-                        return episode_row(b, s, seeds, shielded=on)
+                        return episode_row(b, s, seeds, shielded=on, config=config)
 
                     rates[label] = saved_row(rows, f"{key}_{label}", compute)
                     progress.advance(job, n)

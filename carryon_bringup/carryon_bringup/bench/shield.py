@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 from rich.progress import Progress
 
+from carryon_bringup.bench.node_config import node_config
 from carryon_bringup.bench.policy import FOOD_TASKS, SAFETY_TASKS, _tasks
 from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, percentile
 from carryon_common.core.chunk import Chunk, ChunkSource, Convention
@@ -116,8 +117,7 @@ def approach_chunk(horizon: int) -> Chunk:
     )
 
 
-def filter_latency(reps: int, result: BenchResult) -> dict[str, Any]:
-    config = ShieldConfig()
+def filter_latency(reps: int, result: BenchResult, config: ShieldConfig) -> dict[str, Any]:
     response, _ = load_response_model()
     rng = np.random.default_rng(0)
     state = RobotState(np.array([0.55, 0.2, 0.52]), DOWN, np.array([0.0, -0.2, 0.0]), 0.02, 1.0, 0.0)
@@ -152,8 +152,7 @@ def filter_latency(reps: int, result: BenchResult) -> dict[str, Any]:
     return table
 
 
-def grounding_time(reps: int, result: BenchResult) -> dict[str, Any]:
-    config = ShieldConfig()
+def grounding_time(reps: int, result: BenchResult, config: ShieldConfig) -> dict[str, Any]:
     world = World(load_scene(scenes_dir() / "food_serving.yaml"), seed=0)
     rig = CameraRig(world.model, world.object_of_body, 640, 480)
     try:
@@ -235,7 +234,7 @@ def scene_tasks(name: str) -> tuple[Scene, list[Task]]:
     return load_scene(scenes_dir() / "safety.yaml"), _tasks(SAFETY_TASKS)
 
 
-def episode_row(backend: str, scene_name: str, seeds: range, *, shielded: bool) -> dict[str, Any]:
+def episode_row(backend: str, scene_name: str, seeds: range, *, shielded: bool, config: ShieldConfig) -> dict[str, Any]:
     """Rates over `seeds` for one backbone and scene, with or without the shield (with it:
     the shield's decisions and timings too)."""
     scene, tasks = scene_tasks(scene_name)
@@ -243,7 +242,7 @@ def episode_row(backend: str, scene_name: str, seeds: range, *, shielded: bool) 
     if not shielded:
         return _rates(_run(world, backend, tasks, seeds, None))
     response, _ = load_response_model()
-    gate = SimShieldGate(world, ShieldConfig(), tasks, response)
+    gate = SimShieldGate(world, config, tasks, response)
     try:
         began = time.perf_counter()
         row = _rates(_run(world, backend, tasks, seeds, gate))
@@ -268,16 +267,16 @@ def add_rows(result: BenchResult, key: str, without: dict[str, Any], shielded: d
     result.add(f"{key}_vf_success_with", 100 * shielded["violation_free_success"], "%")
 
 
-def episodes(n: int, first_seed: int, result: BenchResult) -> dict[str, Any]:
+def episodes(n: int, first_seed: int, result: BenchResult, config: ShieldConfig) -> dict[str, Any]:
     seeds = range(first_seed, first_seed + n)
     out: dict[str, Any] = {}
     with Progress() as progress:
         job = progress.add_task("episodes (without / with shield)", total=2 * 2 * 2 * n)
         for backend in BACKBONES:
             for name in SCENES:
-                without = episode_row(backend, name, seeds, shielded=False)
+                without = episode_row(backend, name, seeds, shielded=False, config=config)
                 progress.advance(job, n)
-                shielded = episode_row(backend, name, seeds, shielded=True)
+                shielded = episode_row(backend, name, seeds, shielded=True, config=config)
                 progress.advance(job, n)
                 key = f"{backend}_{name}"
                 out[key] = {
@@ -294,11 +293,12 @@ def episodes(n: int, first_seed: int, result: BenchResult) -> dict[str, Any]:
 
 def run(options: BenchOptions) -> BenchResult:
     result = BenchResult("shield", options.quick, options.seed)
+    config = node_config(options, ShieldConfig, "shield_node")
     with one_core() as pinning:
         result.details["cpu"] = pinning
-        result.details["filter_latency"] = filter_latency(30 if options.quick else 300, result)
-        result.details["grounding"] = grounding_time(5 if options.quick else 30, result)
-        result.details["episodes"] = episodes(3 if options.quick else 50, options.seed * 1000, result)
+        result.details["filter_latency"] = filter_latency(30 if options.quick else 300, result, config)
+        result.details["grounding"] = grounding_time(5 if options.quick else 30, result, config)
+        result.details["episodes"] = episodes(3 if options.quick else 50, options.seed * 1000, result, config)
     return result
 
 

@@ -97,3 +97,7 @@ def qualify(namespace: str, name: str) -> str:
 
 # Recovery motions enter the shield here (the same filter as policy chunks).
 RECOVERY_CHUNK = "recovery/chunk"  # msg ActionChunk (unshielded)
+
+# What starts every report made from simulator ground truth (the planner's sim/truth observe,
+# the harness's oracle judge): never mistaken for perception.
+ORACLE_LABEL = "SIMULATOR ORACLE"

@@ -58,6 +58,11 @@ class PolicyConfig(RemoteBackendConfig):
     scenes_dir: str = Field(
         "", description="Scene folder the stand-in reads object geometry from ('' = <config dir>/scenes)."
     )
+    stand_in_scripts_file: str = Field(
+        "",
+        description="The stand-in's motion per instruction ('' = <config dir>/sim/stand_in_scripts.yaml); an "
+        "instruction without a script is refused when asked.",
+    )
     scripted_speed_m_s: float = Field(0.2, gt=0.0, le=1.0, description="Stand-in's end-effector speed, m/s.")
     scripted_noise_m: float = Field(
         0.002, ge=0.0, le=0.05, description="Stand-in's per-step position noise (standard deviation), metres."

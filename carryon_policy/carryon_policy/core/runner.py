@@ -124,17 +124,41 @@ class ChunkRunner:
 
     def chunk(self, out: PolicyOutput, observation: Observation, chunk_id: int) -> Chunk:
         """A policy chunk carrying the id and stamp of the observation it came from."""
-        n = len(out) if self.horizon is None else self.horizon
-        return Chunk(
+        return policy_chunk(
+            out,
             chunk_id=chunk_id,
             subtask_id=self.subtask_id,
-            source=ChunkSource.POLICY,
-            convention=out.convention,
-            frame_id=out.frame_id,
             dt=self.dt,
             observation_id=observation.observation_id,
-            observation_stamp_s=observation.stamp_s,
-            positions=out.positions[:n],
-            rotations=out.rotations[:n],
-            gripper=out.gripper[:n],
+            stamp_s=observation.stamp_s,
+            horizon=self.horizon,
         )
+
+
+def policy_chunk(
+    out: PolicyOutput,
+    *,
+    chunk_id: int,
+    subtask_id: str,
+    dt: float,
+    observation_id: int,
+    stamp_s: float,
+    horizon: int | None = None,
+) -> Chunk:
+    """A backend's output as a policy chunk of at most `horizon` steps (None: all), `dt`
+    seconds apart, carrying the id and stamp (seconds, the caller's clock) of the
+    observation it was computed from."""
+    n = len(out) if horizon is None else horizon
+    return Chunk(
+        chunk_id=chunk_id,
+        subtask_id=subtask_id,
+        source=ChunkSource.POLICY,
+        convention=out.convention,
+        frame_id=out.frame_id,
+        dt=dt,
+        observation_id=observation_id,
+        observation_stamp_s=stamp_s,
+        positions=out.positions[:n],
+        rotations=out.rotations[:n],
+        gripper=out.gripper[:n],
+    )

@@ -23,7 +23,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from carryon_common.core.chunk import Chunk, ChunkSource
+from carryon_common.core.chunk import Chunk
 from carryon_common.core.subtask import Subtask
 from carryon_judge.core.geometry import ShapeTable
 from carryon_judge.core.perception import facts_from_truth
@@ -33,6 +33,7 @@ from carryon_judge.core.types import Judge, JudgeRequest, Observation, VerdictSt
 from carryon_planner.core.executive import Report, Verdict, run_vla
 from carryon_planner.core.plan import PlannedSubtask
 from carryon_policy.core.policy import Policy
+from carryon_policy.core.runner import policy_chunk
 from carryon_sim.core.driver import Driver
 from carryon_sim.core.predicates import covered_by, inside_of, location_of
 from carryon_sim.core.world import World
@@ -170,18 +171,8 @@ class SimPlant:
         world = self.world
         if self._running and self._steps % self.steps_per_inference == 0:
             out = self.policy.infer(policy_observation(world, next(self._ids), self._steps))
-            chunk = Chunk(
-                chunk_id=next(self._ids),
-                subtask_id=subtask.id,
-                source=ChunkSource.POLICY,
-                convention=out.convention,
-                frame_id=out.frame_id,
-                dt=self.dt,
-                observation_id=0,
-                observation_stamp_s=world.time,
-                positions=out.positions,
-                rotations=out.rotations,
-                gripper=out.gripper,
+            chunk = policy_chunk(
+                out, chunk_id=next(self._ids), subtask_id=subtask.id, dt=self.dt, observation_id=0, stamp_s=world.time
             )
             released = chunk if self.gate is None else self.gate(chunk, world)
             if released is not None:

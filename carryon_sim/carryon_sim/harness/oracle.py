@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from carryon_common.core.names import ORACLE_LABEL
 from carryon_judge.core.backends import RuleJudge
 from carryon_judge.core.geometry import ObjectShape, ShapeTable
 from carryon_judge.core.perception import facts_from_truth
@@ -18,8 +19,6 @@ from carryon_judge.core.types import JudgeError, Observation
 
 if TYPE_CHECKING:
     from carryon_sim.core.scene import Scene
-
-ORACLE_LABEL = "SIMULATOR ORACLE"
 
 
 class SimOracleJudge(RuleJudge):

@@ -44,6 +44,6 @@ def make_stand_in(config: PolicyConfig, *, safe: bool) -> ScriptedPolicy:
         avoid_fraction=config.scripted_avoid_fraction if safe else None,
     )
     library = load_skill_library(skills_path(config.skills_file))
-    scripts = load_stand_in_scripts(stand_in_scripts_path(), library)
+    scripts = load_stand_in_scripts(stand_in_scripts_path(config.stand_in_scripts_file), library)
     geometry = scene_geometry(scenes_dir(config.scenes_dir))
     return ScriptedPolicy(scripts, geometry, params, backend="sim_scripted_safe" if safe else "sim_scripted")

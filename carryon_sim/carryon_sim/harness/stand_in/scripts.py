@@ -46,22 +46,18 @@ def stand_in_scripts_path(configured: str = "") -> Path:
 
 
 def load_stand_in_scripts(path: Path, library: SkillLibrary) -> dict[str, Script]:
-    """Instruction -> script, in the library's order. Every instruction of `library` must
-    have a script and every script must name an instruction of it; errors name the file
-    and the instruction."""
+    """Instruction -> script, in the library's order. Every script must name an instruction
+    of `library` (errors name the file and suggest the closest instruction); a library
+    instruction without a script is left out, so the stand-in refuses it when asked."""
     try:
         scripts = _ScriptsFile.model_validate(read_yaml(path)).scripts
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, {}, str(path))) from None
-    missing = [i for i in library.instructions if i not in scripts]
-    if missing:
-        listed = "; ".join(repr(i) for i in missing)
-        raise ConfigError(f"{path}: no stand-in script for the skill library's instruction(s) {listed}")
     for instruction in scripts:
         if library.find(instruction) is None or instruction != instruction.strip():
             message = unknown_name_message("instruction", instruction, library.instructions)
             raise ConfigError(f"{path}: a script for an instruction the skill library does not have: {message}")
-    return {i: scripts[i] for i in library.instructions}
+    return {i: scripts[i] for i in library.instructions if i in scripts}
 
 
 def stand_in_script(instruction: str, scripts_file: str = "", skills_file: str = "") -> Script:
