@@ -29,7 +29,10 @@ def probe(graph: GraphRun, namespace: str, instruction: str, steps: int) -> tupl
 
 def test_run_policy_streams_chunks_on_sim_time(config_dir: Path, tmp_path: Path) -> None:
     spec = GraphSpec.load(config_dir)
-    with GraphRun(spec, tmp_path / "run", only=["sim_node", "policy_node"]) as graph:
+    # A simulator stalled a few seconds by the rest of a full test run must not end the goal:
+    # this test is about pacing on sim time, not the stopped-clock safeguard (default 5 s).
+    patient = ["--set", "policy_node.observation_timeout_s=20"]
+    with GraphRun(spec, tmp_path / "run", only=["sim_node", "policy_node"], extra_args=patient) as graph:
         graph.wait_ready(timeout_s=90.0)
         code, stream = probe(graph, spec.namespace, "open the pink cover", steps=80)
         assert code == 0, stream["message"]
