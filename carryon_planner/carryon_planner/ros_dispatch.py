@@ -41,7 +41,7 @@ from carryon_interfaces.srv import Judge, SetTask
 from carryon_planner.convert import planned_subtask_to_msg
 from carryon_planner.core.config import PlannerConfig
 from carryon_planner.core.executive import Report, Verdict, run_vla
-from carryon_planner.core.locations import Location, load_locations, locations_path
+from carryon_common.core.locations import Location, load_locations, locations_path
 from carryon_planner.core.plan import PlannedSubtask
 from carryon_planner.core.session import Cancelled
 from carryon_planner.sim_truth_observe import observe_from_sim_truth

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
-import numpy.typing as npt
 from builtin_interfaces.msg import Time as TimeMsg
 from geometry_msgs.msg import Point, Pose, PoseStamped, Quaternion
 from sensor_msgs.msg import CameraInfo, Image
 
-from carryon_common.convert import WORLD_FRAME, pose_msg
+from carryon_common.convert import WORLD_FRAME, image_msg, labels_msg, pose_msg
 from carryon_interfaces.msg import ObjectState, SegmentationLabels
 from carryon_sim.core.cameras import CameraFrame
 from carryon_sim.core.types import ObjectTruth
@@ -44,24 +42,14 @@ def object_from_msg(msg: ObjectState) -> ObjectTruth:
     )
 
 
-def _image(array: npt.NDArray[np.generic], encoding: str, frame_id: str, stamp: TimeMsg) -> Image:
-    msg = Image(height=array.shape[0], width=array.shape[1], encoding=encoding, is_bigendian=0)
-    msg.step = array.strides[0]
-    msg.data = np.ascontiguousarray(array).tobytes()
-    msg.header.stamp = stamp
-    msg.header.frame_id = frame_id
-    return msg
-
-
 def camera_msgs(
     frame: CameraFrame, frame_id: str, stamp: TimeMsg
 ) -> tuple[Image, Image, Image, SegmentationLabels, CameraInfo, PoseStamped]:
     """color (rgb8), depth (32FC1, metres), segmentation (32SC1), labels, CameraInfo, pose of the optical frame."""
-    color = _image(frame.rgb, "rgb8", frame_id, stamp)
-    depth = _image(frame.depth, "32FC1", frame_id, stamp)
-    segmentation = _image(frame.segmentation, "32SC1", frame_id, stamp)
-    labels = SegmentationLabels(ids=list(frame.labels), names=list(frame.labels.values()))
-    labels.header = segmentation.header
+    color = image_msg(frame.rgb, "rgb8", frame_id, stamp)
+    depth = image_msg(frame.depth, "32FC1", frame_id, stamp)
+    segmentation = image_msg(frame.segmentation, "32SC1", frame_id, stamp)
+    labels = labels_msg(frame.labels, segmentation.header)
     info = CameraInfo(height=frame.rgb.shape[0], width=frame.rgb.shape[1], distortion_model="plumb_bob")
     info.header = color.header
     info.k = [float(v) for v in frame.K.ravel()]

@@ -24,6 +24,7 @@ RECOVERY_NODE = "recovery_node"
 SIM_NODE = "sim_node"
 ARM_ADAPTER_NODE = "arm_adapter_node"
 RECORDER_NODE = "recorder_node"
+PERCEPTION_NODE = "perception_node"
 
 # Every node: readiness / health check (carryon_interfaces/srv/GetStatus).
 GET_STATUS = "~/get_status"
@@ -63,12 +64,22 @@ VERDICT = "judge/verdict"  # msg Verdict
 # Recovery.
 RECOVER = "recovery/recover"  # action Recover
 
+# Perception: camera/<name>/segmentation + labels (below) and the fused scene.
+PERCEPTION_SCENE = "perception/scene"  # msg PerceivedScene: objects (label, track id, points, support, region), planes
+
 # Simulator (robot driver + cameras + ground truth).
 SIM_RESET = "sim/reset"  # srv SimReset
 SIM_PERTURB = "sim/perturb"  # srv SimPerturb
 SIM_STATE = "sim/state"  # srv SimState
 SIM_SET_TASK = "sim/set_task"  # srv SetTask: what the contact monitor permits
 SIM_TRUTH = "sim/truth"  # msg SimTruth, at the camera rate
+
+
+def sim_truth_camera_topic(camera: str, stream: str) -> str:
+    """`sim/camera/<camera>/<stream>` (segmentation, labels): the simulator's own labelled
+    masks, an evaluation oracle for benchmarks and tests, never read by the runtime."""
+    return f"sim/camera/{camera}/{stream}"
+
 
 # Robot driver (sim_node or a real arm adapter): robot state and cameras.
 JOINT_STATES = "joint_states"  # sensor_msgs/JointState (arm + finger joints)

@@ -1,6 +1,7 @@
-"""The named locations an observe subtask looks at: planner-side config, one file per
-profile (`locations_file`: config/planner/locations.yaml in simulation, the robot's own
-file on a robot), so the planner reads no simulator file::
+"""Named regions on the table: where the planner's observe looks and which region
+perception reports an object in. One file per profile (`locations_file`:
+config/planner/locations.yaml in simulation, the robot's own file on a robot), so neither
+reads a simulator file::
 
     locations:
       kitchen_counter: {center: [0.55, 0.3], size: [0.3, 0.25], description: where food is kept}
@@ -42,3 +43,11 @@ def locations_path(configured: str = "") -> Path:
 def load_locations(path: Path) -> dict[str, Location]:
     """Location name -> region; ConfigError names the file and the key."""
     return dict(load_yaml_model(_LocationsFile, path).locations)
+
+
+def region_of(xy: tuple[float, float], locations: dict[str, Location]) -> str:
+    """The name of the first location whose rectangle holds the point (world x, y, metres), or ''."""
+    for name, where in locations.items():
+        if all(abs(xy[i] - where.center[i]) <= where.size[i] / 2 for i in (0, 1)):
+            return name
+    return ""

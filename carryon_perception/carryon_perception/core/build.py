@@ -1,0 +1,115 @@
+"""The one builder of a perception pipeline: perception_node, the harness and `carryon
+bench perception` all call it, so they cannot drift.
+
+Backends by name (`PerceptionConfig.backend`): `tabletop` (default in both profiles; no
+learned weights).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from carryon_arm.core.kinematics import load_robot
+from carryon_common.core.config import load_node_config, under_config_dir
+from carryon_common.core.locations import load_locations
+from carryon_common.core.registry import Registry
+from carryon_perception.core.appearance import describe
+from carryon_perception.core.catalog import Catalog
+from carryon_perception.core.config import PerceptionConfig
+from carryon_perception.core.planes import PlaneParams
+from carryon_perception.core.segment import Segment, SegmentParams
+from carryon_perception.core.self_filter import RobotSelfFilter
+from carryon_perception.core.tabletop import TabletopParams, TabletopPerception
+from carryon_perception.core.tracker import Tracker
+
+
+@dataclass(frozen=True)
+class PerceptionBackend:
+    name: str
+    description: str
+    make: Callable[[PerceptionConfig, Path | None], TabletopPerception]
+
+
+PERCEPTION_BACKENDS: Registry[PerceptionBackend] = Registry("perception backend")
+
+
+class CatalogLabeller:
+    """Labels one camera's segments against the catalog (each entry at most once)."""
+
+    def __init__(self, catalog: Catalog, candidates: Sequence[str] = ()) -> None:
+        self.catalog = catalog
+        self.candidates = tuple(candidates) or None
+        if self.candidates is not None:
+            for name in self.candidates:
+                catalog.entry(name)  # an unknown name fails at start-up, not at the first frame
+
+    def label_segments(self, segments: Sequence[Segment], support_height_m: float) -> list[tuple[str | None, float]]:
+        appearances = [describe(s.colors, s.points, support_height_m, partial=s.partial) for s in segments]
+        return [(m.label, m.score) for m in self.catalog.label(appearances, candidates=self.candidates)]
+
+
+def config_file(configured: str, config_dir: Path | None, *default: str) -> Path:
+    """A file named by a config value, as an absolute path: under `config_dir` when given
+    (benchmarks), else under the config folder ($CARRYON_CONFIG_DIR or ./config)."""
+    if config_dir is None or Path(configured).expanduser().is_absolute():
+        return under_config_dir(configured, *default).resolve()
+    return (config_dir / (Path(configured) if configured else Path(*default))).resolve()
+
+
+def _tabletop(config: PerceptionConfig, config_dir: Path | None) -> TabletopPerception:
+    robot = load_robot(str(config_file(config.robot_file, config_dir, "robot", "panda.yaml")))
+    catalog = Catalog.load(config_file(config.catalog_file, config_dir))
+    locations = load_locations(config_file(config.locations_file, config_dir))
+    params = TabletopParams(
+        max_depth_m=config.max_depth_m,
+        workspace_min=tuple(config.workspace_min),  # type: ignore[arg-type]
+        workspace_max=tuple(config.workspace_max),  # type: ignore[arg-type]
+        min_object_height_m=config.min_object_height_m,
+        max_object_height_m=config.max_object_height_m,
+        planes=PlaneParams(distance_m=config.plane_distance_m, min_inliers=config.plane_min_inliers),
+        segments=SegmentParams(depth_jump_m=config.depth_jump_m, chroma_edge=config.chroma_edge),
+    )
+    return TabletopPerception(
+        CatalogLabeller(catalog, config.objects),
+        RobotSelfFilter(robot, margin_m=config.self_filter_margin_m),
+        locations,
+        params,
+        Tracker(config.track_match_m),
+    )
+
+
+PERCEPTION_BACKENDS.register(
+    "tabletop",
+    PerceptionBackend(
+        "tabletop", "depth + colour segmentation on support planes, labels from the object catalog", _tabletop
+    ),
+)
+
+
+def build_perception(config: PerceptionConfig, config_dir: Path | None = None) -> TabletopPerception:
+    """The configured backend; files relative to `config_dir` when given. ConfigError on a
+    bad file or an unknown backend name (with the closest name)."""
+    return PERCEPTION_BACKENDS.get(config.backend).make(config, config_dir)
+
+
+def scene_locations_file(scene: str) -> str:
+    """The planner's locations file of a simulated scene (benchmarks)."""
+    return "planner/locations.yaml" if scene == "food_serving" else f"planner/locations_{scene}.yaml"
+
+
+def build_tabletop(
+    config_dir: Path, scene: str, objects: Sequence[str] = (), config: PerceptionConfig | None = None
+) -> TabletopPerception:
+    """The pipeline for a simulated scene (benchmarks): `config` (default: perception_node's
+    config file under `config_dir`) with that scene's locations file and, when given, the
+    names of the objects it holds (what scene memory would list)."""
+    if config is None:
+        config_file_path = config_dir / "nodes" / "perception_node.yaml"
+        files = [config_file_path] if config_file_path.is_file() else []
+        config = load_node_config(PerceptionConfig, files, "perception_node", "/", {})
+    update: dict[str, object] = {"locations_file": scene_locations_file(scene)}
+    if objects:
+        update["objects"] = list(objects)
+    return build_perception(config.model_copy(update=update), config_dir)

@@ -1,0 +1,300 @@
+"""The `tabletop` perception backend: no learned weights.
+
+Per frame, for every camera: depth to world points; the robot removed by the self-filter
+(its model posed by the joint states); support planes by RANSAC on every camera's
+remaining points; what stands on a support segmented by depth and colour (segment.py);
+each segment described and labelled against the object catalog; segments of the same
+label fused over cameras; track ids kept stable (tracker.py). Output: per camera an
+instance image and label table (robot, table, objects, unknown_<n>), the fused objects
+with their support and region, and the planes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from carryon_common.core.clouds import CameraView, ObservationUnusable
+from carryon_common.core.locations import Location, region_of
+from carryon_perception.core.planes import PlaneFinder, PlaneParams, within_extent
+from carryon_perception.core.segment import Segment, SegmentParams, mark_partial, segment_image
+from carryon_perception.core.tracker import Tracker
+from carryon_perception.core.types import (
+    PLANE_ID_BASE,
+    ROBOT_ID,
+    ROBOT_LABEL,
+    TABLE_ID,
+    CameraSegmentation,
+    FloatArray,
+    PerceivedObject,
+    PerceptionResult,
+    SupportPlane,
+)
+
+BoolArray = npt.NDArray[np.bool_]
+
+
+class SelfFilter(Protocol):
+    def mask(
+        self, points: FloatArray, joints: Mapping[str, float], gripper_width_m: float | None = None
+    ) -> BoolArray: ...
+
+
+class Labeller(Protocol):
+    """Names each segment of one camera (None = unidentified), with a score 0..1."""
+
+    def label_segments(
+        self, segments: Sequence[Segment], support_height_m: float
+    ) -> list[tuple[str | None, float]]: ...
+
+
+@dataclass(frozen=True)
+class TabletopParams:
+    max_depth_m: float = 2.5
+    # Only points inside this box (world, metres) are perceived: the floor and the room are not
+    # supports or objects.
+    workspace_min: tuple[float, float, float] = (-0.3, -0.9, 0.25)
+    workspace_max: tuple[float, float, float] = (1.4, 0.9, 1.6)
+    min_object_height_m: float = 0.006
+    max_object_height_m: float = 0.6
+    extent_margin_m: float = 0.05  # objects may overhang the support's edge by this much
+    fuse_unknown_m: float = 0.05  # unidentified segments of two cameras this close are one object
+    plane_stride: int = 2  # every n-th pixel feeds RANSAC (the planes need far fewer points)
+    planes: PlaneParams = field(default_factory=PlaneParams)
+    segments: SegmentParams = field(default_factory=SegmentParams)
+
+
+@dataclass
+class _CameraWork:
+    view: CameraView
+    points: FloatArray  # (H, W, 3)
+    valid: BoolArray  # (H, W)
+    robot: BoolArray  # (H, W)
+    instances: npt.NDArray[np.int32] = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int32))
+    segments: list[Segment] = field(default_factory=list)
+    names: list[tuple[str | None, float]] = field(default_factory=list)
+
+
+def organised_points(view: CameraView, max_depth_m: float) -> tuple[FloatArray, BoolArray]:
+    """World points (H, W, 3) of every pixel and which are valid returns (H, W)."""
+    assert view.depth is not None and view.intrinsics is not None and view.world_from_camera is not None
+    z = np.asarray(view.depth, dtype=np.float64)
+    height, width = z.shape
+    valid = np.isfinite(z) & (z > 0.0) & (z < max_depth_m)
+    z = np.where(valid, z, 0.0)
+    k = view.intrinsics
+    rows, cols = np.mgrid[0:height, 0:width]
+    camera = np.stack([(cols - k[0, 2]) * z / k[0, 0], (rows - k[1, 2]) * z / k[1, 1], z], axis=-1)
+    pose = view.world_from_camera
+    world: FloatArray = camera @ pose[:3, :3].T + pose[:3, 3]
+    return world, valid
+
+
+def check_view(view: CameraView) -> str | None:
+    """Why a camera's images cannot be perceived, or None when they can."""
+    if view.depth is None:
+        return f"camera {view.camera}: no depth image"
+    if view.rgb is None:
+        return f"camera {view.camera}: no colour image"
+    if view.intrinsics is None:
+        return f"camera {view.camera}: no camera_info (intrinsics)"
+    if view.world_from_camera is None:
+        return f"camera {view.camera}: no pose"
+    if view.rgb.shape[:2] != view.depth.shape:
+        return f"camera {view.camera}: colour {view.rgb.shape[:2]} and depth {view.depth.shape} sizes differ"
+    depth = np.asarray(view.depth)
+    if not np.any(np.isfinite(depth) & (depth > 0)):
+        return f"camera {view.camera}: depth has no valid return (all zero or NaN)"
+    return None
+
+
+class TabletopPerception:
+    """The backend; one per run (it keeps tracks and the last planes)."""
+
+    name = "tabletop"
+
+    def __init__(
+        self,
+        labeller: Labeller,
+        self_filter: SelfFilter,
+        locations: Mapping[str, Location] | None = None,
+        params: TabletopParams | None = None,
+        tracker: Tracker | None = None,
+    ) -> None:
+        self.labeller = labeller
+        self.self_filter = self_filter
+        self.locations = dict(locations or {})
+        self.params = params or TabletopParams()
+        self.planes = PlaneFinder(self.params.planes)
+        self.tracker = tracker or Tracker()
+
+    def perceive(
+        self,
+        views: Sequence[CameraView],
+        joints: Mapping[str, float],
+        gripper_width_m: float | None,
+        stamp_s: float,
+    ) -> PerceptionResult:
+        """Perceive one instant. Unusable cameras are left out with a diagnostic; raises
+        ObservationUnusable when no camera is usable."""
+        timings: dict[str, float] = {}
+        started = clock = time.perf_counter()
+
+        def lap(stage: str) -> None:
+            nonlocal clock
+            now = time.perf_counter()
+            timings[stage] = timings.get(stage, 0.0) + (now - clock) * 1000.0
+            clock = now
+
+        diagnostics = [reason for view in views if (reason := check_view(view)) is not None]
+        usable = [view for view in views if check_view(view) is None]
+        if not usable:
+            raise ObservationUnusable("; ".join(diagnostics) or "no camera images")
+        work = []
+        low, high = np.asarray(self.params.workspace_min), np.asarray(self.params.workspace_max)
+        for view in usable:
+            points, valid = organised_points(view, self.params.max_depth_m)
+            valid &= np.all((points >= low) & (points <= high), axis=-1)
+            work.append(_CameraWork(view, points, valid, np.zeros(valid.shape, dtype=bool)))
+        lap("points")
+        for cam in work:
+            cam.robot[cam.valid] = self.self_filter.mask(cam.points[cam.valid], joints, gripper_width_m)
+        lap("self_filter")
+        stride = self.params.plane_stride
+        free = [c.points[::stride, ::stride][(c.valid & ~c.robot)[::stride, ::stride]] for c in work]
+        planes = self.planes.find(np.concatenate(free))
+        if not planes:
+            diagnostics.append("no support plane found: everything that is not the robot is an obstacle")
+        lap("planes")
+        for cam in work:
+            self._segment(cam, planes)
+        lap("segment")
+        support_height = planes[0].height_m if planes else 0.0
+        for cam in work:
+            cam.names = self.labeller.label_segments(cam.segments, support_height)
+        lap("label")
+        objects = self._fuse(work, planes)
+        lap("fuse")
+        timings["total"] = (time.perf_counter() - started) * 1000.0
+        segmentations = {
+            c.view.camera: CameraSegmentation(
+                c.view.camera, c.view.stamp_s, c.instances, self._labels(c, planes, objects)
+            )
+            for c in work
+        }
+        return PerceptionResult(stamp_s, segmentations, objects, planes, diagnostics, timings)
+
+    def _segment(self, cam: _CameraWork, planes: list[SupportPlane]) -> None:
+        p = self.params
+        free = cam.valid & ~cam.robot
+        instances = np.zeros(free.shape, dtype=np.int32)
+        instances[cam.robot] = ROBOT_ID
+        flat = cam.points.reshape(-1, 3)
+        if planes:
+            above = np.full(free.shape, np.inf)
+            on_plane = np.full(free.shape, -1, dtype=np.intp)
+            for i, plane in enumerate(planes):
+                height = plane.signed_distance(flat).reshape(free.shape)
+                over = within_extent(plane, flat, p.extent_margin_m).reshape(free.shape) & (
+                    height > -p.planes.distance_m
+                )
+                closer = over & (height < above)
+                above = np.where(closer, height, above)
+                on_plane = np.where(closer, i, on_plane)
+            support = free & (on_plane >= 0) & (above <= p.min_object_height_m)
+            for i in range(len(planes)):
+                instances[support & (on_plane == i)] = TABLE_ID if i == 0 else PLANE_ID_BASE + i - 1
+            candidate = free & (on_plane >= 0) & (above > p.min_object_height_m) & (above <= p.max_object_height_m)
+        else:
+            candidate = free
+        assert cam.view.rgb is not None and cam.view.depth is not None
+        assert cam.view.intrinsics is not None
+        focal = float(cam.view.intrinsics[0, 0])
+        segments = segment_image(cam.view.rgb, cam.view.depth, cam.points, candidate, p.segments, focal_px=focal)
+        cam.segments = mark_partial(segments, np.asarray(cam.view.depth), cam.robot)
+        cam.instances = instances
+
+    def _fuse(self, work: list[_CameraWork], planes: list[SupportPlane]) -> list[PerceivedObject]:
+        """One object per label over the cameras (unidentified ones by proximity); track ids
+        written into each camera's instance image."""
+        groups: list[tuple[str | None, list[tuple[_CameraWork, Segment, float]]]] = []
+        by_label: dict[str, int] = {}
+        for cam in work:
+            for segment, (label, score) in zip(cam.segments, cam.names, strict=True):
+                if label is not None and label in by_label:
+                    groups[by_label[label]][1].append((cam, segment, score))
+                    continue
+                if label is None:
+                    centroid = segment.points.mean(axis=0)
+                    near = next(
+                        (
+                            g
+                            for g in groups
+                            if g[0] is None
+                            and all(m[0] is not cam for m in g[1])
+                            and np.linalg.norm(np.concatenate([m[1].points for m in g[1]]).mean(axis=0) - centroid)
+                            <= self.params.fuse_unknown_m
+                        ),
+                        None,
+                    )
+                    if near is not None:
+                        near[1].append((cam, segment, score))
+                        continue
+                else:
+                    by_label[label] = len(groups)
+                groups.append((label, [(cam, segment, score)]))
+        clouds = [np.concatenate([m[1].points for m in members]) for _, members in groups]
+        tracks = self.tracker.assign([g[0] for g in groups], [c.mean(axis=0) for c in clouds])
+        objects = []
+        for (_, members), cloud, track in zip(groups, clouds, tracks, strict=True):
+            for cam, segment, _ in members:
+                cam.instances.reshape(-1)[segment.pixels] = track.track_id
+            centroid = cloud.mean(axis=0)
+            objects.append(
+                PerceivedObject(
+                    track_id=track.track_id,
+                    label=track.label,
+                    score=float(max(m[2] for m in members)),
+                    points=cloud,
+                    cameras=tuple(dict.fromkeys(m[0].view.camera for m in members)),
+                    region=region_of((float(centroid[0]), float(centroid[1])), dict(self.locations)),
+                )
+            )
+        return [_with_support(o, objects, planes) for o in objects]
+
+    @staticmethod
+    def _labels(cam: _CameraWork, planes: list[SupportPlane], objects: list[PerceivedObject]) -> dict[int, str]:
+        labels = {ROBOT_ID: ROBOT_LABEL}
+        for i, plane in enumerate(planes):
+            labels[TABLE_ID if i == 0 else PLANE_ID_BASE + i - 1] = plane.label
+        present = set(np.unique(cam.instances).tolist())
+        labels.update({o.track_id: o.label for o in objects if o.track_id in present})
+        return labels
+
+
+def _with_support(obj: PerceivedObject, objects: list[PerceivedObject], planes: list[SupportPlane]) -> PerceivedObject:
+    """What `obj` rests on: a larger object around its centre whose extent holds its bottom
+    (meat on a plate, a carrot in a bowl), else a support plane its lowest points touch, else
+    '' (held, or resting on nothing seen)."""
+    bottom = float(np.sort(obj.points[:, 2])[:5].mean())
+    centre = obj.centroid
+    low, high = obj.bbox
+    footprint = float(np.prod(high[:2] - low[:2]))
+    for other in objects:
+        if other is obj:
+            continue
+        o_low, o_high = other.bbox
+        around = bool(np.all(o_low[:2] <= centre[:2]) and np.all(centre[:2] <= o_high[:2]))
+        larger = float(np.prod(o_high[:2] - o_low[:2])) > footprint
+        if around and larger and float(o_low[2]) - 0.005 <= bottom <= float(o_high[2]) + 0.02:
+            return replace(obj, support=other.label)
+    for plane in planes:
+        lowest = float(np.sort(plane.signed_distance(obj.points))[:5].mean())
+        if lowest <= 0.02 and within_extent(plane, obj.points, 0.0).any():
+            return replace(obj, support=plane.label)
+    return obj
