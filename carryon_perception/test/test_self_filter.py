@@ -86,7 +86,11 @@ def test_mask_equals_the_exact_distance_to_the_samples(self_filter: RobotSelfFil
     near = surface[rng.integers(len(surface), size=20_000)] + rng.normal(scale=0.015, size=(20_000, 3))
     anywhere = rng.uniform(surface.min(axis=0) - 0.1, surface.max(axis=0) + 0.1, size=(20_000, 3))
     points = np.concatenate([near, anywhere])
-    expected = nearest(surface, points) <= self_filter.margin_m
+    tool = self_filter.on_tool
+    assert 0 < tool.sum() < len(tool)  # the hand and fingers, not the whole arm
+    expected = (nearest(surface[~tool], points) <= self_filter.margin_m) | (
+        nearest(surface[tool], points) <= self_filter.tool_margin_m
+    )
     assert 0.2 < expected.mean() < 0.8
     assert np.array_equal(self_filter.mask(points, joints), expected)
     assert self_filter.mask(np.empty((0, 3)), joints).shape == (0,)

@@ -73,7 +73,7 @@ def _tabletop(config: PerceptionConfig, config_dir: Path | None) -> TabletopPerc
     )
     return TabletopPerception(
         CatalogLabeller(catalog, config.objects),
-        RobotSelfFilter(robot, margin_m=config.self_filter_margin_m),
+        RobotSelfFilter(robot, margin_m=config.self_filter_margin_m, tool_margin_m=config.self_filter_tool_margin_m),
         locations,
         params,
         Tracker(config.track_match_m),

@@ -47,7 +47,13 @@ class PerceptionConfig(NodeConfig):
         [1.4, 0.9, 1.6], min_length=3, max_length=3, description="Upper corner of the box perceived, metres."
     )
     self_filter_margin_m: float = Field(
-        0.02, ge=0.0, description="Points this close to the robot's model surface are the robot, metres."
+        0.02, gt=0.0, description="Points this close to the robot's model surface are the robot, metres."
+    )
+    self_filter_tool_margin_m: float = Field(
+        0.012,
+        gt=0.0,
+        description="The same near the tool end (hand and fingers), tighter: an object next to the fingers stays "
+        "visible to the shield, metres.",
     )
     min_object_height_m: float = Field(
         0.006, gt=0.0, description="Points higher than this above a support plane are objects (else the support), m."

@@ -28,6 +28,7 @@ FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
 DEFAULT_MARGIN_M = 0.02
+DEFAULT_TOOL_MARGIN_M = 0.012
 DEFAULT_SPACING_M = 0.008
 
 
@@ -140,20 +141,25 @@ class RobotSelfFilter:
     Built once from a `RobotDescription` (URDF, arm and finger joint names, open gripper
     width, base pose in `world`); `spacing_m` is the distance between surface samples and
     `margin_m` how far from the sampled surface a point still counts as the robot's
-    (metres). Sampling is deterministic for a `seed`. Not thread-safe: calls share one
-    Pinocchio data buffer."""
+    (metres); `tool_margin_m` the same for the tool end (the link of `tool_frame` and the
+    fingers), tighter so that an object next to the fingers stays visible. Sampling is
+    deterministic for a `seed`. Not thread-safe: calls share one Pinocchio data buffer."""
 
     def __init__(
         self,
         description: RobotDescription,
         *,
         margin_m: float = DEFAULT_MARGIN_M,
+        tool_margin_m: float = DEFAULT_TOOL_MARGIN_M,
         spacing_m: float = DEFAULT_SPACING_M,
         seed: int = 0,
         package_dirs: Sequence[Path] = (),
     ) -> None:
-        if margin_m <= 0.0 or spacing_m <= 0.0:
-            raise ConfigError(f"robot self-filter: margin_m ({margin_m}) and spacing_m ({spacing_m}) must be > 0")
+        if min(margin_m, tool_margin_m, spacing_m) <= 0.0:
+            raise ConfigError(
+                f"robot self-filter: margin_m ({margin_m}), tool_margin_m ({tool_margin_m}) and spacing_m "
+                f"({spacing_m}) must be > 0"
+            )
         urdf = Path(description.urdf_file) if description.urdf_file else default_urdf()
         if not urdf.is_file():
             raise ConfigError(f"robot self-filter: URDF {urdf} does not exist")
@@ -171,6 +177,7 @@ class RobotSelfFilter:
         self.geometry_data = pin.GeometryData(self.geometry)
         self.base = transform(description.base_xyz, description.base_rpy)
         self.margin_m, self.spacing_m = float(margin_m), float(spacing_m)
+        self.tool_margin_m = float(tool_margin_m)
         self.arm_joints = tuple(description.joint_names)
         self.gripper_joints = tuple(description.gripper_joints)
         self.open_width_m = float(description.gripper_open_width_m)
@@ -183,6 +190,19 @@ class RobotSelfFilter:
         bounds = np.cumsum([0] + [len(p) for p in parts])
         self._ranges = list(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True))
         self._local: FloatArray = np.concatenate(parts)  # (S, 3), each block in its geometry's frame
+        # The tool end (the link the tool frame hangs on, and the fingers) gets the tighter
+        # margin: it is what comes close to objects, and an obstacle point within a
+        # generous margin of the fingers would vanish from the shield's view.
+        if not self.model.existFrame(description.tool_frame):
+            raise ConfigError(f"robot self-filter: tool frame {description.tool_frame!r} is not in {urdf.name}")
+        tool_joints = {int(self.model.frames[self.model.getFrameId(description.tool_frame)].parentJoint)}
+        tool_joints |= {self.model.getJointId(name) for name in self.gripper_joints}
+        self._tool = np.concatenate(
+            [
+                np.full(len(p), int(obj.parentJoint) in tool_joints)
+                for p, obj in zip(parts, self.geometry.geometryObjects, strict=True)
+            ]
+        )
 
     def _joint_slot(self, name: str, urdf: Path) -> tuple[int, int, float, float]:
         """(index into q, nq, lower, upper) of a one-variable joint, or two for an unbounded revolute."""
@@ -195,6 +215,11 @@ class RobotSelfFilter:
         index = int(joint.idx_q)
         lower, upper = self.model.lowerPositionLimit[index], self.model.upperPositionLimit[index]
         return index, int(joint.nq), float(lower), float(upper)
+
+    @property
+    def on_tool(self) -> BoolArray:
+        """(S,) which surface samples belong to the tool end (they use `tool_margin_m`)."""
+        return self._tool.copy()
 
     @property
     def num_surface_points(self) -> int:
@@ -244,15 +269,26 @@ class RobotSelfFilter:
         Only the points in between go to a k-d tree of the samples."""
         points = np.asarray(points, dtype=np.float64).reshape(-1, 3)
         surface = self.surface_points(joints, gripper_width_m)
-        grid = _VoxelGrid(surface, self.margin_m)
-        state = grid.lookup(points)
-        out: BoolArray = state == _SURE
-        maybe = np.flatnonzero(state == _MAYBE)
-        if len(maybe):
-            tree = cKDTree(surface, balanced_tree=False, compact_nodes=False)
-            distance, _ = tree.query(points[maybe], distance_upper_bound=self.margin_m)
-            out[maybe] = distance <= self.margin_m
+        out = _within(points, surface[~self._tool], self.margin_m)
+        rest = np.flatnonzero(~out)
+        out[rest] = _within(points[rest], surface[self._tool], self.tool_margin_m)
         return out
+
+
+def _within(points: FloatArray, surface: FloatArray, margin: float) -> BoolArray:
+    """True (N,) where a point lies within `margin` of a surface sample (metres)."""
+    out: BoolArray = np.zeros(len(points), dtype=bool)
+    if len(surface) == 0 or len(points) == 0:
+        return out
+    grid = _VoxelGrid(surface, margin)
+    state = grid.lookup(points)
+    out = state == _SURE
+    maybe = np.flatnonzero(state == _MAYBE)
+    if len(maybe):
+        tree = cKDTree(surface, balanced_tree=False, compact_nodes=False)
+        distance, _ = tree.query(points[maybe], distance_upper_bound=margin)
+        out[maybe] = distance <= margin
+    return out
 
 
 _FAR, _MAYBE, _SURE = 0, 1, 2
