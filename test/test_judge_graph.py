@@ -1,9 +1,11 @@
-"""judge_node and sim_node as separate processes over real DDS: the geometric judge sees
-the simulator's cameras, keeps the baseline of a subtask, and calls an uncovering a
-success that reveals the carrot."""
+"""judge_node, perception_node and sim_node as separate processes over real DDS: the
+geometric judge sees the simulator's cameras through perception_node's masks (never the
+simulator's own), keeps the baseline of a subtask, and calls an uncovering a success that
+reveals the carrot."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -24,12 +26,18 @@ def judge(session: RosSession, namespace: str, subtask: Subtask) -> Judge.Respon
 
 def test_geometric_judge_on_the_simulators_cameras(config_dir: Path, tmp_path: Path) -> None:
     spec = GraphSpec.load(config_dir)
-    with GraphRun(spec, tmp_path / "run", only=["sim_node", "judge_node"]) as graph:
+    with GraphRun(spec, tmp_path / "run", only=["sim_node", "perception_node", "judge_node"]) as graph:
         graph.wait_ready(timeout_s=90.0)
         subtask = Subtask(id="s2", kind=Subtask.KIND_VLA, objective="the pink cover is off the carrot",
                           instruction="open the pink cover", target="pink_cover")  # fmt: skip
         with RosSession("judge_probe", domain_id=graph.domain_id) as session:
-            first = judge(session, spec.namespace, subtask)  # baseline taken now
+            # baseline taken at the first answer: once perception_node has published masks
+            # (a node is ready before its first images have been perceived)
+            for _ in range(40):
+                first = judge(session, spec.namespace, subtask)
+                if first.status == Judge.Response.STATUS_OK:
+                    break
+                time.sleep(0.5)
             assert first.status == Judge.Response.STATUS_OK, first.message
             assert first.verdict.status == Verdict.STATUS_RUNNING and first.verdict.backend == "geometric"
 

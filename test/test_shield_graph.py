@@ -22,7 +22,7 @@ PROBE = Path(__file__).with_name("shield_graph_probe.py")
 
 def test_policy_chunks_reach_the_arm_through_the_shield(config_dir: Path, tmp_path: Path) -> None:
     spec = GraphSpec.load(config_dir)
-    with GraphRun(spec, tmp_path / "run", only=["sim_node", "policy_node", "shield_node"]) as graph:
+    with GraphRun(spec, tmp_path / "run", only=["sim_node", "perception_node", "policy_node", "shield_node"]) as graph:
         graph.wait_ready(timeout_s=90.0)
         command = [sys.executable, str(PROBE), "--namespace", spec.namespace, "--steps", "80"]
         done = subprocess.run(command, env=graph.env, capture_output=True, text=True, timeout=240, check=False)

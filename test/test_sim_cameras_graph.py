@@ -24,7 +24,8 @@ from carryon_common.calls import RosSession
 pytestmark = pytest.mark.graph
 
 STREAMS = [
-    f"camera/{camera}/{stream}" for camera in ("scene", "wrist") for stream in ("color", "depth", "segmentation")
+    *(f"camera/{camera}/{stream}" for camera in ("scene", "wrist") for stream in ("color", "depth")),
+    *(f"sim/camera/{camera}/segmentation" for camera in ("scene", "wrist")),  # the truth masks (evaluation only)
 ]
 
 

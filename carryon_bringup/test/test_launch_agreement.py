@@ -110,8 +110,8 @@ def test_launch_file_honours_only_and_validates_parameters(
     broken = tmp_path / "config"
     shutil.copytree(config_dir, broken)
     params = broken / "nodes" / "shield_node.yaml"
-    params.write_text(params.read_text().replace("grounder: sim_masks", "grounder: sim_mask"))
-    with pytest.raises(ConfigError, match="did you mean 'sim_masks'"):
+    params.write_text(params.read_text().replace("grounder: masks", "grounder: mask"))
+    with pytest.raises(ConfigError, match="did you mean 'masks'"):
         _launched_nodes(monkeypatch, {"profile": "sim", "config_dir": str(broken)})
 
 

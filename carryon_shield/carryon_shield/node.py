@@ -10,6 +10,7 @@ or in an unknown frame, and any exception inside the shield, releases nothing.
 
 from __future__ import annotations
 
+import collections
 import time
 import traceback
 from dataclasses import replace
@@ -42,6 +43,8 @@ from carryon_shield.core.perception import CommandTracker
 from carryon_shield.core.response import commanded_poses, load_response_model
 from carryon_shield.core.types import PerceptionUnavailable, RgbdFrame, RobotState, TaskSpec
 
+_HISTORY = 30  # recent depth / pose / mask messages kept per camera to pair by stamp (3 s at 10 Hz)
+
 CAPABILITIES = (
     implemented("shield.estop", "latched emergency stop: estop/set service, estop/state topic"),
     implemented(
@@ -49,7 +52,10 @@ CAPABILITIES = (
         "every chunk answered with a ShieldEvent; invalid, stale, unperceived chunks and shield errors release nothing",
     ),
     implemented("shield.filter", "response-model prediction, per-part distance checks, prefix release or retreat"),
-    implemented("shield.grounding", "obstacle sets from RGB-D + masks (sim_masks; text_prompted from a local model)"),
+    implemented(
+        "shield.grounding",
+        "obstacle sets from RGB-D + perception_node's masks (masks; text_prompted, a local model; sim_truth oracle)",
+    ),
     implemented("shield.set_task", "target, source-support patch, destination and permitted contacts exempt"),
     implemented("shield.markers", "rviz markers of released / blocked / retreat paths, nearest points; obstacle cloud"),
 )
@@ -63,6 +69,12 @@ class ShieldNode(CarryOnNode):
         cfg: ShieldConfig = self.config
         response, response_source = load_response_model(cfg.response_model_file)
         grounder_name = cfg.grounder if grounder is None else type(grounder).__name__
+        if cfg.grounder == "sim_truth":
+            grounder_name = f"sim_truth ({names.ORACLE_LABEL})"
+            self.get_logger().warning(
+                f"grounder sim_truth: the shield sees through the simulator's own masks ({names.ORACLE_LABEL}, "
+                "an ablation for benchmarks, never a robot's perception)"
+            )
         self.set_backends({"grounder": grounder_name, "response_model": response_source})
         if response_source.startswith("no "):
             self.get_logger().warning(response_source)
@@ -109,17 +121,24 @@ class ShieldNode(CarryOnNode):
     def _subscribe_camera(self, camera: str, *, with_masks: bool) -> None:
         def keep(stream: str) -> Any:
             def callback(msg: Any) -> None:
-                self._camera[camera][stream] = msg
-                if stream in ("depth", "segmentation", "color", "pose"):
+                if stream == "info":
+                    self._camera[camera]["info"] = msg
+                    return
+                history = self._camera[camera].setdefault(stream, collections.OrderedDict())
+                history[(msg.header.stamp.sec, msg.header.stamp.nanosec)] = msg
+                while len(history) > _HISTORY:
+                    history.popitem(last=False)
+                if stream in ("depth", "segmentation", "labels", "color", "pose"):
                     self._assemble(camera)
 
             return callback
 
         sensor = qos_profile_sensor_data
+        backend = GROUNDERS.get(self.config.grounder)
         self.create_subscription(Image, names.camera_topic(camera, "depth"), keep("depth"), sensor)
         if with_masks:
-            self.create_subscription(Image, names.camera_topic(camera, "segmentation"), keep("segmentation"), sensor)
-            self.create_subscription(SegmentationLabels, names.camera_topic(camera, "labels"), keep("labels"), 10)
+            self.create_subscription(Image, backend.mask_topic(camera, "segmentation"), keep("segmentation"), sensor)
+            self.create_subscription(SegmentationLabels, backend.mask_topic(camera, "labels"), keep("labels"), 10)
         else:
             self.create_subscription(Image, names.camera_topic(camera, "color"), keep("color"), sensor)
         self.create_subscription(CameraInfo, names.camera_topic(camera, "camera_info"), keep("info"), 10)
@@ -128,18 +147,31 @@ class ShieldNode(CarryOnNode):
     def _assemble(self, camera: str) -> None:
         """Combine depth, masks (or color) and camera pose of the same instant (equal
         stamps: a moving wrist camera must not pair an image with another frame's pose or
-        masks) with the latest intrinsics and label table."""
+        masks) with the latest intrinsics. Masks come from perception_node a little after
+        their depth image (stamped like it), so recent depth and pose messages are kept
+        (`_HISTORY` per stream) and the newest mask with its depth, pose (and label table)
+        is assembled."""
         parts = self._camera[camera]
-        depth, info, pose = parts.get("depth"), parts.get("info"), parts.get("pose")
-        mask = parts.get("segmentation" if self._uses_masks else "color")
-        if depth is None or info is None or pose is None or mask is None:
+        info = parts.get("info")
+        masks = parts.get("segmentation" if self._uses_masks else "color")
+        if info is None or not masks:
             return
+        depths, poses, tables = parts.get("depth", {}), parts.get("pose", {}), parts.get("labels", {})
+        assembled = parts.get("assembled")
+        for key in reversed(masks):
+            if assembled is not None and key <= assembled:
+                return  # nothing newer than what the shield already has
+            depth, pose = depths.get(key), poses.get(key)
+            labels = tables.get(key) if self._uses_masks else None
+            if depth is not None and pose is not None and (labels is not None or not self._uses_masks):
+                parts["assembled"] = key
+                self._use_frame(camera, depth, info, pose, mask=masks[key], labels=labels)
+                return
+
+    def _use_frame(
+        self, camera: str, depth: Image, info: CameraInfo, pose: PoseStamped, *, mask: Image, labels: Any
+    ) -> None:
         stamp = common_convert.time_from_msg(depth.header.stamp)
-        if not all(abs(common_convert.time_from_msg(m.header.stamp) - stamp) < 1e-6 for m in (pose, mask)):
-            return  # wait for the rest of this instant
-        if parts.get("assembled") == stamp or (self._uses_masks and "labels" not in parts):
-            return
-        parts["assembled"] = stamp
         if pose.header.frame_id != self.config.world_frame:
             self._frame_errors[camera] = (
                 f"camera {camera!r} pose is in unknown frame {pose.header.frame_id!r} "
@@ -147,7 +179,8 @@ class ShieldNode(CarryOnNode):
             )
             return
         self._frame_errors.pop(camera, None)
-        segmentation, labels, color = parts.get("segmentation"), parts.get("labels"), parts.get("color")
+        segmentation = mask if self._uses_masks else None
+        color = None if self._uses_masks else mask
         try:
             frame = RgbdFrame(
                 camera,

@@ -10,7 +10,7 @@ from carryon_common.core.errors import UnknownNameError
 from carryon_shield.core.build import build_shield, grounding_params
 from carryon_shield.core.config import ShieldConfig
 from carryon_shield.core.grounders import GROUNDERS
-from carryon_shield.core.grounding import SimMaskGrounder
+from carryon_shield.core.grounding import MaskGrounder
 from carryon_shield.core.response import ResponseModel
 
 
@@ -33,22 +33,26 @@ def test_the_config_reaches_every_part() -> None:
     assert (shield.retreat.steps, shield.retreat.distance_m) == (5, 0.05)
     assert gate.chunk_filter is shield and gate.threshold_m == 0.03 and gate.max_observation_age_s == 0.3
     assert gate.estop_active and not shield.enabled
-    assert perception.cameras == ("scene",) and isinstance(perception.grounder, SimMaskGrounder)
+    assert perception.cameras == ("scene",) and isinstance(perception.grounder, MaskGrounder)
     assert perception.grounder.params == grounding_params(config) and perception.grounder.params.stride == 3
     assert shield.perceive == perception.snapshot
 
 
 def test_each_grounder_says_what_it_needs() -> None:
-    assert GROUNDERS.names() == ["sim_masks", "text_prompted"]
-    masks, text = GROUNDERS.get("sim_masks"), GROUNDERS.get("text_prompted")
+    assert GROUNDERS.names() == ["masks", "sim_truth", "text_prompted"]
+    masks, oracle, text = GROUNDERS.get("masks"), GROUNDERS.get("sim_truth"), GROUNDERS.get("text_prompted")
     assert (masks.uses_masks, masks.self_filter) == (True, False)
     assert (text.uses_masks, text.self_filter) == (False, True)
+    # perception_node's masks on camera/<name>/...; the simulator's own only under sim/, labelled ORACLE
+    assert masks.mask_topic("scene", "segmentation") == "camera/scene/segmentation"
+    assert oracle.mask_topic("wrist", "labels") == "sim/camera/wrist/labels"
+    assert "ORACLE" in oracle.description and "ORACLE" not in masks.description
     perception = build_shield(ShieldConfig(), ResponseModel.identity(0.05)).perception
     assert perception.uses_masks and not perception.self_filter
 
 
 def test_an_unknown_grounder_is_refused_with_the_closest_name() -> None:
-    with pytest.raises(UnknownNameError, match="did you mean 'sim_masks'"):
-        GROUNDERS.get("sim_mask")
+    with pytest.raises(UnknownNameError, match="did you mean 'masks'"):
+        GROUNDERS.get("mask")
     with pytest.raises(ValidationError, match="did you mean 'text_prompted'"):
         ShieldConfig(grounder="text_promted")

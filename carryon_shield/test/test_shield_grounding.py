@@ -7,7 +7,7 @@ import pytest
 
 from carryon_shield.core.grounding import (
     GroundingParams,
-    SimMaskGrounder,
+    MaskGrounder,
     TextPromptedGrounder,
     region_from_point,
     voxel_downsample,
@@ -40,8 +40,8 @@ def overhead_frame(camera: str = "top", stamp: float = 1.0) -> RgbdFrame:
     return RgbdFrame(camera, depth, intrinsics, pose, stamp, segmentation=seg, labels=LABELS, mask_stamp_s=stamp)
 
 
-def grounder(margin: float = 0.05) -> SimMaskGrounder:
-    return SimMaskGrounder(GroundingParams(voxel_m=0.01, stride=1, source_patch_margin_m=margin))
+def grounder(margin: float = 0.05) -> MaskGrounder:
+    return MaskGrounder(GroundingParams(voxel_m=0.01, stride=1, source_patch_margin_m=margin))
 
 
 def names_of(obstacles) -> set[str]:  # type: ignore[no-untyped-def]

@@ -296,3 +296,43 @@ def test_an_injected_grounder_is_used_and_reported(ros, wait_until) -> None:  # 
     assert "injected grounder sees nothing" in events[-1].reason, [e.reason for e in events]
     assert events[-1].decision == ShieldEvent.DECISION_REJECTED_NO_PERCEPTION
     assert not released
+
+
+def test_masks_that_arrive_after_newer_depth_pair_with_their_own_depth(ros, wait_until) -> None:  # type: ignore[no-untyped-def]
+    """perception_node publishes a frame's masks ~0.1 s after its depth, by when the camera has
+    sent newer depth: the shield pairs masks with the depth and pose of their own stamp."""
+    from rclpy.parameter import Parameter
+    from test_shield_grounding import overhead_frame
+
+    from carryon_common import convert as common_convert
+    from carryon_sim import convert as sim_convert
+    from carryon_sim.core.cameras import CameraFrame
+
+    shield = ShieldNode(namespace="carryon", context=ros.context,
+                        parameter_overrides=[*_PATIENT, Parameter("cameras", value=["scene"])])  # fmt: skip
+    ros.add(shield)
+    _, _, pubs = _sensor_peer(ros, shield)
+    frame = overhead_frame()
+    camera = CameraFrame("scene", np.zeros((*frame.depth.shape, 3), dtype=np.uint8), frame.depth,
+                         frame.segmentation, frame.labels, frame.K, frame.world_from_camera, 0.0)  # fmt: skip
+    now = shield.get_clock().now()
+    older, newer = (now - rclpy_duration(0.2)).to_msg(), now.to_msg()
+    msgs_old = sim_convert.camera_msgs(camera, "scene_camera_optical", older)
+    msgs_new = sim_convert.camera_msgs(camera, "scene_camera_optical", newer)
+    for index in (4, 5, 1):  # camera_info, pose, depth of the older instant
+        pubs[index].publish(msgs_old[index])
+    time.sleep(0.2)
+    for index in (5, 1):  # the camera moves on: pose and depth of the newer instant
+        pubs[index].publish(msgs_new[index])
+    time.sleep(0.2)
+    assert not shield.perception.frames  # no masks yet
+    pubs[3].publish(msgs_old[3])  # labels, then segmentation of the older instant
+    pubs[2].publish(msgs_old[2])
+    assert wait_until(lambda: "scene" in shield.perception.frames, 5.0)
+    assert shield.perception.frames["scene"].depth_stamp_s == common_convert.time_from_msg(older)
+
+
+def rclpy_duration(seconds: float):  # type: ignore[no-untyped-def]
+    from rclpy.duration import Duration
+
+    return Duration(nanoseconds=int(seconds * 1e9))

@@ -17,7 +17,7 @@ from carryon_shield.core.geometry import (
     box_spheres,
     carried_spheres,
 )
-from carryon_shield.core.grounding import GroundingParams, SimMaskGrounder
+from carryon_shield.core.grounding import GroundingParams, MaskGrounder
 from carryon_shield.core.perception import CommandTracker, ShieldPerception
 from carryon_shield.core.types import PerceptionUnavailable, RobotState, TaskSpec
 
@@ -56,7 +56,7 @@ def test_carried_object_spheres_move_with_the_tool() -> None:
 
 def perception(**ages: float) -> ShieldPerception:
     limits = {"max_depth_age_s": 0.5, "max_mask_age_s": 0.5, "max_state_age_s": 0.5, **ages}
-    return ShieldPerception(SimMaskGrounder(GroundingParams(stride=1)), HoldingLatch(0.004, 0.075), cameras=["top"],
+    return ShieldPerception(MaskGrounder(GroundingParams(stride=1)), HoldingLatch(0.004, 0.075), cameras=["top"],
                             carried_voxel_m=0.02, **limits)  # fmt: skip
 
 

@@ -1,7 +1,8 @@
 """sim_node: the simulated arm + cameras, the default robot for demo, tests, benchmarks.
 
 Looks to the graph like a real arm: it publishes joint states, the tool pose, the
-measured gripper width and RGB-D + segmentation cameras, and executes only the
+measured gripper width and RGB-D cameras (plus its labelled instance masks under
+sim/camera/<name>/, for evaluation only), and executes only the
 shielded command topic, holding the arm when commands stop (watchdog). Physics and
 rendering run in one simulation thread (OpenGL contexts belong to the thread that made
 them); ROS callbacks only hand commands over under a lock.
@@ -42,7 +43,7 @@ from carryon_sim.core.world import ARM_JOINTS, FINGER_JOINTS, SCENE_CAMERA, WRIS
 CAPABILITIES = (
     implemented("sim.world", "MuJoCo tabletop with Franka Panda from config/scenes/*.yaml"),
     implemented("sim.driver", "executes shielded chunks via IK at the control rate; watchdog and e-stop hold"),
-    implemented("sim.sensors", "scene and wrist RGB-D + segmentation cameras, joint states, tool pose, gripper width"),
+    implemented("sim.sensors", "scene and wrist RGB-D cameras (truth masks under sim/camera/), joint states, tool pose, gripper width"),
     implemented("sim.truth", "sim/truth topic and sim/state: poses, predicates, contact violations (sim/set_task)"),
     implemented(
         "sim.services",
@@ -85,8 +86,12 @@ class SimNode(CarryOnNode):
             camera: (
                 self.create_publisher(Image, names.camera_topic(camera, "color"), qos_profile_sensor_data),
                 self.create_publisher(Image, names.camera_topic(camera, "depth"), qos_profile_sensor_data),
-                self.create_publisher(Image, names.camera_topic(camera, "segmentation"), qos_profile_sensor_data),
-                self.create_publisher(SegmentationLabels, names.camera_topic(camera, "labels"), 10),
+                # the simulator's own labelled masks: an evaluation oracle under sim/, never
+                # camera/<name>/segmentation, which is perception_node's (what a robot has)
+                self.create_publisher(
+                    Image, names.sim_truth_camera_topic(camera, "segmentation"), qos_profile_sensor_data
+                ),
+                self.create_publisher(SegmentationLabels, names.sim_truth_camera_topic(camera, "labels"), 10),
                 self.create_publisher(CameraInfo, names.camera_topic(camera, "camera_info"), 10),
                 self.create_publisher(PoseStamped, names.camera_topic(camera, "pose"), 10),
             )

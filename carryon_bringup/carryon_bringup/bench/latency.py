@@ -26,7 +26,7 @@ from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, Benc
 from carryon_bringup.graph_run import GraphRun
 from carryon_bringup.up import load_spec
 
-NODES = ["memory_node", "planner_node", "policy_node", "shield_node", "judge_node", "sim_node"]
+NODES = ["memory_node", "planner_node", "policy_node", "perception_node", "shield_node", "judge_node", "sim_node"]
 
 
 def run(options: BenchOptions) -> BenchResult:

@@ -11,12 +11,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+from scipy.spatial import cKDTree
+
 from carryon_arm.core.kinematics import load_robot
 from carryon_common.core.config import load_node_config, under_config_dir
 from carryon_common.core.locations import load_locations
 from carryon_common.core.registry import Registry
-from carryon_perception.core.appearance import describe
-from carryon_perception.core.catalog import Catalog
+from carryon_perception.core.appearance import Appearance, describe
+from carryon_perception.core.catalog import DEFAULT_COSTS, Catalog
 from carryon_perception.core.config import PerceptionConfig
 from carryon_perception.core.planes import PlaneParams
 from carryon_perception.core.segment import Segment, SegmentParams
@@ -38,16 +41,51 @@ PERCEPTION_BACKENDS: Registry[PerceptionBackend] = Registry("perception backend"
 class CatalogLabeller:
     """Labels one camera's segments against the catalog (each entry at most once)."""
 
-    def __init__(self, catalog: Catalog, candidates: Sequence[str] = ()) -> None:
+    def __init__(self, catalog: Catalog, candidates: Sequence[str] = (), piece_gap_m: float = 0.03) -> None:
         self.catalog = catalog
+        self.piece_gap_m = piece_gap_m
         self.candidates = tuple(candidates) or None
         if self.candidates is not None:
             for name in self.candidates:
                 catalog.entry(name)  # an unknown name fails at start-up, not at the first frame
 
     def label_segments(self, segments: Sequence[Segment], support_height_m: float) -> list[tuple[str | None, float]]:
-        appearances = [describe(s.colors, s.points, support_height_m, partial=s.partial) for s in segments]
-        return [(m.label, m.score) for m in self.catalog.label(appearances, candidates=self.candidates)]
+        appearances = [describe(s.colors, s.points, _base(s, support_height_m), partial=s.partial) for s in segments]
+        out = [(m.label, m.score) for m in self.catalog.label(appearances, candidates=self.candidates)]
+        return self._join_pieces(segments, appearances, out)
+
+    def _join_pieces(
+        self, segments: Sequence[Segment], appearances: list[Appearance], named: list[tuple[str | None, float]]
+    ) -> list[tuple[str | None, float]]:
+        """An unlabelled segment whose best match is an entry another segment of this camera
+        already holds, within `piece_gap_m` of it, is another piece of that object (a cover's
+        handle and its lit top): it takes the same label (fusion makes them one object)."""
+        loose = [i for i, (label, _) in enumerate(named) if label is None]
+        if not loose:
+            return named
+        names = sorted(self.catalog.entries) if self.candidates is None else sorted(self.candidates)
+        cost = self.catalog.costs([appearances[i] for i in loose], names)
+        holders = {label: i for i, (label, _) in enumerate(named) if label is not None}
+        out = list(named)
+        for row, i in enumerate(loose):
+            j = int(np.argmin(cost[row])) if len(names) else -1
+            if j < 0 or cost[row, j] > DEFAULT_COSTS.max_cost or names[j] not in holders:
+                continue
+            other = segments[holders[names[j]]]
+            gap, _ = cKDTree(other.points).query(segments[i].points, k=1)
+            if len(gap) and float(np.min(gap)) <= self.piece_gap_m:
+                out[i] = (names[j], max(0.0, 1.0 - float(cost[row, j]) / DEFAULT_COSTS.max_cost))
+        return out
+
+
+def _base(segment: Segment, support_height_m: float, lifted_m: float = 0.02) -> float:
+    """Where a segment's height is measured from: the support plane, or its own bottom when
+    it is lifted off it (held in the gripper): its height is then its own extent, not how
+    high it is carried."""
+    if len(segment.points) == 0:
+        return support_height_m
+    bottom = float(np.sort(segment.points[:, 2])[: max(1, len(segment.points) // 50)].mean())
+    return bottom if bottom > support_height_m + lifted_m else support_height_m
 
 
 def config_file(configured: str, config_dir: Path | None, *default: str) -> Path:

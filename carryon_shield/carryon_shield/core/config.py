@@ -22,9 +22,10 @@ class ShieldConfig(NodeConfig):
         "reports what the filter would have blocked (emergency stop, invalid and stale chunks are still refused).",
     )
     grounder: Annotated[str, one_of("grounder", GROUNDERS)] = Field(
-        "sim_masks",
-        description="Obstacle grounding backend by name: 'sim_masks' (simulator segmentation labels) or "
-        "'text_prompted' (open-vocabulary segmentation model from a local path).",
+        "masks",
+        description="Obstacle grounding backend by name: 'masks' (perception_node's labelled segmentation, both "
+        "profiles), 'text_prompted' (open-vocabulary segmentation model from a local path) or 'sim_truth' "
+        "(SIMULATOR ORACLE: the simulator's own masks, an ablation for benchmarks).",
     )
     text_model_dir: str = Field(
         "",

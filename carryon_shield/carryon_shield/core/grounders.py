@@ -1,9 +1,11 @@
 """Grounding backends by name (the `grounder` parameter of shield_node).
 
-Each entry says how the shield is fed: `uses_masks` (segmentation + label topics; else
-color images for a text-prompted segmenter) and `self_filter` (remove points inside the
-hand's current geometry: needed when the robot's own mask may be incomplete). Factories
-import optional dependencies lazily (text_prompted needs transformers + torch).
+Each entry says how the shield is fed: `mask_topics`, where its segmentation + label topics
+come from (`camera`: camera/<name>/segmentation + labels, perception_node's; `sim`:
+sim/camera/<name>/..., the simulator's own masks, an evaluation ORACLE; '' = none, color
+images for a text-prompted segmenter) and `self_filter` (remove points inside the hand's
+current geometry: needed when the robot's own mask may be incomplete). Factories import
+optional dependencies lazily (text_prompted needs transformers + torch).
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from carryon_common.core.names import ORACLE_LABEL, camera_topic, sim_truth_camera_topic
 from carryon_common.core.registry import Registry
-from carryon_shield.core.grounding import Grounder, GroundingParams, SimMaskGrounder, TextPromptedGrounder
+from carryon_shield.core.grounding import Grounder, GroundingParams, MaskGrounder, TextPromptedGrounder
 
 if TYPE_CHECKING:
     from carryon_shield.core.config import ShieldConfig
@@ -24,15 +27,27 @@ class GrounderBackend:
     name: str
     description: str
     make: Callable[[ShieldConfig, GroundingParams], Grounder]
-    uses_masks: bool
+    mask_topics: str
     self_filter: bool
+
+    @property
+    def uses_masks(self) -> bool:
+        return bool(self.mask_topics)
+
+    def mask_topic(self, camera: str, stream: str) -> str:
+        """Where this grounder's `segmentation` / `labels` of `camera` are published."""
+        return sim_truth_camera_topic(camera, stream) if self.mask_topics == "sim" else camera_topic(camera, stream)
 
 
 GROUNDERS: Registry[GrounderBackend] = Registry("grounder")
 
 
-def _sim_masks(_config: ShieldConfig, params: GroundingParams) -> Grounder:
-    return SimMaskGrounder(params)
+def _masks(_config: ShieldConfig, params: GroundingParams) -> Grounder:
+    return MaskGrounder(params, "masks")
+
+
+def _sim_truth(_config: ShieldConfig, params: GroundingParams) -> Grounder:
+    return MaskGrounder(params, "sim_truth")
 
 
 def _text_prompted(config: ShieldConfig, params: GroundingParams) -> Grounder:
@@ -43,9 +58,22 @@ def _text_prompted(config: ShieldConfig, params: GroundingParams) -> Grounder:
 
 
 for _backend in (
-    GrounderBackend("sim_masks", "the simulator's instance segmentation and label table", _sim_masks, True, False),
     GrounderBackend(
-        "text_prompted", "open-vocabulary segmentation (CLIPSeg) from a local folder", _text_prompted, False, True
+        "masks",
+        "perception_node's labelled instance segmentation (camera/<name>/segmentation)",
+        _masks,
+        "camera",
+        False,
+    ),
+    GrounderBackend(
+        "sim_truth",
+        f"{ORACLE_LABEL}: the simulator's own instance segmentation (sim/camera/<name>/...), an ablation",
+        _sim_truth,
+        "sim",
+        False,
+    ),
+    GrounderBackend(
+        "text_prompted", "open-vocabulary segmentation (CLIPSeg) from a local folder", _text_prompted, "", True
     ),
 ):
     GROUNDERS.register(_backend.name, _backend)

@@ -204,13 +204,14 @@ class Grounder(Protocol):
     ) -> ObstacleSet: ...
 
 
-class SimMaskGrounder:
-    """Names pixels with the simulator's segmentation labels (id -> object name)."""
+class MaskGrounder:
+    """Names pixels with a labelled instance segmentation (id -> object name): perception_node's
+    (`masks`), or the simulator's own as an evaluation oracle (`sim_truth`). Ids without a
+    label are `unknown` (obstacles)."""
 
-    name = "sim_masks"
-
-    def __init__(self, params: GroundingParams) -> None:
+    def __init__(self, params: GroundingParams, name: str = "masks") -> None:
         self.params = params
+        self.name = name
 
     def ground(
         self,
