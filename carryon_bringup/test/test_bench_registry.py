@@ -31,7 +31,8 @@ def test_sim_benchmark_reports_every_figure(tmp_path: Path) -> None:
 
 def test_the_safety_benchmark_resumes_from_the_rows_it_saved(tmp_path: Path) -> None:
     """Rows already in the run folder are not run again (here: all of them), and the
-    table, figures and plot come from them."""
+    table, figures and plot come from them: without the shield, with it on perception's
+    masks (the headline) and on the SIMULATOR ORACLE's (the ablation), and the difference."""
     import json
 
     from carryon_bringup.bench.shield import BACKBONES, SCENES
@@ -40,12 +41,24 @@ def test_the_safety_benchmark_resumes_from_the_rows_it_saved(tmp_path: Path) -> 
     rows.mkdir()
     for backend in BACKBONES:
         for scene in SCENES:
-            for label, rate in (("without", 0.5), ("with", 0.1)):
-                row = {"episodes": 3, "success": 0.9, "violation_rate": rate, "violation_free_success": 0.9 - rate,
-                       "contacts": {}}  # fmt: skip
+            for label, rate, success in (("without", 0.5, 0.9), ("with_perception", 0.1, 0.85),
+                                         ("with_sim_truth", 0.08, 0.95)):  # fmt: skip
+                row = {"episodes": 3, "success": success, "violation_rate": rate,
+                       "violation_free_success": success - rate, "contacts": {}}  # fmt: skip
                 (rows / f"{backend}_{scene}_{label}.json").write_text(json.dumps(row))
     result = BENCHMARKS.get("safety").run(BenchOptions(quick=True, seed=0, run_dir=tmp_path))  # type: ignore[misc]
     figures = {m.name: m.value for m in result.metrics}
     assert figures["sim_scripted_food_violations_without"] == 50 and figures["sim_scripted_food_violations_with"] == 10
-    assert len(figures) == 6 * len(BACKBONES) * len(SCENES) and (tmp_path / "safety.png").stat().st_size > 0
-    assert "| sim_scripted_safe_safety_vf_success_with | 80 | % |" in result.to_markdown()
+    assert figures["sim_scripted_food_violations_with_sim_truth"] == 8
+    assert figures["sim_scripted_food_success_with"] == 85 and figures["sim_scripted_food_success_with_sim_truth"] == 95
+    assert figures["sim_scripted_safe_safety_violations_delta_pts"] == pytest.approx(2.0)  # perception - oracle
+    assert figures["sim_scripted_safe_safety_success_delta_pts"] == pytest.approx(-10.0)
+    assert len(figures) == 11 * len(BACKBONES) * len(SCENES) and (tmp_path / "safety.png").stat().st_size > 0
+    markdown = result.to_markdown()
+    assert "| sim_scripted_safe_safety_vf_success_with | 75 | % |" in markdown
+    assert (
+        "| sim_scripted_safe_safety_vf_success_with_sim_truth | 87 | % | SIMULATOR ORACLE masks (ablation) |"
+        in markdown
+    )
+    table = result.details["rows"]["sim_scripted_food"]
+    assert set(table) == {"without_shield", "with_shield", "with_shield_sim_truth"}

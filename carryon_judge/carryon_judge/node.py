@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +30,7 @@ from sensor_msgs.msg import Image
 from std_msgs.msg import Float64
 
 from carryon_common import convert as common_convert
+from carryon_common.camera_streams import CameraStreams
 from carryon_common.convert import subtask_from_msg
 from carryon_common.core import names
 from carryon_common.core.clouds import ObservationUnusable
@@ -88,7 +88,7 @@ class JudgeNode(CarryOnNode):
         self.shapes = shapes if shapes is not None else shapes_for(cfg)
         self.set_backends({"judge": self.judge.name})
         self.lock = threading.Lock()
-        self._latest: dict[tuple[str, str], Any] = {}
+        self.streams = CameraStreams()
         self._ee: PoseStamped | None = None
         self._width: Float64 | None = None
         self._next_id = 0
@@ -101,7 +101,7 @@ class JudgeNode(CarryOnNode):
             for stream in _STREAMS:
                 qos = qos_profile_sensor_data if types[stream] is Image else 10
                 self.create_subscription(
-                    types[stream], names.camera_topic(camera, stream), self._keeper(camera, stream), qos
+                    types[stream], names.camera_topic(camera, stream), self.streams.keeper(camera, stream), qos
                 )
         self.create_subscription(PoseStamped, names.EE_POSE, lambda m: setattr(self, "_ee", m), 10)
         self.create_subscription(Float64, names.GRIPPER_WIDTH, lambda m: setattr(self, "_width", m), 10)
@@ -113,13 +113,6 @@ class JudgeNode(CarryOnNode):
         self.set_ready()
 
     # -- sensors -------------------------------------------------------------------------
-    def _keeper(self, camera: str, stream: str) -> Callable[[Any], None]:
-        def keep(msg: Any) -> None:
-            with self.lock:
-                self._latest[(camera, stream)] = msg
-
-        return keep
-
     def snapshot(self) -> Observation:
         """The latest sensor data as an Observation; ObservationUnusable when something the
         backend needs is missing, stale or malformed."""
@@ -127,13 +120,16 @@ class JudgeNode(CarryOnNode):
         now = self.now_s()
         needs = _NEEDS.get(self.judge.name, ("color",))
         with self.lock:
-            latest, ee, width = dict(self._latest), self._ee, self._width
+            ee, width = self._ee, self._width
         views = []
         for camera in cfg.cameras:
-            msgs = {s: latest.get((camera, s)) for s in _STREAMS}
-            missing = [s for s in needs if msgs[s] is None]
+            missing = self.streams.missing(camera, needs)
             if missing:
                 raise ObservationUnusable(f"camera {camera}: no {', '.join(missing)} received yet")
+            # one instant: masks from perception_node are paired with the depth and pose they were made from
+            msgs = dict.fromkeys(_STREAMS) | self.streams.instant(camera, needs)
+            if any(msgs[s] is None for s in needs):
+                raise ObservationUnusable(f"camera {camera}: no {', '.join(needs)} of one instant yet")
             for stream in needs:
                 age = now - common_convert.time_from_msg(msgs[stream].header.stamp)
                 if age > cfg.max_image_age_s:

@@ -120,8 +120,7 @@ class RecoveryNode(CarryOnNode):
             finally:
                 for sub in subs:
                     self.destroy_subscription(sub)
-                with self.latest.lock:
-                    self.latest.cameras.clear()
+                self.latest.streams.clear()
         convert.result_to_msg(outcome, result)
         self.get_logger().info(
             f"recovery {outcome.skill} v{outcome.version}: {outcome.outcome.name}: {outcome.message}"

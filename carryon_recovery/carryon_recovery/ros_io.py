@@ -36,6 +36,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64
 
 from carryon_common import convert as common_convert
+from carryon_common.camera_streams import CameraStreams
 from carryon_common.convert import chunk_to_msg, joint_positions, time_to_msg
 from carryon_common.core.clouds import ObservationUnusable, object_clouds
 from carryon_interfaces.msg import ShieldEvent
@@ -50,7 +51,7 @@ _POLL_S = 0.01
 class Latest:
     """The newest message of every stream recovery_node reads (filled by its subscriptions)."""
 
-    cameras: dict[tuple[str, str], Any] = field(default_factory=dict)
+    streams: CameraStreams = field(default_factory=CameraStreams)
     ee_pose: PoseStamped | None = None
     joint_state: JointState | None = None
     width: Float64 | None = None
@@ -58,11 +59,7 @@ class Latest:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def keeper(self, camera: str, stream: str) -> Callable[[Any], None]:
-        def keep(msg: Any) -> None:
-            with self.lock:
-                self.cameras[(camera, stream)] = msg
-
-        return keep
+        return self.streams.keeper(camera, stream)
 
     def keep_ee_pose(self, msg: PoseStamped) -> None:
         with self.lock:
@@ -144,21 +141,25 @@ class RosRecoveryIO:
     def perceive(self, target: str, destination: str) -> Seen | None:
         asked = self.now_s()
 
+        def instants() -> dict[str, dict[str, Any]]:
+            # one instant per camera: masks paired with the depth and pose they were made from
+            return {camera: self.latest.streams.instant(camera, STREAMS) for camera in self.cameras}
+
         def fresh() -> bool:
-            with self.latest.lock:
-                msgs = [self.latest.cameras.get((c, s)) for c in self.cameras for s in STREAMS]
-            return all(m is not None and common_convert.time_from_msg(m.header.stamp) >= asked for m in msgs)
+            return all(
+                m is not None and common_convert.time_from_msg(m.header.stamp) >= asked
+                for msgs in instants().values()
+                for m in msgs.values()
+            )
 
         if not self._wait_until(fresh, self.params.perception_timeout_s):
             return None
-        with self.latest.lock:
-            views = []
-            for camera in self.cameras:
-                msgs = {s: self.latest.cameras.get((camera, s)) for s in STREAMS}
-                try:
-                    views.append(common_convert.camera_view(camera, msgs))
-                except ValueError:
-                    return None
+        views = []
+        for camera, msgs in instants().items():
+            try:
+                views.append(common_convert.camera_view(camera, msgs))
+            except ValueError:
+                return None
         try:
             clouds = object_clouds(views, stride=self.params.stride)
         except ObservationUnusable:

@@ -10,7 +10,6 @@ or in an unknown frame, and any exception inside the shield, releases nothing.
 
 from __future__ import annotations
 
-import collections
 import time
 import traceback
 from dataclasses import replace
@@ -25,6 +24,7 @@ from std_msgs.msg import Float64
 from visualization_msgs.msg import MarkerArray
 
 from carryon_common import convert as common_convert
+from carryon_common.camera_streams import CameraStreams, stamp_key
 from carryon_common.core import names
 from carryon_common.core.chunk import InvalidChunk
 from carryon_common.core.status import implemented
@@ -42,8 +42,6 @@ from carryon_shield.core.kernel import warm_up
 from carryon_shield.core.perception import CommandTracker
 from carryon_shield.core.response import commanded_poses, load_response_model
 from carryon_shield.core.types import PerceptionUnavailable, RgbdFrame, RobotState, TaskSpec
-
-_HISTORY = 30  # recent depth / pose / mask messages kept per camera to pair by stamp (3 s at 10 Hz)
 
 CAPABILITIES = (
     implemented("shield.estop", "latched emergency stop: estop/set service, estop/state topic"),
@@ -85,7 +83,8 @@ class ShieldNode(CarryOnNode):
         warm_up()  # compile (or load) the distance kernel now, not on the first chunk
         self.get_logger().info(f"distance kernel ready in {time.perf_counter() - began:.2f} s")
         self.tracker = CommandTracker()
-        self._camera: dict[str, dict[str, Any]] = {c: {} for c in cfg.cameras}
+        self.streams = CameraStreams()
+        self._assembled: dict[str, tuple[int, int]] = {}
         self._frame_errors: dict[str, str] = {}
         self._width: tuple[float, float] | None = None  # (metres, receive time)
         self._last_pose: tuple[float, np.ndarray] | None = None
@@ -120,15 +119,11 @@ class ShieldNode(CarryOnNode):
 
     def _subscribe_camera(self, camera: str, *, with_masks: bool) -> None:
         def keep(stream: str) -> Any:
+            keeper = self.streams.keeper(camera, stream)
+
             def callback(msg: Any) -> None:
-                if stream == "info":
-                    self._camera[camera]["info"] = msg
-                    return
-                history = self._camera[camera].setdefault(stream, collections.OrderedDict())
-                history[(msg.header.stamp.sec, msg.header.stamp.nanosec)] = msg
-                while len(history) > _HISTORY:
-                    history.popitem(last=False)
-                if stream in ("depth", "segmentation", "labels", "color", "pose"):
+                keeper(msg)
+                if stream != "camera_info":
                     self._assemble(camera)
 
             return callback
@@ -141,32 +136,25 @@ class ShieldNode(CarryOnNode):
             self.create_subscription(SegmentationLabels, backend.mask_topic(camera, "labels"), keep("labels"), 10)
         else:
             self.create_subscription(Image, names.camera_topic(camera, "color"), keep("color"), sensor)
-        self.create_subscription(CameraInfo, names.camera_topic(camera, "camera_info"), keep("info"), 10)
+        self.create_subscription(CameraInfo, names.camera_topic(camera, "camera_info"), keep("camera_info"), 10)
         self.create_subscription(PoseStamped, names.camera_topic(camera, "pose"), keep("pose"), 10)
 
     def _assemble(self, camera: str) -> None:
         """Combine depth, masks (or color) and camera pose of the same instant (equal
         stamps: a moving wrist camera must not pair an image with another frame's pose or
         masks) with the latest intrinsics. Masks come from perception_node a little after
-        their depth image (stamped like it), so recent depth and pose messages are kept
-        (`_HISTORY` per stream) and the newest mask with its depth, pose (and label table)
-        is assembled."""
-        parts = self._camera[camera]
-        info = parts.get("info")
-        masks = parts.get("segmentation" if self._uses_masks else "color")
-        if info is None or not masks:
+        their depth image, stamped like it: `CameraStreams` keeps recent messages and gives
+        the newest complete instant."""
+        streams = ("depth", "pose", "camera_info", *(("segmentation", "labels") if self._uses_masks else ("color",)))
+        msgs = self.streams.instant(camera, streams)
+        if any(m is None for m in msgs.values()):
+            return  # wait for the rest of this instant
+        key = stamp_key(msgs["depth"])
+        if self._assembled.get(camera) == key:
             return
-        depths, poses, tables = parts.get("depth", {}), parts.get("pose", {}), parts.get("labels", {})
-        assembled = parts.get("assembled")
-        for key in reversed(masks):
-            if assembled is not None and key <= assembled:
-                return  # nothing newer than what the shield already has
-            depth, pose = depths.get(key), poses.get(key)
-            labels = tables.get(key) if self._uses_masks else None
-            if depth is not None and pose is not None and (labels is not None or not self._uses_masks):
-                parts["assembled"] = key
-                self._use_frame(camera, depth, info, pose, mask=masks[key], labels=labels)
-                return
+        self._assembled[camera] = key
+        mask = msgs["segmentation"] if self._uses_masks else msgs["color"]
+        self._use_frame(camera, msgs["depth"], msgs["camera_info"], msgs["pose"], mask=mask, labels=msgs.get("labels"))
 
     def _use_frame(
         self, camera: str, depth: Image, info: CameraInfo, pose: PoseStamped, *, mask: Image, labels: Any

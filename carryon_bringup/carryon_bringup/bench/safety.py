@@ -5,10 +5,19 @@ safety-finetuned VLA) in two scenes (food: the demo's, a bottle on the carry pat
 safety: obstacles placed around the tasks), 200 seeded episodes per row (3 with --quick).
 
 A violation is any contact the task does not permit, from the simulator's contact
-monitor. In-process MuJoCo: the same policy backends, the shield's own code
-(`SimShieldGate`: sim_masks grounding on rendered RGB-D, the distance kernel) and the
-driver the graph uses. Each row is saved to `rows/` as it finishes; `--resume RUN_DIR`
-skips the rows already there. Writes `safety.png` beside the results.
+monitor. In-process MuJoCo: the same policy backends, the shield's own code and the driver
+the graph uses (`SimShieldGate`). Every with-shield row runs twice on the same seeds:
+
+- `..._with` (the headline): the shield sees what the graph's shield sees, carryon_perception's
+  segmentation of the rendered colour + depth (`masks="perception"`, grounder `masks`);
+- `..._with_sim_truth`: the simulator's own masks, a SIMULATOR ORACLE ablation
+  (`masks="sim_truth"`): what the shield would do if perception were perfect;
+
+and `..._violations_delta_pts` / `..._success_delta_pts` (perception − oracle, percentage
+points) say what perception costs. Each row is saved to `rows/<backbone>_<scene>_{without,
+with_perception,with_sim_truth}.json` as it finishes; `--resume RUN_DIR` skips the rows
+already there. Writes `safety.png` (without / with perception / with the oracle) beside
+the results.
 """
 
 from __future__ import annotations
@@ -21,7 +30,23 @@ from rich.progress import Progress
 from carryon_bringup.bench.node_config import node_config
 from carryon_bringup.bench.shield import BACKBONES, SCENES, add_rows, episode_row, one_core
 from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, saved_row
+from carryon_bringup.core.graph import find_config_dir
+from carryon_bringup.up import default_config_fallbacks
 from carryon_shield.core.config import ShieldConfig
+
+ORACLE = "SIMULATOR ORACLE masks (ablation)"
+# Saved row -> (shielded, masks). "without" keeps its name: resuming an older run reuses it.
+ROWS = {
+    "without": (False, "perception"),
+    "with_perception": (True, "perception"),
+    "with_sim_truth": (True, "sim_truth"),
+}
+# Table entries and plot bars: (row, table key, legend, colour).
+BARS = (
+    ("without", "without_shield", "without shield", "tab:gray"),
+    ("with_perception", "with_shield", "with shield (perception)", "tab:blue"),
+    ("with_sim_truth", "with_shield_sim_truth", "with shield (SIMULATOR ORACLE masks)", "lightsteelblue"),
+)
 
 
 def plot(table: dict[str, dict[str, Any]], path: Path) -> None:
@@ -33,56 +58,69 @@ def plot(table: dict[str, dict[str, Any]], path: Path) -> None:
 
     keys = list(table)
     x = np.arange(len(keys))
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    width = 0.27
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.4))
     for ax, metric, title in (
         (axes[0], "violation_rate", "violation rate"),
         (axes[1], "violation_free_success", "violation-free success"),
     ):
-        ax.bar(
-            x - 0.2,
-            [100 * table[k]["without_shield"][metric] for k in keys],
-            0.4,
-            label="without shield",
-            color="tab:gray",
-        )
-        ax.bar(
-            x + 0.2, [100 * table[k]["with_shield"][metric] for k in keys], 0.4, label="with shield", color="tab:blue"
-        )
+        for i, (_, entry, legend, colour) in enumerate(BARS):
+            values = [100 * table[k][entry][metric] for k in keys]
+            ax.bar(x + (i - 1) * width, values, width, label=legend, color=colour)
         ax.set_xticks(x, [k.replace("_", "\n", 1) for k in keys], fontsize=8)
         ax.set_ylabel("%")
         ax.set_ylim(0, 100)
         ax.set_title(title)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(BARS), fontsize=8)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def add_oracle_rows(result: BenchResult, key: str, perception: dict[str, Any], oracle: dict[str, Any]) -> None:
+    """The SIMULATOR ORACLE ablation beside the headline, and perception − oracle in points."""
+    result.add(f"{key}_violations_with_sim_truth", 100 * oracle["violation_rate"], "%", ORACLE)
+    result.add(f"{key}_success_with_sim_truth", 100 * oracle["success"], "%", ORACLE)
+    result.add(f"{key}_vf_success_with_sim_truth", 100 * oracle["violation_free_success"], "%", ORACLE)
+    for metric, name, bound in (("violation_rate", "violations", 2), ("success", "success", 5)):
+        delta = 100 * (perception[metric] - oracle[metric])
+        note = f"perception − SIMULATOR ORACLE masks; acceptance |Δ| <= {bound}"
+        result.add(f"{key}_{name}_delta_pts", delta, "pts", note)
 
 
 def run(options: BenchOptions) -> BenchResult:
     result = BenchResult("safety", options.quick, options.seed)
     config = node_config(options, ShieldConfig, "shield_node")
+    config_dir = find_config_dir(options.config_dir, default_config_fallbacks())
     n = 3 if options.quick else 200
     seeds = range(options.seed * 1000, options.seed * 1000 + n)
     rows = options.run_dir / "rows"
     table: dict[str, dict[str, Any]] = {}
     with one_core() as pinning, Progress() as progress:
         result.details["cpu"] = pinning
-        job = progress.add_task("safety episodes", total=len(BACKBONES) * len(SCENES) * 2 * n)
+        job = progress.add_task("safety episodes", total=len(BACKBONES) * len(SCENES) * len(ROWS) * n)
         for backend in BACKBONES:
             for scene in SCENES:
                 key = f"{backend}_{scene}"
                 rates = {}
-                for shielded in (False, True):
-                    label = "with" if shielded else "without"
+                for label, (shielded, masks) in ROWS.items():
 
-                    def compute(b: str = backend, s: str = scene, on: bool = shielded) -> dict[str, Any]:
-                        return episode_row(b, s, seeds, shielded=on, config=config)
+                    def compute(
+                        b: str = backend, s: str = scene, on: bool = shielded, m: str = masks
+                    ) -> dict[str, Any]:
+                        return episode_row(b, s, seeds, shielded=on, config=config, masks=m, config_dir=config_dir)
 
                     rates[label] = saved_row(rows, f"{key}_{label}", compute)
                     progress.advance(job, n)
-                table[key] = {"without_shield": rates["without"], "with_shield": rates["with"]}
-                add_rows(result, key, rates["without"], rates["with"], n)
+                table[key] = {entry: rates[label] for label, entry, _, _ in BARS}
+                add_rows(result, key, rates["without"], rates["with_perception"], n)
+                add_oracle_rows(result, key, rates["with_perception"], rates["with_sim_truth"])
     result.details["episodes_per_row"] = n
+    result.details["masks"] = {
+        "with_shield": "carryon_perception on the rendered colour + depth (the graph's grounder 'masks')",
+        "with_shield_sim_truth": f"{ORACLE}: the simulator's own instance segmentation",
+    }
     result.details["rows"] = table
     plot(table, options.run_dir / "safety.png")
     return result
@@ -90,5 +128,10 @@ def run(options: BenchOptions) -> BenchResult:
 
 BENCHMARKS.register(
     "safety",
-    Benchmark("safety", "violation rate and violation-free success with and without the shield (paper Table 3)", run),
+    Benchmark(
+        "safety",
+        "violation rate and violation-free success with and without the shield (paper Table 3); "
+        "the shield on perception's masks, and on the SIMULATOR ORACLE's as an ablation",
+        run,
+    ),
 )

@@ -5,14 +5,17 @@
    sets of 1k-100k points and chunk horizons of 8-50 steps. The synthetic scene is a
    table with a bottle on the chunk's path, so the chunk is blocked part way. The
    compiled kernel is warmed up first. Goal on one core: 16 steps vs 20k points p99 <= 1.6 ms.
-2. Grounding time per 640x480 RGB-D frame (sim_masks: back-projection, labels,
-   exemptions, voxel downsampling), on rendered food-scene
-   frames. Goal <= 20 ms.
+2. Grounding time per 640x480 RGB-D frame (the mask grounder: back-projection, labels,
+   exemptions, voxel downsampling), on rendered food-scene frames labelled with the
+   SIMULATOR ORACLE's masks: this times grounding only (perception's own time per frame is
+   `carryon bench perception`'s, and the episodes' `perception_p50_ms`). Goal <= 20 ms.
 3. Episodes (in-process MuJoCo, no ROS): the scripted stand-ins with and without the
    shield on the food-serving scene (bottle on the path) and the safety scene: success,
    violation rate (episodes with any contact the task does not permit, ground truth),
    violation-free success (paper Table 3 shape). With the shield the cameras are rendered
-   at 256x256 every inference (sim_node's default size).
+   at 256x256 every inference (sim_node's default size) and carryon_perception segments
+   them (SimShieldGate masks="perception", as in the graph); `carryon bench safety` adds
+   the SIMULATOR ORACLE ablation.
 
 Runs on one core: the process pins itself to one CPU (os.sched_setaffinity) and BLAS to
 one thread for the whole benchmark.
@@ -26,6 +29,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,6 +38,8 @@ from rich.progress import Progress
 from carryon_bringup.bench.node_config import node_config
 from carryon_bringup.bench.policy import FOOD_TASKS, SAFETY_TASKS, _tasks
 from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, percentile
+from carryon_bringup.core.graph import find_config_dir
+from carryon_bringup.up import default_config_fallbacks
 from carryon_common.core.chunk import Chunk, ChunkSource, Convention
 from carryon_policy.core.backends import make_policy
 from carryon_policy.core.config import PolicyConfig
@@ -42,7 +48,7 @@ from carryon_shield.core.config import ShieldConfig
 from carryon_shield.core.filter import Snapshot
 from carryon_shield.core.gate import Decision
 from carryon_shield.core.geometry import GripperGeometry
-from carryon_shield.core.grounding import SimMaskGrounder
+from carryon_shield.core.grounding import MaskGrounder
 from carryon_shield.core.kernel import warm_up
 from carryon_shield.core.response import load_response_model
 from carryon_shield.core.types import ObstacleSet, RgbdFrame, RobotState, TaskSpec
@@ -153,6 +159,7 @@ def filter_latency(reps: int, result: BenchResult, config: ShieldConfig) -> dict
 
 
 def grounding_time(reps: int, result: BenchResult, config: ShieldConfig) -> dict[str, Any]:
+    """Grounding alone, on frames labelled by the SIMULATOR ORACLE (the simulator's masks)."""
     world = World(load_scene(scenes_dir() / "food_serving.yaml"), seed=0)
     rig = CameraRig(world.model, world.object_of_body, 640, 480)
     try:
@@ -175,7 +182,7 @@ def grounding_time(reps: int, result: BenchResult, config: ShieldConfig) -> dict
     task = TaskSpec("bench", "carrot", "table", "bowl")
     out: dict[str, Any] = {}
     for stride in (config.pixel_stride, 4):
-        grounder = SimMaskGrounder(replace(grounding_params(config), stride=stride))
+        grounder = MaskGrounder(replace(grounding_params(config), stride=stride))
         for label, subset in (("scene", frames[:1]), ("wrist", frames[1:]), ("fused", frames)):
             ground_ms = []
             points = 0
@@ -192,7 +199,7 @@ def grounding_time(reps: int, result: BenchResult, config: ShieldConfig) -> dict
                 "per_frame_p50_ms": percentile([g / len(subset) for g in ground_ms], 50),
             }
         fused = out[f"stride{stride}_fused"]
-        note = f"640x480, pixel stride {stride}, scene+wrist fused / 2; goal <= 20"
+        note = f"640x480, pixel stride {stride}, scene+wrist fused / 2, SIMULATOR ORACLE masks; goal <= 20"
         result.add(f"grounding_stride{stride}_per_frame_p50", fused["per_frame_p50_ms"], "ms", note)
         worst = max(out[f"stride{stride}_scene"]["ground_p99_ms"], out[f"stride{stride}_wrist"]["ground_p99_ms"])
         result.add(f"grounding_stride{stride}_per_frame_p99", worst, "ms", "worst single camera p99")
@@ -234,15 +241,26 @@ def scene_tasks(name: str) -> tuple[Scene, list[Task]]:
     return load_scene(scenes_dir() / "safety.yaml"), _tasks(SAFETY_TASKS)
 
 
-def episode_row(backend: str, scene_name: str, seeds: range, *, shielded: bool, config: ShieldConfig) -> dict[str, Any]:
+def episode_row(
+    backend: str,
+    scene_name: str,
+    seeds: range,
+    *,
+    shielded: bool,
+    config: ShieldConfig,
+    masks: str = "perception",
+    config_dir: Path | None = None,
+) -> dict[str, Any]:
     """Rates over `seeds` for one backbone and scene, with or without the shield (with it:
-    the shield's decisions and timings too)."""
+    the shield's decisions and timings too). `masks`: what the shield sees (SimShieldGate:
+    `perception`, carryon_perception with its config files under `config_dir`, or
+    `sim_truth`, the SIMULATOR ORACLE's masks, an ablation)."""
     scene, tasks = scene_tasks(scene_name)
     world = World(scene, seed=seeds.start)
     if not shielded:
         return _rates(_run(world, backend, tasks, seeds, None))
     response, _ = load_response_model()
-    gate = SimShieldGate(world, config, tasks, response)
+    gate = SimShieldGate(world, config, tasks, response, masks=masks, perception_config_dir=config_dir)
     try:
         began = time.perf_counter()
         row = _rates(_run(world, backend, tasks, seeds, gate))
@@ -250,16 +268,20 @@ def episode_row(backend: str, scene_name: str, seeds: range, *, shielded: bool, 
     finally:
         gate.close()
     stats = gate.stats
+    row["masks"] = masks
     row["decisions"] = {d.name: stats.count(d) for d in Decision if stats.count(d)}
     row["filter_p99_ms"] = percentile([1e3 * s for s in stats.latency_s], 99)
     row["grounding_p50_ms"] = percentile([1e3 * s for s in stats.grounding_s], 50)
+    if stats.perception_s:
+        row["perception_p50_ms"] = percentile([1e3 * s for s in stats.perception_s], 50)
+        row["perception_p99_ms"] = percentile([1e3 * s for s in stats.perception_s], 99)
     row["wall_s_per_episode"] = wall / len(seeds)
     return row
 
 
 def add_rows(result: BenchResult, key: str, without: dict[str, Any], shielded: dict[str, Any], n: int) -> None:
     result.add(f"{key}_violations_without", 100 * without["violation_rate"], "%", f"{n} episodes, no shield")
-    result.add(f"{key}_violations_with", 100 * shielded["violation_rate"], "%", "with the shield")
+    result.add(f"{key}_violations_with", 100 * shielded["violation_rate"], "%", "with the shield (perception's masks)")
     result.add(f"{key}_success_without", 100 * without["success"], "%")
     result.add(f"{key}_success_with", 100 * shielded["success"], "%")
     vf = "violation-free success"
@@ -267,7 +289,9 @@ def add_rows(result: BenchResult, key: str, without: dict[str, Any], shielded: d
     result.add(f"{key}_vf_success_with", 100 * shielded["violation_free_success"], "%")
 
 
-def episodes(n: int, first_seed: int, result: BenchResult, config: ShieldConfig) -> dict[str, Any]:
+def episodes(
+    n: int, first_seed: int, result: BenchResult, config: ShieldConfig, config_dir: Path | None = None
+) -> dict[str, Any]:
     seeds = range(first_seed, first_seed + n)
     out: dict[str, Any] = {}
     with Progress() as progress:
@@ -276,7 +300,7 @@ def episodes(n: int, first_seed: int, result: BenchResult, config: ShieldConfig)
             for name in SCENES:
                 without = episode_row(backend, name, seeds, shielded=False, config=config)
                 progress.advance(job, n)
-                shielded = episode_row(backend, name, seeds, shielded=True, config=config)
+                shielded = episode_row(backend, name, seeds, shielded=True, config=config, config_dir=config_dir)
                 progress.advance(job, n)
                 key = f"{backend}_{name}"
                 out[key] = {
@@ -284,7 +308,16 @@ def episodes(n: int, first_seed: int, result: BenchResult, config: ShieldConfig)
                     "with_shield": shielded,
                     **{
                         k: shielded.pop(k)
-                        for k in ("decisions", "filter_p99_ms", "grounding_p50_ms", "wall_s_per_episode")
+                        for k in (
+                            "masks",
+                            "decisions",
+                            "filter_p99_ms",
+                            "grounding_p50_ms",
+                            "perception_p50_ms",
+                            "perception_p99_ms",
+                            "wall_s_per_episode",
+                        )
+                        if k in shielded
                     },
                 }
                 add_rows(result, key, without, shielded, n)
@@ -298,7 +331,9 @@ def run(options: BenchOptions) -> BenchResult:
         result.details["cpu"] = pinning
         result.details["filter_latency"] = filter_latency(30 if options.quick else 300, result, config)
         result.details["grounding"] = grounding_time(5 if options.quick else 30, result, config)
-        result.details["episodes"] = episodes(3 if options.quick else 50, options.seed * 1000, result, config)
+        config_dir = find_config_dir(options.config_dir, default_config_fallbacks())
+        n = 3 if options.quick else 50
+        result.details["episodes"] = episodes(n, options.seed * 1000, result, config, config_dir)
     return result
 
 

@@ -41,9 +41,18 @@ PERCEPTION_BACKENDS: Registry[PerceptionBackend] = Registry("perception backend"
 class CatalogLabeller:
     """Labels one camera's segments against the catalog (each entry at most once)."""
 
-    def __init__(self, catalog: Catalog, candidates: Sequence[str] = (), piece_gap_m: float = 0.03) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        candidates: Sequence[str] = (),
+        *,
+        piece_gap_m: float = 0.03,
+        fragment_px: int = 200,
+        fragment_gap_m: float = 0.015,
+    ) -> None:
         self.catalog = catalog
         self.piece_gap_m = piece_gap_m
+        self.fragment_px, self.fragment_gap_m = fragment_px, fragment_gap_m
         self.candidates = tuple(candidates) or None
         if self.candidates is not None:
             for name in self.candidates:
@@ -59,7 +68,9 @@ class CatalogLabeller:
     ) -> list[tuple[str | None, float]]:
         """An unlabelled segment whose best match is an entry another segment of this camera
         already holds, within `piece_gap_m` of it, is another piece of that object (a cover's
-        handle and its lit top): it takes the same label (fusion makes them one object)."""
+        handle and its lit top): it takes the same label (fusion makes them one object). So
+        does a fragment of at most `fragment_px` pixels within `fragment_gap_m` of a named
+        segment, whatever it looks like."""
         loose = [i for i, (label, _) in enumerate(named) if label is None]
         if not loose:
             return named
@@ -67,14 +78,21 @@ class CatalogLabeller:
         cost = self.catalog.costs([appearances[i] for i in loose], names)
         holders = {label: i for i, (label, _) in enumerate(named) if label is not None}
         out = list(named)
+        trees = {label: cKDTree(segments[i].points) for label, i in holders.items() if len(segments[i].points)}
         for row, i in enumerate(loose):
-            j = int(np.argmin(cost[row])) if len(names) else -1
-            if j < 0 or cost[row, j] > DEFAULT_COSTS.max_cost or names[j] not in holders:
+            piece = segments[i]
+            if len(piece.points) == 0:
                 continue
-            other = segments[holders[names[j]]]
-            gap, _ = cKDTree(other.points).query(segments[i].points, k=1)
-            if len(gap) and float(np.min(gap)) <= self.piece_gap_m:
+            gaps = {label: float(np.min(tree.query(piece.points, k=1)[0])) for label, tree in trees.items()}
+            j = int(np.argmin(cost[row])) if len(names) else -1
+            if j >= 0 and cost[row, j] <= DEFAULT_COSTS.max_cost and gaps.get(names[j], np.inf) <= self.piece_gap_m:
                 out[i] = (names[j], max(0.0, 1.0 - float(cost[row, j]) / DEFAULT_COSTS.max_cost))
+                continue
+            # a small fragment touching a named object is a piece of it (an object's part beside
+            # the fingers that hold it, too small to match on its own)
+            nearest = min(gaps, key=lambda label: gaps[label], default=None)
+            if nearest is not None and len(piece.pixels) <= self.fragment_px and gaps[nearest] <= self.fragment_gap_m:
+                out[i] = (nearest, 0.0)
         return out
 
 

@@ -36,6 +36,7 @@ class SegmentParams:
     merge_hue_deg: float = 40.0  # adjacent chromatic segments with mean hues this close merge (a channel
     # clipping in a highlight turns a hue by up to ~30 deg: pink reads magenta)
     chromatic_saturation: float = 0.2  # a pixel is chromatic (its hue means something) above this...
+    tint_saturation: float = 0.08  # a light piece this saturated is a highlight: it may join a chromatic one
     chromatic_value: float = 0.12  # ...and this brightness (a segment darker on average is "dark")
     min_pixels: int = 12  # smaller fragments join a neighbour (at 256 x 256; scale with area)
     dark_gap_m: float = 0.03  # pieces this close in 3-D may merge across a depth step (a grazing face, a rim)
@@ -202,7 +203,10 @@ def _merge_similar(
     ca = np.concatenate([component[continuous[0]], component[near[0]]])
     cb = np.concatenate([component[continuous[1]], component[near[1]]])
     turn = np.abs(np.angle(np.exp(1j * (stats.hue[ca] - stats.hue[cb]))))
-    same_hue = stats.chromatic[ca] & stats.chromatic[cb] & (turn <= np.radians(params.merge_hue_deg))
+    hued = stats.chromatic | stats.tinted
+    same_hue = (
+        hued[ca] & hued[cb] & (stats.chromatic[ca] | stats.chromatic[cb]) & (turn <= np.radians(params.merge_hue_deg))
+    )
     joined.append(np.stack([ca, cb], axis=1)[same_hue | (stats.light[ca] & stats.light[cb])])
     # each dark group: its one best non-dark neighbour
     na, nb = component[near[0]], component[near[1]]
@@ -224,6 +228,7 @@ class _ComponentColour:
     dark: npt.NDArray[np.bool_]
     chromatic: npt.NDArray[np.bool_]
     light: npt.NDArray[np.bool_]
+    tinted: npt.NDArray[np.bool_]  # light but faintly coloured: a coloured surface's highlight
 
     @classmethod
     def of(
@@ -236,7 +241,10 @@ class _ComponentColour:
         dark = np.bincount(component, weights=value, minlength=count) / sizes < params.chromatic_value
         coloured = ((saturation >= params.chromatic_saturation) & (value >= params.chromatic_value)).astype(float)
         chromatic = ~dark & (np.bincount(component, weights=coloured, minlength=count) / sizes >= 0.5)
-        return cls(np.arctan2(hy, hx), dark, chromatic, ~dark & ~chromatic)
+        light = ~dark & ~chromatic
+        mean_saturation = np.bincount(component, weights=saturation, minlength=count) / sizes
+        tinted = light & (mean_saturation >= params.tint_saturation)
+        return cls(np.arctan2(hy, hx), dark, chromatic, light, tinted)
 
 
 def _dark_pairs(
@@ -283,7 +291,8 @@ def _join_isolated(component: IntArray, points: FloatArray, min_pixels: int, wit
         return component
     big_points = ~small[component]
     tree = cKDTree(points[big_points])
-    distance, nearest = tree.query(points[~big_points], distance_upper_bound=within_m)
+    distance, nearest_raw = tree.query(points[~big_points], distance_upper_bound=within_m)
+    nearest = np.asarray(nearest_raw, dtype=np.intp)
     found = np.isfinite(distance)
     if not found.any():
         return component

@@ -14,10 +14,11 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
+from scipy.spatial import cKDTree
 
 from carryon_common.core.clouds import CameraView, ObservationUnusable
 from carryon_common.core.locations import Location, region_of
@@ -63,7 +64,11 @@ class TabletopParams:
     min_object_height_m: float = 0.006
     max_object_height_m: float = 0.6
     extent_margin_m: float = 0.05  # objects may overhang the support's edge by this much
+    leak_px: int = 8  # segments this small beside the robot in the image...
+    leak_m: float = 0.03  # ...and this close to its points are robot pixels the self-filter missed
     fuse_unknown_m: float = 0.05  # unidentified segments of two cameras this close are one object
+    seen_as_m: float = 0.015  # an unidentified segment's points this close to another camera's named object...
+    seen_as_share: float = 0.5  # ...at least this share of them: it is that object
     plane_stride: int = 2  # every n-th pixel feeds RANSAC (the planes need far fewer points)
     planes: PlaneParams = field(default_factory=PlaneParams)
     segments: SegmentParams = field(default_factory=SegmentParams)
@@ -78,6 +83,10 @@ class _CameraWork:
     instances: npt.NDArray[np.int32] = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int32))
     segments: list[Segment] = field(default_factory=list)
     names: list[tuple[str | None, float]] = field(default_factory=list)
+
+
+_Member = tuple[_CameraWork, Segment, float]  # a segment of one camera and its label score
+_Tree = Any  # scipy's cKDTree (its stub is generic over what was built)
 
 
 def organised_points(view: CameraView, max_depth_m: float) -> tuple[FloatArray, BoolArray]:
@@ -216,38 +225,81 @@ class TabletopPerception:
         assert cam.view.intrinsics is not None
         focal = float(cam.view.intrinsics[0, 0])
         segments = segment_image(cam.view.rgb, cam.view.depth, cam.points, candidate, p.segments, focal_px=focal)
+        segments = self._robot_leaks(cam, segments, instances)
         cam.segments = mark_partial(segments, np.asarray(cam.view.depth), cam.robot)
         cam.instances = instances
 
+    def _robot_leaks(
+        self, cam: _CameraWork, segments: list[Segment], instances: npt.NDArray[np.int32]
+    ) -> list[Segment]:
+        """Tiny segments (at most `leak_px` pixels) that border the robot in the image and lie
+        within `leak_m` of its points are the robot's own silhouette pixels the self-filter's
+        margin missed (a model a little off the real arm): they become robot, never an
+        obstacle in the fingers."""
+        p = self.params
+        if not cam.robot.any():
+            return segments
+        height, width = cam.robot.shape
+        near_robot = np.zeros_like(cam.robot)
+        near_robot[1:] |= cam.robot[:-1]
+        near_robot[:-1] |= cam.robot[1:]
+        near_robot[:, 1:] |= cam.robot[:, :-1]
+        near_robot[:, :-1] |= cam.robot[:, 1:]
+        tree: cKDTree | None = None
+        kept = []
+        for segment in segments:
+            if len(segment.pixels) <= p.leak_px and near_robot.reshape(-1)[segment.pixels].any():
+                if tree is None:
+                    tree = cKDTree(cam.points[cam.robot])
+                distance, _ = tree.query(segment.points, k=1)
+                if float(np.max(distance)) <= p.leak_m:
+                    cam.robot.reshape(-1)[segment.pixels] = True
+                    instances.reshape(-1)[segment.pixels] = ROBOT_ID
+                    continue
+            kept.append(segment)
+        assert height * width == cam.robot.size
+        return kept
+
     def _fuse(self, work: list[_CameraWork], planes: list[SupportPlane]) -> list[PerceivedObject]:
-        """One object per label over the cameras (unidentified ones by proximity); track ids
-        written into each camera's instance image."""
-        groups: list[tuple[str | None, list[tuple[_CameraWork, Segment, float]]]] = []
-        by_label: dict[str, int] = {}
+        """One object per label over the cameras; an unidentified segment that another camera
+        sees as a named object (most of its points on that object's) joins it (a close-up in
+        the wrist camera the catalog cannot name, the scene camera can); other unidentified
+        ones fuse by proximity. Track ids are written into each camera's instance image."""
+        named: dict[str, list[_Member]] = {}
+        loose: list[_Member] = []
         for cam in work:
             for segment, (label, score) in zip(cam.segments, cam.names, strict=True):
-                if label is not None and label in by_label:
-                    groups[by_label[label]][1].append((cam, segment, score))
-                    continue
                 if label is None:
-                    centroid = segment.points.mean(axis=0)
-                    near = next(
-                        (
-                            g
-                            for g in groups
-                            if g[0] is None
-                            and all(m[0] is not cam for m in g[1])
-                            and np.linalg.norm(np.concatenate([m[1].points for m in g[1]]).mean(axis=0) - centroid)
-                            <= self.params.fuse_unknown_m
-                        ),
-                        None,
-                    )
-                    if near is not None:
-                        near[1].append((cam, segment, score))
-                        continue
+                    loose.append((cam, segment, score))
                 else:
-                    by_label[label] = len(groups)
-                groups.append((label, [(cam, segment, score)]))
+                    named.setdefault(label, []).append((cam, segment, score))
+        trees = {
+            label: [(m[0], cKDTree(m[1].points)) for m in members if len(m[1].points)]
+            for label, members in named.items()
+        }
+        groups: list[tuple[str | None, list[_Member]]] = []
+        groups.extend(named.items())
+        for cam, segment, score in loose:
+            label = self._seen_as(cam, segment, trees)
+            if label is not None:
+                named[label].append((cam, segment, score))
+                continue
+            centroid = segment.points.mean(axis=0)
+            near = next(
+                (
+                    g
+                    for g in groups
+                    if g[0] is None
+                    and all(m[0] is not cam for m in g[1])
+                    and np.linalg.norm(np.concatenate([m[1].points for m in g[1]]).mean(axis=0) - centroid)
+                    <= self.params.fuse_unknown_m
+                ),
+                None,
+            )
+            if near is not None:
+                near[1].append((cam, segment, score))
+            else:
+                groups.append((None, [(cam, segment, score)]))
         clouds = [np.concatenate([m[1].points for m in members]) for _, members in groups]
         tracks = self.tracker.assign([g[0] for g in groups], [c.mean(axis=0) for c in clouds])
         objects = []
@@ -266,6 +318,21 @@ class TabletopPerception:
                 )
             )
         return [_with_support(o, objects, planes) for o in objects]
+
+    def _seen_as(
+        self, cam: _CameraWork, segment: Segment, trees: dict[str, list[tuple[_CameraWork, _Tree]]]
+    ) -> str | None:
+        """The named object of another camera that most of this segment's points lie on."""
+        best, share = None, self.params.seen_as_share
+        for label, views in trees.items():
+            for other, tree in views:
+                if other is cam or len(segment.points) == 0:
+                    continue
+                distance, _ = tree.query(segment.points, k=1, distance_upper_bound=self.params.seen_as_m)
+                on = float(np.mean(np.isfinite(distance)))
+                if on >= share:
+                    best, share = label, on
+        return best
 
     @staticmethod
     def _labels(cam: _CameraWork, planes: list[SupportPlane], objects: list[PerceivedObject]) -> dict[int, str]:

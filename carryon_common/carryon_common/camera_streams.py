@@ -1,0 +1,77 @@
+"""Recent camera messages, read one instant at a time.
+
+perception_node publishes a camera's segmentation + labels a little after the depth image
+they were made from (stamped like it), by when the camera has sent newer depth and pose.
+Pairing the newest message of each stream would put last frame's masks on this frame's
+depth: after the cover moves, its mask would label the table. So every reader of masks
+keeps the last `history` messages per stream and reads the newest instant whose streams
+all share one stamp (camera_info, which does not change, is simply the newest).
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+Stamp = tuple[int, int]
+UNSTAMPED = frozenset({"camera_info"})  # read as the newest message, whatever its stamp
+
+
+def stamp_key(msg: Any) -> Stamp:
+    return (int(msg.header.stamp.sec), int(msg.header.stamp.nanosec))
+
+
+class CameraStreams:
+    """Thread-safe store of recent messages per (camera, stream)."""
+
+    def __init__(self, history: int = 30) -> None:
+        self.history = history
+        self.lock = threading.Lock()
+        self._msgs: dict[tuple[str, str], collections.OrderedDict[Stamp, Any]] = {}
+
+    def keep(self, camera: str, stream: str, msg: Any) -> None:
+        with self.lock:
+            kept = self._msgs.setdefault((camera, stream), collections.OrderedDict())
+            kept[stamp_key(msg)] = msg
+            kept.move_to_end(stamp_key(msg))
+            while len(kept) > self.history:
+                kept.popitem(last=False)
+
+    def keeper(self, camera: str, stream: str) -> Callable[[Any], None]:
+        return lambda msg: self.keep(camera, stream, msg)
+
+    def clear(self) -> None:
+        with self.lock:
+            self._msgs.clear()
+
+    def newest(self, camera: str, stream: str) -> Any:
+        with self.lock:
+            kept = self._msgs.get((camera, stream))
+            return next(reversed(kept.values())) if kept else None
+
+    def instant(self, camera: str, streams: Iterable[str]) -> dict[str, Any]:
+        """stream -> message for the newest stamp at which every stamped stream of `streams`
+        has a message; the stamped streams are None when there is no such instant (never
+        one stream's message with another instant's). Unstamped streams: the newest."""
+        wanted = list(streams)
+        stamped = [s for s in wanted if s not in UNSTAMPED]
+        with self.lock:
+            kept: Mapping[str, Mapping[Stamp, Any]] = {s: dict(self._msgs.get((camera, s), {})) for s in wanted}
+        out: dict[str, Any] = dict.fromkeys(wanted)
+        for stream in wanted:
+            if stream in UNSTAMPED and kept[stream]:
+                out[stream] = next(reversed(list(kept[stream].values())))
+        common: set[Stamp] = set(kept[stamped[0]]) if stamped else set()
+        for stream in stamped[1:]:
+            common &= set(kept[stream])
+        if common:
+            key = max(common)
+            out.update({s: kept[s][key] for s in stamped})
+        return out
+
+    def missing(self, camera: str, streams: Iterable[str]) -> list[str]:
+        """The streams of `streams` never received for `camera`."""
+        with self.lock:
+            return [s for s in streams if not self._msgs.get((camera, s))]
