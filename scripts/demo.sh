@@ -49,8 +49,8 @@ cat <<BANNER | tee -a "$TRANSCRIPT"
 +--------------------------------------------------------------------------------+
 | CarryOn demo: "Serve me food" for alice (vegetarian), in simulation            |
 | Real: separate ROS 2 processes over DDS, memory files, the plan validator and  |
-| repair loop, the executive, the geometric shield on rendered RGB-D, the judge  |
-| on the cameras, the recovery skill, MuJoCo physics.                            |
+| repair loop, the executive, perception from the rendered RGB-D (no simulator   |
+| masks), the geometric shield and the judge on it, the recovery skill, MuJoCo.  |
 | STAND-INS: the VLA is a SCRIPTED stand-in (sim_scripted_safe), observe reads   |
 | simulator ground truth (SIMULATOR ORACLE), the drop is injected.               |
 +--------------------------------------------------------------------------------+

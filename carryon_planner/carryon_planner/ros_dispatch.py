@@ -33,6 +33,7 @@ from geometry_msgs.msg import PoseStamped
 
 from carryon_common.core import names
 from carryon_common.core.errors import CarryOnError
+from carryon_common.core.locations import Location, load_locations, locations_path
 from carryon_common.node import CarryOnNode, GoalRun, ServiceUnavailable
 from carryon_interfaces.action import Recover, RunPolicy
 from carryon_interfaces.msg import SimTruth
@@ -41,7 +42,6 @@ from carryon_interfaces.srv import Judge, SetTask
 from carryon_planner.convert import planned_subtask_to_msg
 from carryon_planner.core.config import PlannerConfig
 from carryon_planner.core.executive import Report, Verdict, run_vla
-from carryon_common.core.locations import Location, load_locations, locations_path
 from carryon_planner.core.plan import PlannedSubtask
 from carryon_planner.core.session import Cancelled
 from carryon_planner.sim_truth_observe import observe_from_sim_truth

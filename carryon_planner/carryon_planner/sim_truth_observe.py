@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable, Iterable
 
 from carryon_common.convert import time_from_msg
+from carryon_common.core.locations import Location
 from carryon_common.core.names import ORACLE_LABEL
 from carryon_interfaces.msg import ObjectState, SimTruth
 from carryon_planner.core.executive import Report
-from carryon_common.core.locations import Location
 
 _POLL_S = 0.05
 _FRESH_S = 1.0  # a snapshot at most this old (node clock) counts as taken after the request

@@ -214,8 +214,8 @@ def test_visible_items_hide_covered_objects() -> None:
 def test_observe_over_ros_sees_what_the_in_process_oracle_sees() -> None:
     """The simulator-only observe over the graph (sim/truth messages, the regions of the
     planner's own locations file) agrees with the harness's visible_items."""
-    from carryon_interfaces.msg import ObjectState
     from carryon_common.core.locations import load_locations
+    from carryon_interfaces.msg import ObjectState
     from carryon_planner.sim_truth_observe import visible_from_truth
     from carryon_sim.core.predicates import covered_by, location_of
 

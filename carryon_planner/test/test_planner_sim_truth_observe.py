@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from carryon_interfaces.msg import ObjectState, SimTruth
 from carryon_common.core.locations import Location, load_locations, locations_path
+from carryon_interfaces.msg import ObjectState, SimTruth
 from carryon_planner.sim_truth_observe import observe_from_sim_truth, visible_from_truth
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"

@@ -43,7 +43,9 @@ from carryon_sim.core.world import ARM_JOINTS, FINGER_JOINTS, SCENE_CAMERA, WRIS
 CAPABILITIES = (
     implemented("sim.world", "MuJoCo tabletop with Franka Panda from config/scenes/*.yaml"),
     implemented("sim.driver", "executes shielded chunks via IK at the control rate; watchdog and e-stop hold"),
-    implemented("sim.sensors", "scene and wrist RGB-D cameras (truth masks under sim/camera/), joint states, tool pose, gripper width"),
+    implemented(
+        "sim.sensors", "scene and wrist RGB-D cameras (truth masks: sim/camera/), joint states, tool pose, width"
+    ),
     implemented("sim.truth", "sim/truth topic and sim/state: poses, predicates, contact violations (sim/set_task)"),
     implemented(
         "sim.services",

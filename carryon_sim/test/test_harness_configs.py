@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from carryon_judge.core.geometry import load_shapes
 from carryon_common.core.locations import load_locations
+from carryon_judge.core.geometry import load_shapes
 from carryon_sim.core.scene import load_scene, scenes_dir
 from carryon_sim.harness.oracle import scene_shapes
 
