@@ -46,10 +46,11 @@ def test_geometric_judge_on_the_simulators_cameras(config_dir: Path, tmp_path: P
             assert done.status == SimPerturb.Response.STATUS_OK, done.message
 
             success = None
-            for _ in range(20):  # the next camera frames show the change within a second
+            for _ in range(30):  # the change shows once perception_node has perceived the new frames
                 verdict = judge(session, spec.namespace, subtask).verdict
                 if verdict.status == Verdict.STATUS_SUCCESS:
                     success = verdict
                     break
+                time.sleep(0.5)
             assert success is not None, verdict.reason
             assert "carrot" in success.reason

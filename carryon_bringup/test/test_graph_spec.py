@@ -22,7 +22,7 @@ def test_profiles_select_nodes_in_start_order(config_dir: Path) -> None:
     spec = GraphSpec.load(config_dir)
     sim = [launch.name for launch in spec.launches("sim")]
     robot = [launch.name for launch in spec.launches("robot")]
-    assert sim[-1] == "sim_node" and len(sim) == 8
+    assert sim[-1] == "sim_node" and len(sim) == 9 and "perception_node" in sim
     assert "sim_node" not in robot
     policy = next(launch for launch in spec.launches("robot") if launch.name == "policy_node")
     assert [p.name for p in policy.params_files] == ["policy_node.yaml", "policy_node.yaml"]

@@ -33,7 +33,7 @@ def test_sim_node_publishes_state_executes_chunks_and_answers_services(ros, wait
     peer.create_subscription(PoseStamped, "ee_pose", poses.append, 10)
     peer.create_subscription(JointState, "joint_states", joints.append, 10)
     peer.create_subscription(Image, "camera/scene/depth", depth.append, qos_profile_sensor_data)  # best effort
-    peer.create_subscription(SegmentationLabels, "camera/scene/labels", labels.append, 10)
+    peer.create_subscription(SegmentationLabels, "sim/camera/scene/labels", labels.append, 10)  # truth: evaluation only
     truth: list[SimTruth] = []
     peer.create_subscription(SimTruth, "sim/truth", truth.append, 10)
     clock: list[Clock] = []
