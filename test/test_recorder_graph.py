@@ -71,7 +71,7 @@ class FoxgloveClient:
 def test_foxglove_clients_receive_markers_and_the_run_is_bagged(config_dir: Path, tmp_path: Path) -> None:
     spec = GraphSpec.load(config_dir)
     port = free_port()
-    only = ["sim_node", "shield_node", "policy_node", "recorder_node"]
+    only = ["sim_node", "perception_node", "shield_node", "policy_node", "recorder_node"]
     run_dir = tmp_path / "run"
     with GraphRun(spec, run_dir, only=only, extra_args=["--set", f"recorder_node.foxglove_port={port}"]) as graph:
         graph.wait_ready(timeout_s=90.0)
