@@ -41,14 +41,15 @@ def test_the_config_reaches_every_part() -> None:
 def test_each_grounder_says_what_it_needs() -> None:
     assert GROUNDERS.names() == ["masks", "sim_truth", "text_prompted"]
     masks, oracle, text = GROUNDERS.get("masks"), GROUNDERS.get("sim_truth"), GROUNDERS.get("text_prompted")
-    assert (masks.uses_masks, masks.self_filter) == (True, False)
+    assert (masks.uses_masks, masks.self_filter) == (True, True)  # perception's robot mask may be incomplete
+    assert (oracle.uses_masks, oracle.self_filter) == (True, False)
     assert (text.uses_masks, text.self_filter) == (False, True)
     # perception_node's masks on camera/<name>/...; the simulator's own only under sim/, labelled ORACLE
     assert masks.mask_topic("scene", "segmentation") == "camera/scene/segmentation"
     assert oracle.mask_topic("wrist", "labels") == "sim/camera/wrist/labels"
     assert "ORACLE" in oracle.description and "ORACLE" not in masks.description
     perception = build_shield(ShieldConfig(), ResponseModel.identity(0.05)).perception
-    assert perception.uses_masks and not perception.self_filter
+    assert perception.uses_masks and perception.self_filter
 
 
 def test_an_unknown_grounder_is_refused_with_the_closest_name() -> None:

@@ -58,12 +58,14 @@ def _text_prompted(config: ShieldConfig, params: GroundingParams) -> Grounder:
 
 
 for _backend in (
+    # perception's robot mask may miss a few of the robot's own pixels (a model a little off the
+    # real arm): the hand's current geometry is removed as well
     GrounderBackend(
         "masks",
         "perception_node's labelled instance segmentation (camera/<name>/segmentation)",
         _masks,
         "camera",
-        False,
+        True,
     ),
     GrounderBackend(
         "sim_truth",
