@@ -43,6 +43,7 @@ def test_each_grounder_says_what_it_needs() -> None:
     masks, oracle, text = GROUNDERS.get("masks"), GROUNDERS.get("sim_truth"), GROUNDERS.get("text_prompted")
     assert (masks.uses_masks, masks.self_filter) == (True, True)  # perception's robot mask may be incomplete
     assert (oracle.uses_masks, oracle.self_filter) == (True, False)
+    assert masks.self_filter_margin_m == 0.0  # only what is inside the hand: never an obstacle's near side
     assert (text.uses_masks, text.self_filter) == (False, True)
     # perception_node's masks on camera/<name>/...; the simulator's own only under sim/, labelled ORACLE
     assert masks.mask_topic("scene", "segmentation") == "camera/scene/segmentation"

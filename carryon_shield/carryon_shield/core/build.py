@@ -71,6 +71,7 @@ def build_shield(
         carried_voxel_m=config.carried_voxel_m,
         uses_masks=backend.uses_masks,
         self_filter=backend.self_filter,
+        self_filter_margin_m=backend.self_filter_margin_m,
     )
     shield = GeometricShield(
         perceive if perceive is not None else perception.snapshot,

@@ -29,6 +29,7 @@ class GrounderBackend:
     make: Callable[[ShieldConfig, GroundingParams], Grounder]
     mask_topics: str
     self_filter: bool
+    self_filter_margin_m: float = 0.01  # the hand's spheres grown by this much are removed
 
     @property
     def uses_masks(self) -> bool:
@@ -59,13 +60,15 @@ def _text_prompted(config: ShieldConfig, params: GroundingParams) -> Grounder:
 
 for _backend in (
     # perception's robot mask may miss a few of the robot's own pixels (a model a little off the
-    # real arm): the hand's current geometry is removed as well
+    # real arm): what lies inside the hand's current geometry is removed as well, not grown by a
+    # margin (a margin hid the bottle's nearest points from the hand in a test episode)
     GrounderBackend(
         "masks",
         "perception_node's labelled instance segmentation (camera/<name>/segmentation)",
         _masks,
         "camera",
         True,
+        0.0,
     ),
     GrounderBackend(
         "sim_truth",

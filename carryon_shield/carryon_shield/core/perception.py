@@ -40,6 +40,7 @@ class ShieldPerception:
         carried_voxel_m: float,
         uses_masks: bool = True,
         self_filter: bool = False,
+        self_filter_margin_m: float = 0.01,
     ) -> None:
         self.grounder = grounder
         self.latch = latch
@@ -50,6 +51,7 @@ class ShieldPerception:
         self.carried_voxel_m = carried_voxel_m
         self.uses_masks = uses_masks
         self.self_filter = self_filter
+        self.self_filter_margin_m = self_filter_margin_m
         self.task = TaskSpec()
         self.frames: dict[str, RgbdFrame] = {}
         self.state: RobotState | None = None
@@ -106,7 +108,7 @@ class ShieldPerception:
         holding = self.latch.holding
         key = (self.task, holding, *((f.camera, f.depth_stamp_s, f.mask_stamp_s) for f in frames))
         if self.obstacles is None or key != self._key:
-            self_filter = self.hand_spheres_world() if self.self_filter else None
+            self_filter = self.hand_spheres_world(self.self_filter_margin_m) if self.self_filter else None
             self.obstacles = self.grounder.ground(frames, self.task, self_filter, holding=holding)
             _ = self.obstacles.grid  # index once per obstacle set, not per chunk
             self._key = key
