@@ -239,7 +239,6 @@ class TabletopPerception:
         p = self.params
         if not cam.robot.any():
             return segments
-        height, width = cam.robot.shape
         near_robot = np.zeros_like(cam.robot)
         near_robot[1:] |= cam.robot[:-1]
         near_robot[:-1] |= cam.robot[1:]
@@ -257,7 +256,6 @@ class TabletopPerception:
                     instances.reshape(-1)[segment.pixels] = ROBOT_ID
                     continue
             kept.append(segment)
-        assert height * width == cam.robot.size
         return kept
 
     def _fuse(self, work: list[_CameraWork], planes: list[SupportPlane]) -> list[PerceivedObject]:
