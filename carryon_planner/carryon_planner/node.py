@@ -37,7 +37,7 @@ from carryon_common.core.skills import load_skill_library, skills_path
 from carryon_common.core.status import implemented
 from carryon_common.node import CarryOnNode, latched_qos, run_node
 from carryon_interfaces.action import Assist
-from carryon_interfaces.msg import PlanState, SimTruth, SubtaskState
+from carryon_interfaces.msg import PerceivedScene, PlanState, SubtaskState
 from carryon_interfaces.srv import Ask
 from carryon_planner import convert
 from carryon_planner.core.config import PlannerConfig
@@ -104,8 +104,8 @@ class PlannerNode(CarryOnNode):
         self.plan_state_pub = self.create_publisher(PlanState, names.PLAN_STATE, latched_qos())
         self.sensors = Sensors()
         self.create_subscription(PoseStamped, names.EE_POSE, self.sensors.keep_ee_pose, 10)
-        if cfg.observe_source == "sim_truth":
-            self.create_subscription(SimTruth, names.SIM_TRUTH, self.sensors.keep_truth, 10)
+        if cfg.observe_source == "perception":
+            self.create_subscription(PerceivedScene, names.PERCEPTION_SCENE, self.sensors.keep_scene, 10)
         self.create_service(Ask, names.ASK, self._on_ask, callback_group=self.service_group)
         self._busy = threading.Lock()
         self._assist = ActionServer(

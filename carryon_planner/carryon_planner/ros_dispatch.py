@@ -7,11 +7,11 @@
   in monitor mode, the time since progress); on a failed verdict RunPolicy is cancelled
   (suspended), the Recover action runs, and the original instruction is sent again with
   the remaining budget.
-* `observe` reads what is seen at a named location (its region from the planner's own
-  `locations_file`, core/locations.py). `observe_source: sim_truth` is the SIMULATOR-ONLY
-  observe (sim_truth_observe.py): simulator ground truth (sim/truth), a SIMULATOR ORACLE
-  stand-in for perception, said so in every report. `none` (a real arm, until perception
-  gives observations) fails observe subtasks with that reason.
+* `observe` reports what perception sees at a named location (`observe_source:
+  perception`, both profiles): it waits for a perception/scene taken after the request and
+  lists the objects in the location's region (from the planner's own `locations_file`;
+  core/observe.py). No fresh scene, or cameras that could not be perceived, fail the
+  observe with the reason ("could not see"). `none` fails every observe subtask.
 * `say` hands the sentence to `on_say` (the Assist feedback and the node's log).
 * A VLA subtask the judge calls a success is handed to `on_succeeded` (planner_node
   records where its target now is in scene memory).
@@ -31,20 +31,21 @@ from typing import Any
 from builtin_interfaces.msg import Time as TimeMsg
 from geometry_msgs.msg import PoseStamped
 
+from carryon_common.convert import time_from_msg
 from carryon_common.core import names
 from carryon_common.core.errors import CarryOnError
 from carryon_common.core.locations import Location, load_locations, locations_path
 from carryon_common.node import CarryOnNode, GoalRun, ServiceUnavailable
 from carryon_interfaces.action import Recover, RunPolicy
-from carryon_interfaces.msg import SimTruth
+from carryon_interfaces.msg import PerceivedScene
 from carryon_interfaces.msg import Verdict as VerdictMsg
 from carryon_interfaces.srv import Judge, SetTask
 from carryon_planner.convert import planned_subtask_to_msg
 from carryon_planner.core.config import PlannerConfig
 from carryon_planner.core.executive import Report, Verdict, run_vla
+from carryon_planner.core.observe import Seen, describe_look, visible_items
 from carryon_planner.core.plan import PlannedSubtask
 from carryon_planner.core.session import Cancelled
-from carryon_planner.sim_truth_observe import observe_from_sim_truth
 
 _VERDICTS = {
     VerdictMsg.STATUS_RUNNING: Verdict.RUNNING,
@@ -66,20 +67,20 @@ class DispatchError(CarryOnError):
 
 @dataclass
 class Sensors:
-    """The latest robot state the dispatcher reads (kept by planner_node's subscriptions);
-    `truth` only for the simulator-only observe (`observe_source: sim_truth`)."""
+    """The latest robot state and perceived scene the dispatcher reads (kept by
+    planner_node's subscriptions)."""
 
     ee_pose: PoseStamped | None = None
-    truth: SimTruth | None = None
+    scene: PerceivedScene | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def keep_ee_pose(self, msg: PoseStamped) -> None:
         with self.lock:
             self.ee_pose = msg
 
-    def keep_truth(self, msg: SimTruth) -> None:
+    def keep_scene(self, msg: PerceivedScene) -> None:
         with self.lock:
-            self.truth = msg
+            self.scene = msg
 
 
 class RosPlant:
@@ -274,20 +275,42 @@ class RosDispatch:
         if self.cancelled():
             return Report(False, "cancelled by the operator")
         location = subtask.target
-        if self.config.observe_source != "sim_truth":
+        if self.config.observe_source != "perception":
             return Report(False, "no observation source on this robot (observe_source: none)")
         try:
-            region = self._named_locations().get(location)
+            regions = self._named_locations()
         except CarryOnError as exc:
             return Report(False, f"observe: {exc}")
+        if location not in regions:
+            known = ", ".join(sorted(regions)) or "none"
+            return Report(False, f"observe: unknown location {location!r} (named locations: {known})")
+        scene = self._fresh_scene()
+        if self.cancelled():
+            return Report(False, "cancelled by the operator")
+        if scene is None:
+            return Report(False, f"observe: could not see {location}: no perception/scene since the request "
+                          f"(is perception_node running?)")  # fmt: skip
+        if not scene.objects and scene.diagnostics:
+            return Report(False, f"observe: could not see {location}: {'; '.join(scene.diagnostics)}")
+        seen = [Seen(o.label, o.centroid.x, o.centroid.y, o.support, held=not o.support) for o in scene.objects]
+        planes = [p.label for p in scene.planes] or ["table"]
+        items = visible_items(seen, location, regions, planes=planes)
+        return Report(True, describe_look(location, items), {location: items})
 
-        def latest() -> SimTruth | None:
+    def _fresh_scene(self) -> PerceivedScene | None:
+        """The first perception/scene stamped after now (the previous motion has ended), waiting at
+        most `service_timeout_s`; None when none came or the request was cancelled."""
+        asked = self.node.now_s()
+        deadline = time.monotonic() + self.config.service_timeout_s
+        while time.monotonic() < deadline:
+            if self.cancelled():
+                return None
             with self.sensors.lock:
-                return self.sensors.truth
-
-        now_s = self.node.now_s
-
-        return observe_from_sim_truth(latest, now_s, location, region, self.config.service_timeout_s)
+                scene = self.sensors.scene
+            if scene is not None and time_from_msg(scene.header.stamp) >= asked:
+                return scene
+            time.sleep(_POLL_S)
+        return None
 
     def _named_locations(self) -> dict[str, Location]:
         """The planner's named locations (`locations_file`), read at the first observe."""

@@ -24,7 +24,7 @@ from carryon_policy.core.config import PolicyConfig
 from carryon_policy.core.policy import Observation, Policy, PolicyMetadata, PolicyOutput
 from carryon_sim.core.predicates import inside_of
 from carryon_sim.core.scene import load_scene, scenes_dir
-from carryon_sim.core.world import World
+from carryon_sim.core.world import ARM_JOINTS, World
 from carryon_sim.harness.dispatch import SimDispatch, SimPlant, visible_items
 from carryon_sim.harness.episodes import without_obstacles
 from carryon_sim.harness.fakes.openai_server import StubVlmServer
@@ -211,29 +211,41 @@ def test_visible_items_hide_covered_objects() -> None:
     assert visible_items(world, "dining_table") == ("bowl",)
 
 
-def test_observe_over_ros_sees_what_the_in_process_oracle_sees() -> None:
-    """The simulator-only observe over the graph (sim/truth messages, the regions of the
-    planner's own locations file) agrees with the harness's visible_items."""
+def test_observe_from_perception_sees_what_the_oracle_sees() -> None:
+    """What the planner's observe reports from perception (the real tabletop pipeline on the
+    simulator's rendered colour + depth, the planner's own locations file) is what the
+    harness's oracle (`visible_items`, from the simulator's state) says a look shows: with the
+    carrot under its cover and with the cover lifted."""
+    from carryon_common.core.clouds import CameraView
     from carryon_common.core.locations import load_locations
-    from carryon_interfaces.msg import ObjectState
-    from carryon_planner.sim_truth_observe import visible_from_truth
-    from carryon_sim.core.predicates import covered_by, location_of
+    from carryon_perception.core.build import build_tabletop
+    from carryon_planner.core import observe
+    from carryon_sim.core.cameras import CameraRig
+    from carryon_sim.core.world import SCENE_CAMERA, WRIST_CAMERA
 
     regions = load_locations(CONFIG / "planner" / "locations.yaml")
-
     world = World(load_scene(scenes_dir() / "food_serving.yaml"), seed=0)
     world.reset(0)
-    for uncovered in (False, True):
-        if uncovered:
-            world.uncover("pink_cover")
-        objects = []
-        for spec in world.scene.spec.objects:
-            name = spec.name
-            state = ObjectState(name=name, location=location_of(world, name), inside=inside_of(world, name),
-                                covered_by=covered_by(world, name))  # fmt: skip
-            x, y, z = world.object_position(spec.name)
-            state.pose.position.x, state.pose.position.y, state.pose.position.z = float(x), float(y), float(z)
-            objects.append(state)
-        assert set(regions) == set(world.scene.spec.locations)
-        for location, region in regions.items():
-            assert visible_from_truth(objects, location, region) == visible_items(world, location), location
+    names = [o.name for o in world.scene.spec.objects]
+    rig = CameraRig(world.model, world.object_of_body, 256, 256)
+    try:
+        for uncovered in (False, True):
+            if uncovered:
+                world.uncover("pink_cover")
+            perception = build_tabletop(CONFIG, "food_serving", names)
+            views = []
+            for name, mujoco_name in (("scene", SCENE_CAMERA), ("wrist", WRIST_CAMERA)):
+                f = rig.render(world.data, mujoco_name)
+                views.append(CameraView(name, world.time, f.rgb, f.depth, None, {}, f.K, f.world_from_camera))
+            joints = dict(zip(ARM_JOINTS, (float(q) for q in world.arm_q()), strict=True))
+            result = perception.perceive(views, joints, world.gripper_width(), world.time)
+            seen = [
+                observe.Seen(o.label, float(o.centroid[0]), float(o.centroid[1]), o.support, held=not o.support)
+                for o in result.objects
+            ]
+            assert set(regions) == set(world.scene.spec.locations)
+            for location in regions:
+                perceived = observe.visible_items(seen, location, regions)
+                assert perceived == visible_items(world, location), (uncovered, location, result.objects)
+    finally:
+        rig.close()

@@ -9,7 +9,7 @@ from pydantic import Field
 from carryon_common.core.config import NodeConfig, one_of
 
 LLM_BACKENDS = ("local", "openai", "scripted")
-OBSERVE_SOURCES = ("sim_truth", "none")
+OBSERVE_SOURCES = ("perception", "none")
 LOCAL_MODELS = ("0.5b", "1.5b")
 
 
@@ -62,8 +62,9 @@ class PlannerConfig(NodeConfig):
     recover_timeout_s: float = Field(180.0, gt=0.0, description="Longest one recovery may take before it is cancelled.")
     recovery_skill: str = Field("", description="Recovery skill to run ('' = recovery_node's default_skill).")
     observe_source: Annotated[str, one_of("observe source", OBSERVE_SOURCES)] = Field(
-        "sim_truth",
-        description="What observe subtasks read: 'sim_truth' (SIMULATOR ORACLE: sim/truth) or 'none' (observe fails).",
+        "perception",
+        description="What observe subtasks read: 'perception' (perception_node's perception/scene: what the "
+        "cameras see in the location's region) or 'none' (observe subtasks fail).",
     )
     locations_file: str = Field(
         "",
