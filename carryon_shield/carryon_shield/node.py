@@ -10,6 +10,7 @@ or in an unknown frame, and any exception inside the shield, releases nothing.
 
 from __future__ import annotations
 
+import threading
 import time
 import traceback
 from dataclasses import replace
@@ -113,6 +114,13 @@ class ShieldNode(CarryOnNode):
         for topic in (names.POLICY_CHUNK, names.RECOVERY_CHUNK):
             self.create_subscription(ActionChunk, topic, self._on_chunk, 10)
         self.create_timer(0.5, self._publish_cloud_if_fresh)
+        # Grounding off the per-chunk path: a worker grounds each new frame as it arrives.
+        self._frames_arrived = threading.Event()
+        self._stopping = threading.Event()
+        self._grounding_worker: threading.Thread | None = None
+        if cfg.ground_on_arrival:
+            self._grounding_worker = threading.Thread(target=self._ground_frames, name="shield-grounding", daemon=True)
+            self._grounding_worker.start()
         self.set_ready()
 
     # -- sensors -----------------------------------------------------------------------
@@ -185,6 +193,28 @@ class ShieldNode(CarryOnNode):
             self._frame_errors[camera] = f"camera {camera!r}: {exc}"
             return
         self.perception.update_frame(frame)
+        self._frames_arrived.set()
+
+    def _ground_frames(self) -> None:
+        """The grounding worker: grounds the newest frames whenever new ones arrived."""
+        while not self._stopping.is_set():
+            if not self._frames_arrived.wait(timeout=0.2):
+                continue
+            self._frames_arrived.clear()
+            try:
+                self.perception.refresh(self.now_s())
+            except Exception as exc:  # noqa: BLE001 - a grounding error must not kill the worker; decisions fail closed
+                kind = type(exc).__name__
+                if kind not in self._logged_errors:
+                    self._logged_errors.add(kind)
+                    trace = "".join(traceback.format_exception(exc))
+                    self.get_logger().error(f"grounding worker error (decisions ground themselves):\n{trace}")
+
+    def destroy_node(self) -> None:
+        self._stopping.set()
+        if self._grounding_worker is not None:
+            self._grounding_worker.join(timeout=2.0)
+        super().destroy_node()
 
     def _on_width(self, msg: Float64) -> None:
         self._width = (float(msg.data), self.now_s())
@@ -215,13 +245,14 @@ class ShieldNode(CarryOnNode):
     def _perceive(self, now_s: float) -> Snapshot:
         if self._frame_errors:
             raise PerceptionUnavailable("; ".join(sorted(self._frame_errors.values())))
-        return self.perception.snapshot(now_s)
+        return self.perception.snapshot(now_s, prefer_ready=self.config.ground_on_arrival)
 
     def _publish_cloud_if_fresh(self) -> None:
-        try:
-            self.perception.ground(self.now_s())
-        except PerceptionUnavailable:
-            return
+        if not self.config.ground_on_arrival:  # else the worker keeps the obstacle set current
+            try:
+                self.perception.ground(self.now_s())
+            except PerceptionUnavailable:
+                return
         self._publish_cloud()
 
     def _publish_cloud(self) -> None:

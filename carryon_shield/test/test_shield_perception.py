@@ -121,3 +121,34 @@ def test_command_tracker_follows_the_released_steps() -> None:
     tracker.record(np.array([0.0, 1.0, 1.0]), positions, np.repeat(DOWN[None], 3, 0), dt=0.05, now_s=10.0)
     assert tracker.gripper_command(10.0) == 0.0 and tracker.gripper_command(10.06) == 1.0
     assert tracker.target(11.0)[0][2] == 2.0  # type: ignore[index]
+
+
+def test_a_decision_reads_the_ready_set_while_it_is_fresh_and_grounds_only_when_it_must() -> None:
+    """Grounding off the per-chunk path: what the worker grounded (`refresh`) serves decisions
+    (`prefer_ready`) while its frames are within their age limits and the task and holding state
+    are unchanged; newer frames not yet grounded do not make a decision ground them."""
+    p = perception()
+    p.update_state(state(1.0))
+    assert not p.refresh(1.0)  # no frames yet: nothing to ground, the decision will say why
+    with pytest.raises(PerceptionUnavailable, match="no frames yet"):
+        p.snapshot(1.0, prefer_ready=True)
+    p.update_frame(overhead_frame("top", 1.0))
+    assert p.refresh(1.0) and p.groundings == 1
+    ready = p.obstacles
+    p.update_frame(overhead_frame("top", 1.2))  # arrived, not grounded yet
+    p.update_state(state(1.3))
+    assert p.snapshot(1.3, prefer_ready=True).obstacles is ready and p.groundings == 1
+    assert p.snapshot(1.3).obstacles is not ready and p.groundings == 2  # without: the newest frame, grounded now
+    p.refresh(1.3)
+    assert p.groundings == 2  # nothing new: cached
+    # The ready set's frames too old (t=1.2 at 1.75 > 0.5 s): the decision grounds the newest itself.
+    p.update_frame(overhead_frame("top", 1.7))
+    p.update_state(state(1.75))
+    assert p.snapshot(1.75, prefer_ready=True).obstacles is not None and p.groundings == 3
+    # A new task: the ready set was grounded for the old one, so the decision grounds.
+    p.set_task(TaskSpec("s", "carrot", "table", "bowl"))
+    p.snapshot(1.75, prefer_ready=True)
+    assert p.groundings == 4
+    # Stale robot state fails closed even with a ready set.
+    with pytest.raises(PerceptionUnavailable, match="robot state is"):
+        p.snapshot(2.3, prefer_ready=True)

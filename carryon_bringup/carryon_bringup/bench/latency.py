@@ -4,8 +4,9 @@ processes over DDS, the simulator at real time):
 * policy inference (the backend's own time, `policy/timing`);
 * policy -> shield -> driver: from a chunk on `policy/chunk` to its release on
   `shield/chunk` (what the driver receives), as seen by one subscriber of both;
-* the shield node's decision on one chunk (`ShieldEvent.compute_time_s`: grounding the
-  newest camera frames when they changed, the check, publishing the release);
+* the shield node's decision on one chunk (`ShieldEvent.compute_time_s`: the check on the
+  obstacle set its grounding worker made from the newest frames, and publishing the release;
+  grounding itself only when no usable set is ready: a new task, the grasp);
 * the judge: a `judge/judge` round trip on the cameras (the configured backend);
 * the planner: an `Ask` round trip with the scripted replies, i.e. context, validation
   and DDS without the LLM (the LLM's own time is in `carryon bench personalization`).
@@ -57,7 +58,7 @@ def run(options: BenchOptions) -> BenchResult:
     stages = (
         ("policy_infer", "policy_infer_ms", "inference of the scripted stand-in (policy/timing)"),
         ("policy_to_released", "policy_to_released_ms", "policy/chunk -> shield/chunk, seen by one subscriber"),
-        ("shield_decision", "shield_compute_ms", "ShieldEvent.compute_time_s: grounding new frames, check, release"),
+        ("shield_decision", "shield_compute_ms", "ShieldEvent.compute_time_s: check on the ready obstacle set, release"),
         ("judge", "judge_ms", f"judge/judge round trip ({samples.get('judge_backend', '?')} backend)"),
         ("planner_ask", "planner_ms", "Ask round trip, scripted replies (no LLM time)"),
     )

@@ -60,6 +60,12 @@ class ShieldConfig(NodeConfig):
     max_mask_age_s: float = Field(
         0.5, gt=0.0, description="Segmentation masks older than this are not used (fail closed), seconds."
     )
+    ground_on_arrival: bool = Field(
+        True,
+        description="Ground each new camera frame when it arrives, on a worker thread, so a chunk's decision reads "
+        "a ready obstacle set (grounded from frames within their age limits); false = each decision grounds the "
+        "newest frames itself (slower decisions, never an older frame).",
+    )
     max_state_age_s: float = Field(
         0.5, gt=0.0, description="Tool pose / gripper width older than this -> nothing released, seconds."
     )

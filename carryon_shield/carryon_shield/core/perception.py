@@ -2,13 +2,18 @@
 
 Fails closed: a missing or stale camera (depth or mask), a stale robot state, or a
 camera pose outside the world frame raises PerceptionUnavailable with the reason. The
-obstacle set is grounded again only when new frames (or a new task) arrived. The holding
+obstacle set is grounded again only when new frames (or a new task) arrived. shield_node
+grounds each new frame when it arrives (`refresh`, on a worker of its own), so a chunk's
+decision reads a ready obstacle set (`snapshot(prefer_ready=True)`): grounded from frames
+that are still fresh, for the current task and holding state; only when there is none (a
+new task, the grasp) does the decision ground itself. The holding
 latch is fed with every robot state; on the grasp it captures the target's points (from
 the obstacle set grounded at that moment) as the carried geometry.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -57,6 +62,9 @@ class ShieldPerception:
         self.state: RobotState | None = None
         self.obstacles: ObstacleSet | None = None
         self._key: tuple[object, ...] | None = None
+        # What the last obstacle set was grounded for: task, holding, (camera, depth stamp, mask stamp) each.
+        self._ready: tuple[ObstacleSet, tuple[TaskSpec, bool, tuple[tuple[str, float, float], ...]]] | None = None
+        self._grounding = threading.Lock()  # one grounding at a time (worker and decision)
         self._capture_pending = False
         self._captured_from = -1
         self.groundings = 0  # how many obstacle sets were built (tests, benchmarks)
@@ -75,11 +83,7 @@ class ShieldPerception:
             self._capture_pending = True
 
     def _check_fresh(self, now_s: float) -> list[RgbdFrame]:
-        if self.state is None:
-            raise PerceptionUnavailable("no robot state (tool pose, gripper width) yet")
-        age = now_s - self.state.stamp_s
-        if age > self.max_state_age_s:
-            raise PerceptionUnavailable(f"robot state is {age:.2f} s old (limit {self.max_state_age_s:.2f} s)")
+        self._check_state(now_s)
         frames = frames_by_camera(self.frames, self.cameras)
         for frame in frames:
             age = now_s - frame.depth_stamp_s
@@ -105,20 +109,62 @@ class ShieldPerception:
     def ground(self, now_s: float) -> ObstacleSet:
         """The obstacle set from fresh frames (cached until frames or task change)."""
         frames = self._check_fresh(now_s)
-        holding = self.latch.holding
-        key = (self.task, holding, *((f.camera, f.depth_stamp_s, f.mask_stamp_s) for f in frames))
-        if self.obstacles is None or key != self._key:
-            self_filter = self.hand_spheres_world(self.self_filter_margin_m) if self.self_filter else None
-            self.obstacles = self.grounder.ground(frames, self.task, self_filter, holding=holding)
-            _ = self.obstacles.grid  # index once per obstacle set, not per chunk
-            self._key = key
-            self.groundings += 1
-        return self.obstacles
+        with self._grounding:
+            holding = self.latch.holding
+            used = tuple((f.camera, f.depth_stamp_s, f.mask_stamp_s) for f in frames)
+            key = (self.task, holding, *used)
+            if self.obstacles is None or key != self._key:
+                self_filter = self.hand_spheres_world(self.self_filter_margin_m) if self.self_filter else None
+                obstacles = self.grounder.ground(frames, self.task, self_filter, holding=holding)
+                _ = obstacles.grid  # index once per obstacle set, not per chunk
+                self.obstacles, self._key = obstacles, key
+                self._ready = (obstacles, (self.task, holding, used))  # one assignment: read whole by `ready`
+                self.groundings += 1
+            return self.obstacles
 
-    def snapshot(self, now_s: float) -> Snapshot:
-        obstacles = self.ground(now_s)
-        state = self.state
-        assert state is not None
+    def refresh(self, now_s: float) -> bool:
+        """Ground the newest frames now if they changed (shield_node's grounding worker,
+        whenever frames arrive); False when perception is unavailable (the decision will
+        say why)."""
+        try:
+            self.ground(now_s)
+        except PerceptionUnavailable:
+            return False
+        return True
+
+    def ready(self, now_s: float) -> ObstacleSet | None:
+        """The last obstacle set when it may serve a decision now: grounded for the current
+        task and holding state, from every configured camera's frames, each still within its
+        age limit (newer frames may be waiting for the worker); else None."""
+        if self._ready is None:
+            return None
+        obstacles, (task, holding, used) = self._ready
+        if task != self.task or holding != self.latch.holding:
+            return None
+        if self.cameras and not set(self.cameras) <= {camera for camera, _, _ in used}:
+            return None
+        for _, depth_s, mask_s in used:
+            if now_s - depth_s > self.max_depth_age_s:
+                return None
+            if self.uses_masks and now_s - mask_s > self.max_mask_age_s:
+                return None
+        return obstacles
+
+    def _check_state(self, now_s: float) -> RobotState:
+        if self.state is None:
+            raise PerceptionUnavailable("no robot state (tool pose, gripper width) yet")
+        age = now_s - self.state.stamp_s
+        if age > self.max_state_age_s:
+            raise PerceptionUnavailable(f"robot state is {age:.2f} s old (limit {self.max_state_age_s:.2f} s)")
+        return self.state
+
+    def snapshot(self, now_s: float, *, prefer_ready: bool = False) -> Snapshot:
+        """What a decision at `now_s` uses. `prefer_ready`: the set the worker grounded
+        when it is still usable (`ready`), grounding here only when it is not."""
+        state = self._check_state(now_s)
+        obstacles = self.ready(now_s) if prefer_ready else None
+        if obstacles is None:
+            obstacles = self.ground(now_s)
         if self.latch.holding and (self._capture_pending or self._captured_from != self.groundings):
             # Captured at the grasp, then grown with every new view of the target near the
             # tool (parts hidden by the fingers at grasp time show up once it is lifted).
