@@ -23,7 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich.console import Console
@@ -34,11 +34,13 @@ from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, Benc
 from carryon_common.core.subtask import Subtask, SubtaskKind
 from carryon_judge.core.backends import GeometricJudge, perception_params, rule_params, shapes_for
 from carryon_judge.core.config import JudgeConfig
-from carryon_judge.core.perception import facts_from_truth
 from carryon_judge.core.progress import tracker_for
 from carryon_judge.core.rules import goal_of
 from carryon_judge.core.types import JudgeRequest, JudgeVerdict, Observation, VerdictStatus
 from carryon_policy.core.runner import policy_chunk
+
+if TYPE_CHECKING:
+    from carryon_sim.harness.observation import SimObservation
 
 STUCK_TIMEOUT_S = 5.0  # short, so stuck and dropped episodes reach "failed" within a 20 s subtask
 WIDTH, HEIGHT = 320, 240
@@ -66,7 +68,7 @@ class _Recorder:
         self.states: list[State] = []
         self._next_id = 0
 
-    def observe(self) -> Observation:
+    def observe(self) -> SimObservation:
         from carryon_sim.harness.observation import observe_world
 
         self._next_id += 1
@@ -74,6 +76,7 @@ class _Recorder:
 
     def target_facts(self, target: str) -> Any:
         from carryon_sim.harness.observation import truth_of
+        from carryon_sim.harness.oracle import facts_from_truth
 
         return facts_from_truth(truth_of(self.world), self.shapes).visible(target)
 
@@ -98,6 +101,8 @@ class _Recorder:
         start = {o.name: world.object_position(o.name) for o in world.scene.spec.objects}
         driver = Driver(world, watchdog_s=0.25)
         policy.reset(instruction, seed)
+        from carryon_sim.harness.oracle import facts_from_truth
+
         baseline = self.observe()
         truth = facts_from_truth(baseline.truth or {}, self.shapes)
         tracker = tracker_for(goal_of(subtasks[0], self.shapes.role), truth, threshold_m=JudgeConfig().progress_m)

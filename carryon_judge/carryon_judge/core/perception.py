@@ -1,5 +1,4 @@
-"""Facts about objects from instance masks + depth (the `geometric` judge's eyes), and
-from simulator ground truth (the `sim_oracle`'s).
+"""Facts about objects from instance masks + depth (the `geometric` judge's eyes).
 
 Perception fuses every camera that has depth, segmentation, intrinsics and a pose: each
 labelled pixel is back-projected to a world point (carryon_common.core.depth, the same
@@ -19,7 +18,7 @@ import numpy.typing as npt
 from carryon_common.core.clouds import object_clouds
 from carryon_judge.core.geometry import ShapeTable
 from carryon_judge.core.rules import NOT_OBJECTS, ObjectFacts, SceneFacts
-from carryon_judge.core.types import Observation, TruthObject
+from carryon_judge.core.types import Observation
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -116,52 +115,3 @@ def _with_host(
     if not best:
         return facts
     return ObjectFacts(facts.name, facts.visible, facts.center, facts.bottom_z, facts.top_z, facts.held, best)
-
-
-# A cover lifted less than this above an item's top still hides it from the cameras, metres.
-COVER_GAP_M = 0.03
-
-
-def _hidden_by(obj: TruthObject, truth: Mapping[str, TruthObject], shapes: ShapeTable) -> str:
-    """The cover hiding `obj`: its covered_by, or a cover over its footprint whose rim is
-    still below the item's top + COVER_GAP_M (the simulator's predicate stops counting a
-    cover as covering once it is lifted a centimetre; the cameras still see nothing)."""
-    if obj.covered_by:
-        return obj.covered_by
-    shape = shapes.shapes.get(obj.name)
-    top = obj.position[2] + (shape.height_m if shape is not None else 0.0)
-    for cover in truth.values():
-        c = shapes.shapes.get(cover.name)
-        if c is None or c.role != "cover" or cover.name == obj.name:
-            continue
-        distance = float(np.hypot(cover.position[0] - obj.position[0], cover.position[1] - obj.position[1]))
-        if distance < c.radius_m and obj.position[2] - 0.01 <= cover.position[2] < top + COVER_GAP_M:
-            return cover.name
-    return ""
-
-
-def facts_from_truth(truth: Mapping[str, TruthObject], shapes: ShapeTable, source: str = "sim_oracle") -> SceneFacts:
-    """Facts from simulator ground truth: hidden (under a cover, or offstage) objects are
-    not visible; each cover knows what it hides."""
-    hides: dict[str, set[str]] = {}
-    hidden: dict[str, str] = {}
-    for obj in truth.values():
-        if cover := _hidden_by(obj, truth, shapes):
-            hides.setdefault(cover, set()).add(obj.name)
-            hidden[obj.name] = cover
-    facts = {}
-    for obj in truth.values():
-        shape = shapes.shapes.get(obj.name)
-        height = shape.height_m if shape is not None else 0.0
-        role = shape.role if shape is not None else None
-        facts[obj.name] = ObjectFacts(
-            name=obj.name,
-            visible=obj.name not in hidden and not obj.offstage,
-            center=np.array(obj.position[:2], dtype=np.float64),
-            bottom_z=obj.position[2],
-            top_z=obj.position[2] + height,
-            held=obj.grasped,
-            inside=obj.inside,
-            hides=frozenset(hides.get(obj.name, ())) if role == "cover" else None,
-        )
-    return SceneFacts(facts, source)

@@ -12,7 +12,6 @@ conventions (rgb (H, W, 3) uint8, depth (H, W) float32 metres along the optical 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -52,29 +51,12 @@ class JudgeVerdict:
 
 
 @dataclass(frozen=True)
-class TruthObject:
-    """Simulator ground truth of one object (core form of carryon_interfaces/ObjectState).
-
-    Only the harness's SIMULATOR ORACLE (`carryon_sim.harness.oracle`) and benchmarks fill
-    and read it; nothing a robot could use.
-    `offstage`: off the table, out of every camera's view (sim only).
-    """
-
-    name: str
-    position: tuple[float, float, float]
-    grasped: bool = False
-    inside: str = ""
-    covered_by: str = ""
-    offstage: bool = False
-
-
-@dataclass(frozen=True)
 class Observation:
     """Everything the judge may look at for one instant.
 
     `ee_position`: tool centre point (3,) in world, metres, and `gripper_width_m`: measured
-    distance between the fingers; both None when unknown. `truth`: simulator ground truth
-    (None on a robot).
+    distance between the fingers; both None when unknown. (The simulation harness's
+    `SimObservation` adds the simulator's ground truth, for its oracle only.)
     """
 
     observation_id: int
@@ -82,7 +64,6 @@ class Observation:
     views: tuple[CameraView, ...] = ()
     ee_position: npt.NDArray[np.float64] | None = None
     gripper_width_m: float | None = None
-    truth: Mapping[str, TruthObject] | None = None
 
     def view(self, camera: str) -> CameraView | None:
         return next((v for v in self.views if v.camera == camera), None)

@@ -26,10 +26,9 @@ from dataclasses import dataclass, field
 from carryon_common.core.chunk import Chunk
 from carryon_common.core.subtask import Subtask
 from carryon_judge.core.geometry import ShapeTable
-from carryon_judge.core.perception import facts_from_truth
 from carryon_judge.core.progress import ProgressTracker, tracker_for
 from carryon_judge.core.rules import goal_of
-from carryon_judge.core.types import Judge, JudgeRequest, Observation, VerdictStatus
+from carryon_judge.core.types import Judge, JudgeRequest, VerdictStatus
 from carryon_planner.core.executive import Report, Verdict, run_vla
 from carryon_planner.core.plan import PlannedSubtask
 from carryon_policy.core.policy import Policy
@@ -38,7 +37,8 @@ from carryon_sim.core.driver import Driver
 from carryon_sim.core.predicates import covered_by, inside_of, location_of
 from carryon_sim.core.world import World
 from carryon_sim.harness.episodes import observe as policy_observation
-from carryon_sim.harness.observation import observe_world, truth_of
+from carryon_sim.harness.observation import SimObservation, observe_world, truth_of
+from carryon_sim.harness.oracle import facts_from_truth
 
 Gate = Callable[[Chunk, World], Chunk | None]
 Recover = Callable[["SimPlant", PlannedSubtask], tuple[bool, str]]
@@ -111,7 +111,7 @@ class SimPlant:
         self._running = False
         self._budget = 0
         self._steps = 0
-        self._baseline: Observation | None = None
+        self._baseline: SimObservation | None = None
         self._tracker: ProgressTracker | None = None
         self.completed: list[Subtask] = []
         self.log: list[str] = []

@@ -8,8 +8,11 @@ the geometric judge (masks + depth + gripper), the VLM (colour) and the SIMULATO
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+
 from carryon_common.core.clouds import CameraView
-from carryon_judge.core.types import Observation, TruthObject
+from carryon_judge.core.types import Observation
 from carryon_sim.core.cameras import CameraRig
 from carryon_sim.core.contacts import grasped_objects
 from carryon_sim.core.predicates import covered_by, inside_of
@@ -18,6 +21,28 @@ from carryon_sim.core.world import SCENE_CAMERA, WRIST_CAMERA, World
 
 # Camera names on the graph -> MuJoCo camera names (as sim_node publishes them).
 SIM_CAMERAS = {"scene": SCENE_CAMERA, "wrist": WRIST_CAMERA}
+
+
+@dataclass(frozen=True)
+class TruthObject:
+    """Simulator ground truth of one object (SIMULATOR ORACLE: the harness's oracle judge and
+    benchmarks read it; nothing a robot could use). `offstage`: off the table, out of every
+    camera's view."""
+
+    name: str
+    position: tuple[float, float, float]
+    grasped: bool = False
+    inside: str = ""
+    covered_by: str = ""
+    offstage: bool = False
+
+
+@dataclass(frozen=True)
+class SimObservation(Observation):
+    """A judge Observation of the simulated world with the simulator's ground truth attached
+    (SIMULATOR ORACLE: only the harness's oracle judge and benchmarks read `truth`)."""
+
+    truth: Mapping[str, TruthObject] | None = None
 
 
 def truth_of(world: World) -> dict[str, TruthObject]:
@@ -45,7 +70,7 @@ def observe_world(
     *,
     cameras: tuple[str, ...] = tuple(SIM_CAMERAS),
     rgb: bool = True,
-) -> Observation:
+) -> SimObservation:
     """Render `cameras` and collect robot state + ground truth into one Observation
     (`rig` may be None when no camera is asked for: ground truth and robot state only)."""
     if cameras and rig is None:
@@ -67,7 +92,7 @@ def observe_world(
             )
         )
     position, _ = world.ee_pose()
-    return Observation(
+    return SimObservation(
         observation_id=observation_id,
         stamp_s=world.time,
         views=tuple(views),
