@@ -31,8 +31,9 @@ from carryon_sim.core.predicates import inside_of
 from carryon_sim.core.world import World
 from carryon_sim.harness.episodes import Task
 from carryon_sim.harness.fakes.openai_server import StubVlmServer
+from carryon_sim.harness.observation import PerceivedMasks
 from carryon_sim.harness.recovery_io import SimRecoveryIO, base_skill_recovery
-from carryon_sim.harness.shield_gate import SimShieldGate
+from carryon_sim.harness.shield_gate import SimShieldGate, scene_perception
 from carryon_sim.harness.stand_in import stand_in_script
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "carryon_planner" / "test"))
@@ -78,16 +79,20 @@ def version_with(grasp_height_m: float, tmp_path: Path) -> tuple[SkillLibrary, S
     return library, library.load("regrasp")
 
 
-def serve_carrot_with_a_drop(version: SkillVersion, *, shield: bool = False) -> tuple[Any, Any, Any]:
+def serve_carrot_with_a_drop(
+    version: SkillVersion, *, shield: bool = False, perceived: bool = False
+) -> tuple[Any, Any, Any]:
     """Uncover, then carry the carrot; the stand-in drops it on the first carry (seed 0,
-    where resuming without a recovery skill does not pick it up again)."""
+    where resuming without a recovery skill does not pick it up again). `perceived`: the
+    skill re-localises from carryon_perception's masks (as in the graph), else the simulator's."""
     dispatch = dispatch_for(DropsOnce(), seed=0, stuck_timeout_s=8.0, budget=800)  # type: ignore[arg-type]
     world = dispatch.plant.world
     gate = ShieldedGate(world) if shield else None
     dispatch.plant.gate = gate
     rig = CameraRig(world.model, world.object_of_body, 256, 256)
     try:
-        recover = base_skill_recovery(version, rig, PANDA_MOTION)
+        masks = PerceivedMasks(scene_perception(CONFIG, world.scene)) if perceived else None
+        recover = base_skill_recovery(version, rig, PANDA_MOTION, masks)
         dispatch.plant.recover_skill = recover
         result = Executive(plan_of([OBSERVE, OPEN, LOOK_AGAIN, CARROT]), dispatch, MEMORY).run()
         placed = inside_of(world, "carrot") == "bowl"
@@ -106,8 +111,9 @@ def test_without_a_recovery_skill_the_drop_is_not_recovered() -> None:
 
 
 def test_recovery_motions_go_through_the_shield_and_the_instruction_resumes() -> None:
+    """As in the graph: the shield and the skill's re-localisation see perception's masks."""
     version = SkillLibrary(SEED).load("regrasp")
-    result, attempts, gate = serve_carrot_with_a_drop(version, shield=True)
+    result, attempts, gate = serve_carrot_with_a_drop(version, shield=True, perceived=True)
     assert result.succeeded, result.message
     attempt = next(a for a in attempts if a.attempt_id.startswith("s4-"))
     ops = [(op.op, op.ok) for op in attempt.operations]

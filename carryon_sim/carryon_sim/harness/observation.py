@@ -3,16 +3,21 @@
 Renders the cameras with carryon_sim's CameraRig (the images sim_node publishes) and
 attaches the robot state and the simulator ground truth, so the same Observation feeds
 the geometric judge (masks + depth + gripper), the VLM (colour) and the SIMULATOR ORACLE
-(`harness.oracle`, truth).
+(`harness.oracle`, truth). Whose masks the views carry: the simulator's own instance
+segmentation (a SIMULATOR ORACLE, the default for callers that ask for none), or
+carryon_perception's on the rendered colour + depth (`PerceivedMasks`, what perception_node
+publishes in the graph).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
-from carryon_common.core.clouds import CameraView
+from carryon_common.core.clouds import CameraView, ObservationUnusable
 from carryon_judge.core.types import Observation
+from carryon_perception.core.tabletop import TabletopPerception
+from carryon_perception.core.tracker import Tracker
 from carryon_sim.core.cameras import CameraRig
 from carryon_sim.core.contacts import grasped_objects
 from carryon_sim.core.predicates import covered_by, inside_of
@@ -63,6 +68,39 @@ def truth_of(world: World) -> dict[str, TruthObject]:
     return out
 
 
+@dataclass
+class PerceivedMasks:
+    """carryon_perception's segmentation in place of the simulator's: each observation's
+    rendered colour + depth run through one `TabletopPerception` with the arm's joint
+    positions and gripper width, as perception_node does. A camera perception could not use
+    keeps no masks (its consumers then do without it); `diagnostics` holds the last step's."""
+
+    perception: TabletopPerception
+    diagnostics: list[str] = field(default_factory=list)
+
+    def fresh(self) -> PerceivedMasks:
+        """The same pipeline with its tracks and planes forgotten (a new episode)."""
+        p = self.perception
+        tracks = Tracker(p.tracker.match_distance_m)
+        return PerceivedMasks(TabletopPerception(p.labeller, p.self_filter, p.locations, p.params, tracks))
+
+    def apply(self, world: World, views: list[CameraView]) -> list[CameraView]:
+        try:
+            result = self.perception.perceive(views, world.joint_states(), world.gripper_width(), world.time)
+        except ObservationUnusable as exc:
+            self.diagnostics = [str(exc)]
+            return [replace(v, segmentation=None, labels={}) for v in views]
+        self.diagnostics = list(result.diagnostics)
+        out = []
+        for view in views:
+            seg = result.segmentations.get(view.camera)
+            if seg is None:
+                out.append(replace(view, segmentation=None, labels={}))
+            else:
+                out.append(replace(view, segmentation=seg.instances, labels=dict(seg.labels)))
+        return out
+
+
 def observe_world(
     world: World,
     rig: CameraRig | None,
@@ -70,11 +108,15 @@ def observe_world(
     *,
     cameras: tuple[str, ...] = tuple(SIM_CAMERAS),
     rgb: bool = True,
+    masks: PerceivedMasks | None = None,
 ) -> SimObservation:
     """Render `cameras` and collect robot state + ground truth into one Observation
-    (`rig` may be None when no camera is asked for: ground truth and robot state only)."""
+    (`rig` may be None when no camera is asked for: ground truth and robot state only).
+    The views carry `masks`' segmentation when given (colour is then rendered whatever
+    `rgb` says: perception needs it), else the simulator's own (SIMULATOR ORACLE)."""
     if cameras and rig is None:
         raise ValueError("rendering cameras needs a CameraRig")
+    rgb = rgb or masks is not None
     views = []
     for camera in cameras:
         assert rig is not None
@@ -91,6 +133,8 @@ def observe_world(
                 world_from_camera=frame.world_from_camera,
             )
         )
+    if masks is not None and views:
+        views = masks.apply(world, views)
     position, _ = world.ee_pose()
     return SimObservation(
         observation_id=observation_id,

@@ -1,5 +1,7 @@
 """`RecoveryIO` on the in-process simulator: perception from rendered masks + depth (the
-judge's `object_clouds`, no ground truth), motion as ABSOLUTE recovery chunks that pass the
+judge's `object_clouds`, no ground truth) — carryon_perception's masks when `masks` is given
+(`PerceivedMasks`, what the graph does), else the simulator's own (a SIMULATOR ORACLE
+ablation) — motion as ABSOLUTE recovery chunks that pass the
 gate (the shield) before the same Driver sim_node uses executes them through IK."""
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from carryon_recovery.core.types import Outcome
 from carryon_sim.core.cameras import CameraRig
 from carryon_sim.core.driver import Driver
 from carryon_sim.core.world import World
-from carryon_sim.harness.observation import observe_world
+from carryon_sim.harness.observation import PerceivedMasks, observe_world
 
 Gate = Callable[[Chunk, World], Chunk | None]
 
@@ -36,6 +38,7 @@ class SimRecoveryIO:
         motion: MotionBackend,
         *,
         gate: Gate | None = None,
+        masks: PerceivedMasks | None = None,
         subtask_id: str = "recovery",
         dt: float = 0.05,
         speed_m_s: float = 0.12,
@@ -44,6 +47,7 @@ class SimRecoveryIO:
         tolerance_m: float = 0.015,
     ) -> None:
         self.world, self.driver, self.rig, self.gate, self.motion = world, driver, rig, gate, motion
+        self.masks = masks
         self.subtask_id, self.dt, self.speed_m_s, self.horizon = subtask_id, dt, speed_m_s, horizon
         self.settle_steps, self.tolerance_m = settle_steps, tolerance_m
         self._ids = itertools.count(10_000_000)
@@ -53,7 +57,7 @@ class SimRecoveryIO:
         self.gripper_command = 0.0
 
     def perceive(self, target: str, destination: str) -> Seen | None:
-        observation = observe_world(self.world, self.rig, next(self._ids), rgb=False)
+        observation = observe_world(self.world, self.rig, next(self._ids), rgb=False, masks=self.masks)
         clouds = object_clouds(observation.views, stride=2)
         return seen_from_clouds(clouds, target, destination)
 
@@ -113,15 +117,16 @@ class SimRecoveryIO:
 
 
 def base_skill_recovery(
-    version: SkillVersion, rig: CameraRig, motion: MotionBackend
+    version: SkillVersion, rig: CameraRig, motion: MotionBackend, masks: PerceivedMasks | None = None
 ) -> Callable[[Any, Any], tuple[bool, str]]:
     """`recover(plant, subtask)` for `harness.dispatch.SimPlant`: runs the base
     skill on the plant's world and driver, through the plant's gate (the shield), and
-    keeps each attempt's record in `recover.attempts` (for reflection)."""
+    keeps each attempt's record in `recover.attempts` (for reflection). `masks`: whose
+    segmentation re-localises the target (None: the simulator's, a SIMULATOR ORACLE)."""
     attempts: list[Attempt] = []
 
     def recover(plant: Any, subtask: Any) -> tuple[bool, str]:
-        io = SimRecoveryIO(plant.world, plant.driver, rig, motion, gate=plant.gate, subtask_id=subtask.id)
+        io = SimRecoveryIO(plant.world, plant.driver, rig, motion, gate=plant.gate, masks=masks, subtask_id=subtask.id)
         result = run_base_skill(
             version,
             io,
