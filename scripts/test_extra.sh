@@ -2,20 +2,23 @@
 # Tests of an optional extra, in a virtualenv of its own so the main one (and `make test`)
 # never depends on torch:
 #   lerobot  the policy's lerobot_local backend   (.venv-lerobot, requirements/lerobot.txt)
-#   text     the shield's text_prompted grounder   (.venv-text,    requirements/text.txt)
+#   text     the shield's text_prompted grounder and perception's open_vocab backend
+#            (.venv-text, requirements/text.txt + requirements/perception.txt for Open3D)
 # Each venv gets requirements/base.txt, the pytest pins of requirements/dev.txt and the
-# extra's file installed with --no-deps (the files list full pinned closures); it is
+# extra's files installed with --no-deps (the files list full pinned closures); it is
 # reinstalled only when those files change. Needs no ROS; nothing is downloaded at test
 # time (the tests build their own tiny random models). Extra arguments go to pytest.
-# First run ~1-1.5 min on 2 cores, later runs ~15 s.
+# First run ~2-3 min on 2 cores (Open3D is a large wheel), later runs ~15-60 s.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 EXTRA="${1:?usage: scripts/test_extra.sh lerobot|text [pytest args]}"
 shift
 case "$EXTRA" in
-  lerobot) TESTS=(carryon_policy/test/test_policy_lerobot.py); REQUIRE=CARRYON_REQUIRE_LEROBOT ;;
-  text) TESTS=(carryon_shield/test/test_shield_text_model.py); REQUIRE=CARRYON_REQUIRE_TEXT_MODEL ;;
+  lerobot) TESTS=(carryon_policy/test/test_policy_lerobot.py); REQUIRE=CARRYON_REQUIRE_LEROBOT
+    FILES=(requirements/lerobot.txt) ;;
+  text) TESTS=(carryon_shield/test/test_shield_text_model.py carryon_perception/test/test_perception_open_vocab.py)
+    REQUIRE=CARRYON_REQUIRE_TEXT_MODEL; FILES=(requirements/text.txt requirements/perception.txt) ;;
   *) echo "unknown extra '$EXTRA' (lerobot, text)" >&2; exit 2 ;;
 esac
 VENV_VAR="$(echo "$EXTRA" | tr '[:lower:]' '[:upper:]')_VENV"
@@ -31,21 +34,21 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo '*' > "$VENV/.gitignore"   # keep it out of git status and ruff
   touch "$VENV/COLCON_IGNORE"
 fi
-req_hash=$(cat requirements/base.txt requirements/dev.txt "requirements/$EXTRA.txt" | sha256sum | cut -d' ' -f1)
+req_hash=$(cat requirements/base.txt requirements/dev.txt "${FILES[@]}" | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$VENV/.carryon-extra-stamp" 2>/dev/null)" != "$req_hash" ]; then
-  say "installing requirements/base.txt, pytest and requirements/$EXTRA.txt"
+  say "installing requirements/base.txt, pytest and ${FILES[*]}"
   pip_install() {
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$@" \
       2> >(grep -v "is neither a file nor a directory" >&2)   # noise from unreachable extra indexes
   }
   # shellcheck disable=SC2046
   pip_install -r requirements/base.txt $(grep -E '^pytest(-timeout)?==' requirements/dev.txt)
-  pip_install --no-deps -r "requirements/$EXTRA.txt"
+  for file in "${FILES[@]}"; do pip_install --no-deps -r "$file"; done
   echo "$req_hash" > "$VENV/.carryon-extra-stamp"
   say "installed in $(( $(date +%s) - started )) s"
 fi
 
 say "pytest ${TESTS[*]}"
 # $REQUIRE: a broken install fails these tests instead of skipping them.
-env "$REQUIRE=1" PYTHONPATH="$ROOT/carryon_common:$ROOT/carryon_policy:$ROOT/carryon_shield:$ROOT/carryon_sim:$ROOT/carryon_bringup" \
+env "$REQUIRE=1" PYTHONPATH="$ROOT/carryon_common:$ROOT/carryon_policy:$ROOT/carryon_shield:$ROOT/carryon_sim:$ROOT/carryon_bringup:$ROOT/carryon_perception:$ROOT/carryon_arm" \
   "$VENV/bin/python" -m pytest "${TESTS[@]}" "$@"

@@ -12,9 +12,10 @@ from carryon_common.core.clouds import CameraView, ObservationUnusable
 from carryon_common.core.locations import Location
 from carryon_perception.core.planes import PlaneParams, find_planes
 from carryon_perception.core.segment import Segment, mark_partial, segment_image
-from carryon_perception.core.tabletop import TabletopPerception, check_view
+from carryon_perception.core.tabletop import TabletopPerception
 from carryon_perception.core.tracker import Tracker
 from carryon_perception.core.types import FIRST_TRACK_ID, ROBOT_ID, TABLE_ID
+from carryon_perception.core.views import check_view
 
 SIZE = 96
 F = 80.0

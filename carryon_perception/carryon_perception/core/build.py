@@ -2,7 +2,9 @@
 bench perception` all call it, so they cannot drift.
 
 Backends by name (`PerceptionConfig.backend`): `tabletop` (default in both profiles; no
-learned weights).
+learned weights) and `open_vocab` (the tabletop pipeline with labels from a text-prompted
+detector + segmenter; the optional extra, imported only when this backend is built). Either
+takes the `namer` option (unidentified objects named by a vision-language model).
 """
 
 from __future__ import annotations
@@ -21,10 +23,13 @@ from carryon_common.core.registry import Registry
 from carryon_perception.core.appearance import Appearance, describe
 from carryon_perception.core.catalog import DEFAULT_COSTS, Catalog
 from carryon_perception.core.config import PerceptionConfig
+from carryon_perception.core.namer import NamerParams, VlmNameAsker, VlmNamer
+from carryon_perception.core.open_vocab import OpenVocabRecogniser, Unnamed
 from carryon_perception.core.planes import PlaneParams
+from carryon_perception.core.regions import Recogniser
 from carryon_perception.core.segment import Segment, SegmentParams
 from carryon_perception.core.self_filter import RobotSelfFilter
-from carryon_perception.core.tabletop import TabletopParams, TabletopPerception
+from carryon_perception.core.tabletop import Labeller, TabletopParams, TabletopPerception
 from carryon_perception.core.tracker import Tracker
 
 
@@ -114,9 +119,16 @@ def config_file(configured: str, config_dir: Path | None, *default: str) -> Path
     return (config_dir / (Path(configured) if configured else Path(*default))).resolve()
 
 
-def _tabletop(config: PerceptionConfig, config_dir: Path | None) -> TabletopPerception:
+def _pipeline(
+    config: PerceptionConfig,
+    config_dir: Path | None,
+    labeller: Labeller,
+    known: list[str],
+    recogniser: Recogniser | None = None,
+) -> TabletopPerception:
+    """The tabletop pipeline around `labeller` (and `recogniser`); `known`: the object
+    names a namer should prefer."""
     robot = load_robot(str(config_file(config.robot_file, config_dir, "robot", "panda.yaml")))
-    catalog = Catalog.load(config_file(config.catalog_file, config_dir))
     locations = load_locations(config_file(config.locations_file, config_dir))
     params = TabletopParams(
         max_depth_m=config.max_depth_m,
@@ -128,18 +140,77 @@ def _tabletop(config: PerceptionConfig, config_dir: Path | None) -> TabletopPerc
         segments=SegmentParams(depth_jump_m=config.depth_jump_m, chroma_edge=config.chroma_edge),
     )
     return TabletopPerception(
-        CatalogLabeller(catalog, config.objects),
+        labeller,
         RobotSelfFilter(robot, margin_m=config.self_filter_margin_m, tool_margin_m=config.self_filter_tool_margin_m),
         locations,
         params,
         Tracker(config.track_match_m),
+        recogniser=recogniser,
+        namer=build_namer(config, known),
+        name=config.backend,
     )
+
+
+def build_namer(config: PerceptionConfig, known: list[str]) -> VlmNamer | None:
+    """The `namer` option: None, or a VLM namer at `namer_base_url` preferring the `known`
+    names. ConfigError when a remote endpoint's API key variable is unset."""
+    if config.namer == "none":
+        return None
+    from carryon_common.core.openai_client import ResponseFormat, openai_client_from_env
+
+    client = openai_client_from_env(
+        config.namer_base_url,
+        config.namer_model,
+        config.namer_api_key_env,
+        config.namer_request_timeout_s,
+        response_format=ResponseFormat.JSON_OBJECT if config.namer_json_mode else ResponseFormat.NONE,
+        attempts=1,
+    )
+    params = NamerParams(
+        request_timeout_s=config.namer_request_timeout_s,
+        retry_s=config.namer_retry_s,
+        image_max_px=config.namer_image_max_px,
+    )
+    return VlmNamer(VlmNameAsker(client, known, params), params)
+
+
+def _known_names(config: PerceptionConfig, catalog: Catalog) -> list[str]:
+    return list(config.objects) or sorted(catalog.entries)
+
+
+def _tabletop(config: PerceptionConfig, config_dir: Path | None) -> TabletopPerception:
+    catalog = Catalog.load(config_file(config.catalog_file, config_dir))
+    return _pipeline(config, config_dir, CatalogLabeller(catalog, config.objects), _known_names(config, catalog))
+
+
+def _open_vocab(config: PerceptionConfig, config_dir: Path | None) -> TabletopPerception:
+    """Prompts: `open_vocab_prompts`, then `objects` (else every catalog entry)."""
+    catalog = Catalog.load(config_file(config.catalog_file, config_dir))
+    known = _known_names(config, catalog)
+    recogniser = OpenVocabRecogniser.load(
+        config.open_vocab_detector_dir,
+        config.open_vocab_segmenter_dir,
+        [*config.open_vocab_prompts, *known],
+        score_threshold=config.open_vocab_score_threshold,
+        template=config.open_vocab_prompt_template,
+        device=config.open_vocab_device,
+    )
+    return _pipeline(config, config_dir, Unnamed(), known, recogniser)
 
 
 PERCEPTION_BACKENDS.register(
     "tabletop",
     PerceptionBackend(
         "tabletop", "depth + colour segmentation on support planes, labels from the object catalog", _tabletop
+    ),
+)
+PERCEPTION_BACKENDS.register(
+    "open_vocab",
+    PerceptionBackend(
+        "open_vocab",
+        "the tabletop pipeline with labels from a text-prompted detector + segmenter (OWLv2 + SAM, local folders; "
+        "optional extra: transformers + torch)",
+        _open_vocab,
     ),
 )
 

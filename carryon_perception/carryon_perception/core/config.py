@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import Field
 
-from carryon_common.core.config import NodeConfig
+from carryon_common.core.config import NodeConfig, one_of
+
+NAMERS = ("none", "vlm")
 
 
 class PerceptionConfig(NodeConfig):
     backend: str = Field(
         "tabletop",
         description="Perception backend by name: 'tabletop' (depth + colour segmentation on support planes, "
-        "labels from the object catalog; no learned weights).",
+        "labels from the object catalog; no learned weights) or 'open_vocab' (the same pipeline with labels "
+        "from a text-prompted detector + segmenter, OWLv2 + SAM from local folders; optional extra).",
     )
     cameras: list[str] = Field(
         ["scene", "wrist"], description="Cameras perceived (topics camera/<name>/color, depth, camera_info, pose)."
@@ -71,4 +76,53 @@ class PerceptionConfig(NodeConfig):
     depth_jump_m: float = Field(0.01, gt=0.0, description="Depth step between neighbour pixels that separates, m.")
     track_match_m: float = Field(
         0.06, gt=0.0, description="An unidentified object within this of one in the last frame is the same, m."
+    )
+    open_vocab_detector_dir: str = Field(
+        "",
+        description="open_vocab: local folder of an OWLv2 detector (Owlv2ForObjectDetection and its processor, "
+        "save_pretrained layout); nothing is downloaded.",
+    )
+    open_vocab_segmenter_dir: str = Field(
+        "",
+        description="open_vocab: local folder of a SAM-family segmenter (SamModel and its processor, "
+        "save_pretrained layout); nothing is downloaded.",
+    )
+    open_vocab_prompts: list[str] = Field(
+        [],
+        description="open_vocab: object names the detector looks for besides `objects` (or, when that is [], "
+        "every catalog entry); each name is the label of what it finds.",
+    )
+    open_vocab_prompt_template: str = Field(
+        "a photo of a {}",
+        description="open_vocab: the detector's text query, '{}' replaced by an object name (underscores as spaces).",
+    )
+    open_vocab_score_threshold: float = Field(
+        0.1, gt=0.0, lt=1.0, description="open_vocab: lowest detector score (0..1) of a box that names an object."
+    )
+    open_vocab_device: str = Field(
+        "cpu", min_length=1, description="open_vocab: torch device the models run on ('cpu', 'cuda', 'cuda:1')."
+    )
+    namer: Annotated[str, one_of("namer", NAMERS)] = Field(
+        "none",
+        description="Naming of unidentified objects: 'none' (they stay unknown_<n>) or 'vlm' (a colour crop of each "
+        "is named once per track by an OpenAI-compatible vision-language model).",
+    )
+    namer_base_url: str = Field(
+        "", description="namer vlm: base URL of the OpenAI-compatible endpoint, e.g. http://host:8000/v1."
+    )
+    namer_model: str = Field("", description="namer vlm: model name sent with each request.")
+    namer_api_key_env: str = Field(
+        "CARRYON_VLM_API_KEY",
+        description="namer vlm: name of the environment variable holding the API key (never the key itself; "
+        "unset = no key, for local servers).",
+    )
+    namer_request_timeout_s: float = Field(10.0, gt=0.0, description="namer vlm: timeout of one request, seconds.")
+    namer_retry_s: float = Field(
+        30.0, gt=0.0, description="namer vlm: an object whose request failed is asked again after this long, seconds."
+    )
+    namer_image_max_px: int = Field(
+        256, ge=32, le=2048, description="namer vlm: the crop's longer side is scaled down to at most this, pixels."
+    )
+    namer_json_mode: bool = Field(
+        True, description="namer vlm: ask for response_format json_object (llama.cpp, vLLM, OpenAI support it)."
     )

@@ -7,6 +7,11 @@ each segment described and labelled against the object catalog; segments of the 
 label fused over cameras; track ids kept stable (tracker.py). Output: per camera an
 instance image and label table (robot, table, objects, unknown_<n>), the fused objects
 with their support and region, and the planes.
+
+Two optional stages plug in here (the `open_vocab` backend and the `namer` option):
+a `Recogniser` names regions of each colour image before the depth segmentation (its
+regions become labelled segments, the rest is segmented and labelled as above), and a
+`Namer` gives unidentified objects a name after fusion (their track ids stay).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from scipy.spatial import cKDTree
 from carryon_common.core.clouds import CameraView, ObservationUnusable
 from carryon_common.core.locations import Location, region_of
 from carryon_perception.core.planes import PlaneFinder, PlaneParams, within_extent
+from carryon_perception.core.regions import NamedMask, Recogniser, named_segments
 from carryon_perception.core.segment import Segment, SegmentParams, mark_partial, segment_image
 from carryon_perception.core.tracker import Tracker
 from carryon_perception.core.types import (
@@ -36,6 +42,7 @@ from carryon_perception.core.types import (
     PerceptionResult,
     SupportPlane,
 )
+from carryon_perception.core.views import check_view, organised_points
 
 BoolArray = npt.NDArray[np.bool_]
 
@@ -54,6 +61,19 @@ class Labeller(Protocol):
     ) -> list[tuple[str | None, float]]: ...
 
 
+class Namer(Protocol):
+    """Names unidentified objects after fusion: the objects with some relabelled (same track
+    ids), and diagnostics. `images`: per camera its rgb (H, W, 3) uint8 and this frame's
+    instance image (H, W) int32; `now_s`: the frame's stamp, seconds."""
+
+    def rename(
+        self,
+        objects: Sequence[PerceivedObject],
+        images: Sequence[tuple[npt.NDArray[np.uint8], npt.NDArray[np.int32]]],
+        now_s: float,
+    ) -> tuple[list[PerceivedObject], list[str]]: ...
+
+
 @dataclass(frozen=True)
 class TabletopParams:
     max_depth_m: float = 2.5
@@ -69,6 +89,8 @@ class TabletopParams:
     fuse_unknown_m: float = 0.05  # unidentified segments of two cameras this close are one object
     seen_as_m: float = 0.015  # an unidentified segment's points this close to another camera's named object...
     seen_as_share: float = 0.5  # ...at least this share of them: it is that object
+    named_min_share: float = 0.3  # a Recogniser's region names pixels only when at least this share of it
+    # stands on a support (else it is the robot, the table or the room, and names nothing)
     plane_stride: int = 2  # every n-th pixel feeds RANSAC (the planes need far fewer points)
     planes: PlaneParams = field(default_factory=PlaneParams)
     segments: SegmentParams = field(default_factory=SegmentParams)
@@ -83,49 +105,17 @@ class _CameraWork:
     instances: npt.NDArray[np.int32] = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int32))
     segments: list[Segment] = field(default_factory=list)
     names: list[tuple[str | None, float]] = field(default_factory=list)
+    named: list[NamedMask] = field(default_factory=list)  # a Recogniser's regions, if one is set
+    preset: list[tuple[str, float]] = field(default_factory=list)  # names of the first segments (from `named`)
 
 
 _Member = tuple[_CameraWork, Segment, float]  # a segment of one camera and its label score
 _Tree = Any  # scipy's cKDTree (its stub is generic over what was built)
 
 
-def organised_points(view: CameraView, max_depth_m: float) -> tuple[FloatArray, BoolArray]:
-    """World points (H, W, 3) of every pixel and which are valid returns (H, W)."""
-    assert view.depth is not None and view.intrinsics is not None and view.world_from_camera is not None
-    z = np.asarray(view.depth, dtype=np.float64)
-    height, width = z.shape
-    valid = np.isfinite(z) & (z > 0.0) & (z < max_depth_m)
-    z = np.where(valid, z, 0.0)
-    k = view.intrinsics
-    rows, cols = np.mgrid[0:height, 0:width]
-    camera = np.stack([(cols - k[0, 2]) * z / k[0, 0], (rows - k[1, 2]) * z / k[1, 1], z], axis=-1)
-    pose = view.world_from_camera
-    world: FloatArray = camera @ pose[:3, :3].T + pose[:3, 3]
-    return world, valid
-
-
-def check_view(view: CameraView) -> str | None:
-    """Why a camera's images cannot be perceived, or None when they can."""
-    if view.depth is None:
-        return f"camera {view.camera}: no depth image"
-    if view.rgb is None:
-        return f"camera {view.camera}: no colour image"
-    if view.intrinsics is None:
-        return f"camera {view.camera}: no camera_info (intrinsics)"
-    if view.world_from_camera is None:
-        return f"camera {view.camera}: no pose"
-    if view.rgb.shape[:2] != view.depth.shape:
-        return f"camera {view.camera}: colour {view.rgb.shape[:2]} and depth {view.depth.shape} sizes differ"
-    depth = np.asarray(view.depth)
-    if not np.any(np.isfinite(depth) & (depth > 0)):
-        return f"camera {view.camera}: depth has no valid return (all zero or NaN)"
-    return None
-
-
 class TabletopPerception:
-    """The backend; one per run (it keeps tracks and the last planes)."""
-
-    name = "tabletop"
+    """The backend; one per run (it keeps tracks and the last planes). `name`: the backend
+    name it reports (`open_vocab` when built with that backend's recogniser)."""
 
     def __init__(
         self,
@@ -134,13 +124,20 @@ class TabletopPerception:
         locations: Mapping[str, Location] | None = None,
         params: TabletopParams | None = None,
         tracker: Tracker | None = None,
+        *,
+        recogniser: Recogniser | None = None,
+        namer: Namer | None = None,
+        name: str = "tabletop",
     ) -> None:
+        self.name = name
         self.labeller = labeller
         self.self_filter = self_filter
         self.locations = dict(locations or {})
         self.params = params or TabletopParams()
         self.planes = PlaneFinder(self.params.planes)
         self.tracker = tracker or Tracker()
+        self.recogniser = recogniser
+        self.namer = namer
 
     def perceive(
         self,
@@ -180,15 +177,25 @@ class TabletopPerception:
         if not planes:
             diagnostics.append("no support plane found: everything that is not the robot is an obstacle")
         lap("planes")
+        if self.recogniser is not None:
+            for cam in work:
+                cam.named = self.recogniser.recognise(cam.view)
+            lap("recognise")
         for cam in work:
             self._segment(cam, planes)
         lap("segment")
         support_height = planes[0].height_m if planes else 0.0
         for cam in work:
-            cam.names = self.labeller.label_segments(cam.segments, support_height)
+            rest = cam.segments[len(cam.preset) :]
+            cam.names = [*cam.preset, *self.labeller.label_segments(rest, support_height)]
         lap("label")
         objects = self._fuse(work, planes)
         lap("fuse")
+        if self.namer is not None:
+            images = [(c.view.rgb, c.instances) for c in work if c.view.rgb is not None]
+            objects, notes = self.namer.rename(objects, images, stamp_s)
+            diagnostics.extend(notes)
+            lap("name")
         timings["total"] = (time.perf_counter() - started) * 1000.0
         segmentations = {
             c.view.camera: CameraSegmentation(
@@ -223,10 +230,14 @@ class TabletopPerception:
             candidate = free
         assert cam.view.rgb is not None and cam.view.depth is not None
         assert cam.view.intrinsics is not None
+        named, cam.preset, claimed = named_segments(
+            cam.named, candidate, cam.points, cam.view.rgb, self.params.named_min_share
+        )
+        candidate &= ~claimed
         focal = float(cam.view.intrinsics[0, 0])
         segments = segment_image(cam.view.rgb, cam.view.depth, cam.points, candidate, p.segments, focal_px=focal)
         segments = self._robot_leaks(cam, segments, instances)
-        cam.segments = mark_partial(segments, np.asarray(cam.view.depth), cam.robot)
+        cam.segments = mark_partial([*named, *segments], np.asarray(cam.view.depth), cam.robot)
         cam.instances = instances
 
     def _robot_leaks(
