@@ -11,8 +11,8 @@
 #
 # STAND-INS (said again in the banner): the VLA is a SCRIPTED stand-in (sim_scripted_safe);
 # the planner's replies are SCRIPTED (config/planner/demo_script.yaml, NOT AN LLM; the
-# validator, repair loop and executive are real); observe reads simulator ground truth
-# (SIMULATOR ORACLE). Use a real LLM: CARRYON_DEMO_LLM_URL=http://host:port/v1
+# validator, repair loop and executive are real); the drop is injected. Perception (observe,
+# shield, judge, recovery) is from the rendered colour + depth. Use a real LLM: CARRYON_DEMO_LLM_URL=http://host:port/v1
 # CARRYON_DEMO_LLM_MODEL=name (key in $OPENAI_API_KEY) make demo.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -50,9 +50,10 @@ cat <<BANNER | tee -a "$TRANSCRIPT"
 | CarryOn demo: "Serve me food" for alice (vegetarian), in simulation            |
 | Real: separate ROS 2 processes over DDS, memory files, the plan validator and  |
 | repair loop, the executive, perception from the rendered RGB-D (no simulator   |
-| masks), the geometric shield and the judge on it, the recovery skill, MuJoCo.  |
-| STAND-INS: the VLA is a SCRIPTED stand-in (sim_scripted_safe), observe reads   |
-| simulator ground truth (SIMULATOR ORACLE), the drop is injected.               |
+| masks or truth): observe, the geometric shield, the judge and recovery on it;  |
+| MuJoCo.                                                                        |
+| STAND-INS: the VLA is a SCRIPTED stand-in (sim_scripted_safe; it reads the     |
+| simulator's object poses), the planner's replies (below), the injected drop.   |
 +--------------------------------------------------------------------------------+
 Planner: $PLANNER_LINE
 BANNER
