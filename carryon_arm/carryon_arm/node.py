@@ -186,14 +186,25 @@ class ArmAdapterNode(CarryOnNode):
                 msg.header.frame_id = source.frame_id
             return msg
 
-        def on_color(msg: Image) -> None:
-            msg = convert.rgb_msg(msg)
-            color_pub.publish(reframe(msg))
+        posed: list[tuple[int, int]] = []  # the last stamp a pose was published for
+
+        def publish_pose(stamp: Any) -> None:
+            """The camera's pose at an image's stamp (once per stamp): consumers pair depth,
+            colour and masks with the pose of their own instant, and a driver may stamp its
+            aligned depth apart from its colour."""
+            key = (stamp.sec, stamp.nanosec)
+            if posed and posed[-1] == key:
+                return
             tool = self._tool_pose
             pose = source.optical_pose(*(tool if tool is not None else (None, None)))
             if pose is not None:
-                pose_msg = common_convert.pose_msg(pose[:3, 3], pose[:3, :3], msg.header.stamp)
-                pose_pub.publish(pose_msg)
+                pose_pub.publish(common_convert.pose_msg(pose[:3, 3], pose[:3, :3], stamp))
+                posed[:] = [key]
+
+        def on_color(msg: Image) -> None:
+            msg = convert.rgb_msg(msg)
+            color_pub.publish(reframe(msg))
+            publish_pose(msg.header.stamp)
 
         def on_depth(msg: Image) -> None:
             try:
@@ -202,6 +213,7 @@ class ArmAdapterNode(CarryOnNode):
                 self.get_logger().warning(f"camera {name}: depth dropped: {exc}", throttle_duration_sec=5.0)
                 return
             depth_pub.publish(reframe(convert.depth_msg(msg.header, metres)))
+            publish_pose(msg.header.stamp)
 
         self.create_subscription(Image, source.color, on_color, sensor, callback_group=group)
         self.create_subscription(Image, source.depth, on_depth, sensor, callback_group=group)

@@ -221,7 +221,7 @@ def test_camera_file_validation_and_poses(tmp_path: Path, config_dir: Path) -> N
     assert scene is not None and scene[:3, 2] @ [-1.0, 0.0, 0.0] > 0.5  # it looks back at the robot
     assert cameras["wrist"].optical_pose(None, None) is None  # no tool pose yet
     tool = cameras["wrist"].optical_pose(np.array([0.5, 0.0, 0.8]), np.diag([1.0, -1.0, -1.0]))
-    assert tool is not None and np.allclose(tool[:3, 3], [0.55, 0.0, 0.88])
+    assert tool is not None and np.allclose(tool[:3, 3], [0.5, -0.05, 0.897])
     bad = tmp_path / "cameras.yaml"
     bad.write_text("cameras:\n  scene:\n    color: /c\n    depth: /d\n    camera_info: /i\n    mount: ceiling\n"
                    "    xyz: [0, 0]\n    rpy: [0, 0, 0]\n")  # fmt: skip
