@@ -58,7 +58,7 @@ def run(options: BenchOptions) -> BenchResult:
     stages = (
         ("policy_infer", "policy_infer_ms", "inference of the scripted stand-in (policy/timing)"),
         ("policy_to_released", "policy_to_released_ms", "policy/chunk -> shield/chunk, seen by one subscriber"),
-        ("shield_decision", "shield_compute_ms", "ShieldEvent.compute_time_s: check on the ready obstacle set, release"),
+        ("shield_decision", "shield_compute_ms", "ShieldEvent.compute_time_s: check on a ready obstacle set, release"),
         ("judge", "judge_ms", f"judge/judge round trip ({samples.get('judge_backend', '?')} backend)"),
         ("planner_ask", "planner_ms", "Ask round trip, scripted replies (no LLM time)"),
     )

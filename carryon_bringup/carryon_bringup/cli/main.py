@@ -13,7 +13,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from carryon_bringup.cli import assist, bench, graph, memory, policy, reflect, runs, sim
+from carryon_bringup.cli import assist, bench, catalog, graph, memory, policy, reflect, runs, sim
 from carryon_bringup.cli.common import DEFAULT_TIMEOUT_S, EXIT_UNREACHABLE, EXIT_USAGE, err
 from carryon_common.core.errors import CarryOnError
 
@@ -27,6 +27,7 @@ COMMANDS = (
     runs.add_replay,
     runs.add_report,
     memory.add_memory,
+    catalog.add_catalog,
     policy.add_policy,
     graph.add_estop,
     bench.add_bench,
