@@ -29,7 +29,7 @@ from carryon_bringup.bench.perception_metrics import (
 from carryon_bringup.core.bench import BenchOptions
 from carryon_common.core.clouds import CameraView
 from carryon_perception.core.types import CameraSegmentation, PerceptionResult
-from carryon_sim.core.world import ARM_JOINTS
+from carryon_sim.core.world import ARM_JOINTS, URDF_FINGER_JOINTS
 from carryon_sim.harness.perception_frames import FramePlan, PerceptionFrame, perception_frames
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
@@ -48,7 +48,7 @@ class TruthStandIn:
         self, views: Sequence[CameraView], joints: Mapping[str, float], gripper_width_m: float | None, stamp_s: float
     ) -> PerceptionResult:
         frame = self.current[-1]
-        assert set(joints) == set(ARM_JOINTS) and gripper_width_m == frame.gripper_width_m
+        assert set(joints) == {*ARM_JOINTS, *URDF_FINGER_JOINTS} and gripper_width_m == frame.gripper_width_m
         segmentations = {}
         for view in views:
             truth = frame.cameras[view.camera]
@@ -271,7 +271,7 @@ def test_the_static_frames_cover_their_situations(static_frames: list[Perception
         ("safety", "carried"): "cube",
     }
     for frame in static_frames:
-        assert set(frame.cameras) == {"scene", "wrist"} and set(frame.joints) == set(ARM_JOINTS)
+        assert set(frame.cameras) == {"scene", "wrist"} and set(frame.joints) == {*ARM_JOINTS, *URDF_FINGER_JOINTS}
         assert frame.cameras["scene"].rgb.shape == (256, 256, 3) and frame.gripper_path.shape[1] == 3
 
 

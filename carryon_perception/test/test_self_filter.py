@@ -13,6 +13,7 @@ import pytest
 from scipy.spatial import cKDTree
 
 from carryon_arm.core.kinematics import RobotDescription, load_robot
+from carryon_common.core.config import read_yaml
 from carryon_common.core.depth import points_by_label
 from carryon_common.core.errors import CarryOnError, ConfigError
 from carryon_perception.core.self_filter import MissingJoints, RobotSelfFilter, sample_triangles
@@ -78,6 +79,47 @@ def test_closing_the_gripper_brings_the_fingers_to_the_tool_centre_point(
     assert not np.allclose(open_points, self_filter.surface_points(HOME, gripper_width_m=0.02))
 
 
+def test_measured_finger_positions_are_used_as_given_and_the_width_is_clipped(
+    self_filter: RobotSelfFilter, panda: RobotDescription
+) -> None:
+    # a simulated finger pressed 2 mm past its limit (an off-centre grasp) is where it is
+    past = {**HOME, "panda_finger_joint1": -0.002, "panda_finger_joint2": 0.038}
+    at_limit = {**HOME, "panda_finger_joint1": 0.0, "panda_finger_joint2": 0.038}
+    moved = np.linalg.norm(self_filter.surface_points(past) - self_filter.surface_points(at_limit), axis=1)
+    assert moved.max() == pytest.approx(0.002, abs=1e-9)
+    # a width beyond the open gripper's is noise: each finger stops at its limit
+    wide = self_filter.surface_points(HOME, gripper_width_m=0.1)
+    assert np.allclose(wide, self_filter.surface_points(HOME, gripper_width_m=panda.gripper_open_width_m))
+
+
+def test_fingers_off_centre_are_masked_where_they_are_not_where_the_width_puts_them(
+    panda: RobotDescription,
+) -> None:
+    """The simulated fingers move independently: after an off-centre grasp one finger is at the
+    centre line and the other 3.8 cm out (width 3.8 cm). Posed from the width alone, both would
+    sit 1.9 cm from the hand's centre, one of them in free space beside the real finger, where
+    an obstacle's points would vanish from the shield's view."""
+    self_filter = RobotSelfFilter(panda, tool_margin_m=0.004)
+    measured = {**HOME, "panda_finger_joint1": 0.0, "panda_finger_joint2": 0.038}
+    real = self_filter.surface_points(measured)
+    phantom = self_filter.surface_points(HOME, gripper_width_m=0.038)[self_filter.on_tool]
+    free = phantom[nearest(real, phantom) > 0.01]  # 1 cm from the real robot: free space
+    assert len(free) > 100
+    assert not self_filter.mask(free, measured, gripper_width_m=0.038).any()
+    assert self_filter.mask(free, HOME, gripper_width_m=0.038).all()
+
+
+def test_the_tool_is_sampled_densely_enough_for_its_margin(panda: RobotDescription) -> None:
+    """Tool samples at most half the tool margin apart: every point of the hand's and the
+    fingers' surface lies within the margin of one (up to a chance of about 4e-6 each)."""
+    tight = RobotSelfFilter(panda, tool_margin_m=0.004)
+    assert tight.tool_spacing_m == pytest.approx(0.002)
+    assert RobotSelfFilter(panda, tool_margin_m=0.02).tool_spacing_m == pytest.approx(tight.spacing_m)
+    dense = RobotSelfFilter(panda, tool_margin_m=0.002, seed=1)  # the same surface, 1 mm apart
+    surface = dense.surface_points(HOME)[dense.on_tool]
+    assert tight.mask(surface, HOME).mean() >= 0.9999
+
+
 def test_mask_equals_the_exact_distance_to_the_samples(self_filter: RobotSelfFilter) -> None:
     """The voxel grid's shortcuts (sure inside, far outside) never change the answer."""
     joints = dict(zip(ARM_JOINTS, (0.4, 0.3, 0.0, -1.9, 0.0, 2.2, 0.785), strict=True))
@@ -99,8 +141,9 @@ def test_mask_equals_the_exact_distance_to_the_samples(self_filter: RobotSelfFil
 def test_sampling_is_deterministic_and_about_spacing_apart(panda: RobotDescription) -> None:
     a, b = RobotSelfFilter(panda, seed=4), RobotSelfFilter(panda, seed=4)
     assert np.array_equal(a.surface_points(HOME), b.surface_points(HOME))
-    coarse = RobotSelfFilter(panda, spacing_m=0.016)
-    assert coarse.num_surface_points == pytest.approx(a.num_surface_points / 4, rel=0.05)
+    coarse = RobotSelfFilter(panda, spacing_m=0.016)  # the arm's; the tool's follows its margin
+    assert (~coarse.on_tool).sum() == pytest.approx((~a.on_tool).sum() / 4, rel=0.05)
+    assert coarse.on_tool.sum() == pytest.approx(a.on_tool.sum(), rel=0.05)
     # every sample has a neighbour about one spacing away
     gaps = cKDTree(a.surface_points(HOME)).query(a.surface_points(HOME), k=2)[0][:, 1]
     assert np.median(gaps) < a.spacing_m
@@ -204,6 +247,40 @@ def simulated() -> Iterator[tuple[World, CameraRig]]:
         yield world, rig
     finally:
         rig.close()
+
+
+@pytest.fixture(scope="module")
+def sim_tool_margin_m(config_dir: Path) -> float:
+    """The tool margin the simulator's profile runs with (config/nodes/perception_node.yaml)."""
+    parameters = read_yaml(config_dir / "nodes" / "perception_node.yaml")["/**"]["ros__parameters"]
+    return float(parameters["self_filter_tool_margin_m"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("camera", [SCENE_CAMERA, WRIST_CAMERA])
+def test_off_centre_simulated_fingers_are_masked_from_the_joint_states(
+    simulated: tuple[World, CameraRig], panda: RobotDescription, sim_tool_margin_m: float, camera: str
+) -> None:
+    """As after the bench's off-centre grasp of the cube: the left finger pressed 2 mm past the
+    centre line, the right one 3.8 cm out. With the finger joints of the simulator's joint states
+    the hand is masked whole at the simulator's tight tool margin; the width alone misses it."""
+    world, rig = simulated
+    world.data.qpos[world.robot.arm_qpos] = POSES["reach_left"][0]
+    world.data.qpos[world.robot.finger_qpos] = [-0.002, -0.038]
+    mujoco.mj_forward(world.model, world.data)
+    joints = world.joint_states()
+    fingers = {name: joints[name] for name in panda.gripper_joints}  # the URDF's names, each >= 0 from the centre
+    assert sum(fingers.values()) == pytest.approx(world.gripper_width())
+    frame = rig.render(world.data, camera, rgb=False)
+    points, labels = points_by_label(frame.depth, frame.segmentation, frame.K, frame.world_from_camera)
+    robot = labels == next(i for i, name in frame.labels.items() if name == "robot")
+    self_filter = RobotSelfFilter(panda, tool_margin_m=sim_tool_margin_m)
+    mask = self_filter.mask(points, joints, gripper_width_m=world.gripper_width())
+    assert mask[robot].mean() >= 0.99
+    assert not mask[~robot].any()
+    if camera == WRIST_CAMERA:  # it sees the fingers up close
+        arm_only = {name: joints[name] for name in ARM_JOINTS}
+        assert self_filter.mask(points, arm_only, gripper_width_m=world.gripper_width())[robot].mean() < 0.95
 
 
 @pytest.mark.slow

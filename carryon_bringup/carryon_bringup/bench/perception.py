@@ -6,7 +6,7 @@ Frames (carryon_sim.harness.perception_frames): the food_serving and safety scen
 set-ups (arm occluding objects, an object carried, carrot / cube in the bowl, the cover on
 and lifted, an obstacle placed on the path). Each frame names its target (the object the
 subtask acts on; none for the arm-occlusion set-ups) and what the gripper holds. Perception
-gets RGB-D without the truth segmentation, the arm's joints and the gripper width; one
+gets RGB-D without the truth segmentation, the joint states (arm and fingers) and the gripper width; one
 fresh perception per sequence (an episode, or one set-up frame). Metrics, per camera
 (scene, wrist), computed in carryon_bringup.bench.perception_metrics:
 

@@ -2,11 +2,15 @@
 
 The robot's collision geometry (the URDF's `<collision>` meshes and primitives, read with
 Pinocchio) is sampled once into surface points in each geometry's own frame, about
-`spacing_m` apart. For a joint configuration those points are posed with Pinocchio's
-forward kinematics and the URDF base pose in `world` (`RobotDescription.base_xyz` /
-`base_rpy`); a camera point is the robot's when it lies within `margin_m` of them. Only the
-robot model and its joint states are used, never a simulator's ground truth, so the same
-filter runs on the real arm.
+`spacing_m` apart (the tool end denser, see `RobotSelfFilter`). For a joint configuration
+those points are posed with Pinocchio's forward kinematics and the URDF base pose in `world`
+(`RobotDescription.base_xyz` / `base_rpy`); a camera point is the robot's when it lies within
+`margin_m` of them (`tool_margin_m` at the tool end). Each finger is posed from its own joint
+position when joint_states carries it: a gripper whose fingers move independently (the
+simulated one) is not symmetric about the hand after an off-centre grasp, and a finger
+posed from the width alone can be centimetres from the real one. Only the robot model and
+its joint states are used, never a simulator's ground truth, so the same filter runs on
+the real arm.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ BoolArray = npt.NDArray[np.bool_]
 DEFAULT_MARGIN_M = 0.02
 DEFAULT_TOOL_MARGIN_M = 0.012
 DEFAULT_SPACING_M = 0.008
+TOOL_SAMPLES_PER_MARGIN = 2.0  # the tool end is sampled at most tool_margin_m / this apart
 
 
 class MissingJoints(CarryOnError, KeyError):
@@ -142,8 +147,11 @@ class RobotSelfFilter:
     width, base pose in `world`); `spacing_m` is the distance between surface samples and
     `margin_m` how far from the sampled surface a point still counts as the robot's
     (metres); `tool_margin_m` the same for the tool end (the link of `tool_frame` and the
-    fingers), tighter so that an object next to the fingers stays visible. Sampling is
-    deterministic for a `seed`. Not thread-safe: calls share one Pinocchio data buffer."""
+    fingers), tighter so that an object next to the fingers stays visible. The tool end is
+    sampled at most `tool_margin_m / 2` apart (`TOOL_SAMPLES_PER_MARGIN`), so a tight margin
+    still covers its whole surface: a point of the surface has no sample within the margin
+    with a chance of about exp(-4 pi), 4e-6. Sampling is deterministic for a `seed`. Not
+    thread-safe: calls share one Pinocchio data buffer."""
 
     def __init__(
         self,
@@ -183,13 +191,6 @@ class RobotSelfFilter:
         self.open_width_m = float(description.gripper_open_width_m)
         self._slot = {name: self._joint_slot(name, urdf) for name in (*self.arm_joints, *self.gripper_joints)}
 
-        rng = np.random.default_rng(seed)
-        parts = [sample_geometry(obj.geometry, spacing_m, rng, obj.name) for obj in self.geometry.geometryObjects]
-        if not parts or sum(len(p) for p in parts) == 0:
-            raise ConfigError(f"robot self-filter: URDF {urdf} has no collision geometry to sample")
-        bounds = np.cumsum([0] + [len(p) for p in parts])
-        self._ranges = list(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True))
-        self._local: FloatArray = np.concatenate(parts)  # (S, 3), each block in its geometry's frame
         # The tool end (the link the tool frame hangs on, and the fingers) gets the tighter
         # margin: it is what comes close to objects, and an obstacle point within a
         # generous margin of the fingers would vanish from the shield's view.
@@ -197,12 +198,20 @@ class RobotSelfFilter:
             raise ConfigError(f"robot self-filter: tool frame {description.tool_frame!r} is not in {urdf.name}")
         tool_joints = {int(self.model.frames[self.model.getFrameId(description.tool_frame)].parentJoint)}
         tool_joints |= {self.model.getJointId(name) for name in self.gripper_joints}
-        self._tool = np.concatenate(
-            [
-                np.full(len(p), int(obj.parentJoint) in tool_joints)
-                for p, obj in zip(parts, self.geometry.geometryObjects, strict=True)
-            ]
-        )
+        on_tool = [int(obj.parentJoint) in tool_joints for obj in self.geometry.geometryObjects]
+        self.tool_spacing_m = min(self.spacing_m, self.tool_margin_m / TOOL_SAMPLES_PER_MARGIN)
+
+        rng = np.random.default_rng(seed)
+        parts = [
+            sample_geometry(obj.geometry, self.tool_spacing_m if tool else spacing_m, rng, obj.name)
+            for obj, tool in zip(self.geometry.geometryObjects, on_tool, strict=True)
+        ]
+        if not parts or sum(len(p) for p in parts) == 0:
+            raise ConfigError(f"robot self-filter: URDF {urdf} has no collision geometry to sample")
+        bounds = np.cumsum([0] + [len(p) for p in parts])
+        self._ranges = list(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True))
+        self._local: FloatArray = np.concatenate(parts)  # (S, 3), each block in its geometry's frame
+        self._tool = np.concatenate([np.full(len(p), tool) for p, tool in zip(parts, on_tool, strict=True)])
 
     def _joint_slot(self, name: str, urdf: Path) -> tuple[int, int, float, float]:
         """(index into q, nq, lower, upper) of a one-variable joint, or two for an unbounded revolute."""
@@ -230,20 +239,22 @@ class RobotSelfFilter:
         """Pinocchio configuration (nq,) for joint positions by name (radians / metres).
 
         Every arm joint must be given (else `MissingJoints`). A finger joint is taken from
-        `joints` when present, else set to `gripper_width_m / 2` (finger positions add up
-        to the width), else to the open width / 2; clipped to its limits. Other joints of
-        the URDF stay at their neutral position."""
+        `joints` when present, as measured (a simulated finger pressed a little past its
+        limit is where it is), else set to `gripper_width_m / 2` (finger positions add up to
+        the width; right for a gripper whose fingers are coupled, like the Panda hand), else
+        to the open width / 2, then clipped to its limits. Other joints of the URDF stay at
+        their neutral position."""
         missing = [name for name in self.arm_joints if name not in joints]
         if missing:
             raise MissingJoints(missing, list(joints))
         q: FloatArray = pin.neutral(self.model)
         width = self.open_width_m if gripper_width_m is None else float(gripper_width_m)
         for name, (index, nq, lower, upper) in self._slot.items():
-            value = float(joints[name]) if name in joints else 0.5 * width
+            value = float(joints[name]) if name in joints else float(np.clip(0.5 * width, lower, upper))
             if nq == 2:  # unbounded revolute: (cos, sin)
                 q[index : index + 2] = np.cos(value), np.sin(value)
             else:
-                q[index] = value if name in self.arm_joints else np.clip(value, lower, upper)
+                q[index] = value
         return q
 
     def surface_points(self, joints: Mapping[str, float], gripper_width_m: float | None = None) -> FloatArray:

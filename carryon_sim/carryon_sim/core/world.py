@@ -23,6 +23,9 @@ from carryon_sim.core.scene import TABLE_TOP_Z, TABLE_X, TABLE_Y, PerturbationSp
 
 ARM_JOINTS = tuple(f"panda_joint{i}" for i in range(1, 8))
 FINGER_JOINTS = ("panda_gripper_finger_joint1", "panda_gripper_finger_joint2")
+# The finger joints as the Panda's URDF (config/robot/panda.yaml) and franka_ros name them in
+# joint_states: each finger's distance from the hand's centre line, metres, >= 0.
+URDF_FINGER_JOINTS = ("panda_finger_joint1", "panda_finger_joint2")
 EE_SITE = "panda_gripper_grip_site"  # tool centre point between the fingertips
 SCENE_CAMERA = "scene_camera"
 WRIST_CAMERA = "panda_eye_in_hand"
@@ -215,6 +218,22 @@ class World:
     def arm_q(self) -> npt.NDArray[np.float64]:
         """Arm joint positions, radians."""
         return np.array(self.data.qpos[self.robot.arm_qpos], dtype=np.float64)
+
+    def finger_q(self) -> npt.NDArray[np.float64]:
+        """Each finger's distance from the hand's centre line (`URDF_FINGER_JOINTS` order), metres.
+        The simulated fingers are driven apart (no coupling like the real hand's), so an
+        off-centre grasp leaves them unequal: one finger may be near the centre line and the
+        other fully out while the width is the same."""
+        q = self.data.qpos[self.robot.finger_qpos]
+        return np.array([q[0], -q[1]], dtype=np.float64)
+
+    def joint_states(self) -> dict[str, float]:
+        """Arm (radians) and finger (metres, see `finger_q`) positions by the URDF's joint
+        names: what the arm's joint_states carries, and what the robot self-filter needs to
+        pose each finger where it is."""
+        names = (*ARM_JOINTS, *URDF_FINGER_JOINTS)
+        values = (*self.arm_q().tolist(), *self.finger_q().tolist())
+        return dict(zip(names, values, strict=True))
 
     def set_arm_target(self, q: npt.NDArray[np.float64]) -> None:
         """Joint position targets for the 7 arm joints, radians (clipped to joint limits)."""

@@ -41,7 +41,7 @@ from carryon_sim.core.ik import ArmIk
 from carryon_sim.core.objects import Role
 from carryon_sim.core.predicates import covered_by, inside_of
 from carryon_sim.core.scene import TABLE_TOP_Z, PerturbationSpec, Scene, load_scene, scenes_dir
-from carryon_sim.core.world import ARM_JOINTS, HOME_Q, World
+from carryon_sim.core.world import HOME_Q, World
 from carryon_sim.harness.episodes import Task, run_episode
 from carryon_sim.harness.shield_gate import CAMERAS
 from carryon_sim.harness.stand_in.scripts import stand_in_script
@@ -65,7 +65,8 @@ HAND_ABOVE_TCP_M = 0.08  # the hand's palm above the tool centre point (fingerti
 @dataclass(frozen=True)
 class PerceptionFrame:
     """One evaluation frame. `cameras`: by consumer name (`scene`, `wrist`), with truth
-    segmentation; `joints`: arm joint positions by name, radians; `gripper_path`: (N, 3)
+    segmentation; `joints`: arm (radians) and finger (metres from the centre line) joint
+    positions by the URDF's names, as joint_states carries them; `gripper_path`: (N, 3)
     polyline (N >= 1) the tool centre point follows from now, metres, `world`;
     `sequence`: frames of one sequence are consecutive in time (one perception instance
     may track through them); `held`: objects between the fingers (truth); `target`: the
@@ -154,7 +155,7 @@ class _Camera:
             situations=situations(world, cameras["scene"], held),
             stamp_s=world.time,
             cameras=cameras,
-            joints=dict(zip(ARM_JOINTS, (float(q) for q in world.arm_q()), strict=True)),
+            joints=world.joint_states(),
             gripper_width_m=world.gripper_width(),
             gripper_path=np.asarray(path, dtype=np.float64).reshape(-1, 3),
             held=held,
