@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import array
+
+from sensor_msgs.msg import CompressedImage
+
 from carryon_common.convert import time_from_msg, time_to_msg
-from carryon_interfaces.msg import MemoryChange, MemoryFact, SceneLocation
+from carryon_interfaces.msg import MemoryChange, MemoryFact, ReferenceImage, SceneLocation
 from carryon_interfaces.msg import SceneUpdate as SceneUpdateMsg
-from carryon_memory.core.types import Change, Fact, Location, SceneOp, SceneUpdate
+from carryon_memory.core.types import Change, Fact, Location, SceneOp, SceneUpdate, StoredImage
 
 
 def fact_from_msg(msg: MemoryFact) -> Fact:
@@ -57,4 +61,16 @@ def change_to_msg(change: Change) -> MemoryChange:
         previous_value=change.previous_value,
         new_value=change.new_value,
         source=change.source,
+    )
+
+
+def stored_image_to_msg(image: StoredImage) -> ReferenceImage:
+    """A remembered image with its encoded bytes (CompressedImage format 'png' / 'jpeg')."""
+    return ReferenceImage(
+        user_id=image.user_id,
+        entity=image.entity,
+        key=image.key,
+        path=image.path,
+        # array.array: the message takes it as is (bytes would be checked value by value)
+        image=CompressedImage(format=image.image_format, data=array.array("B", image.data)),
     )

@@ -2,7 +2,8 @@
 
 Services (relative names, see carryon_common.core.names): memory/get_context,
 memory/update_user, memory/update_scene, memory/remember_image, memory/history (which
-also restores a version). Every committed change is published on memory/changed.
+also restores a version), memory/get_reference_images (the remembered images with their
+bytes, for perception's catalog). Every committed change is published on memory/changed.
 
 The Markdown store (`carryon_memory.core.store.MemoryStore`) is injected; by default it
 is built from the parameters. Reads run concurrently on the node's reentrant group;
@@ -31,7 +32,14 @@ from carryon_common.core.errors import CarryOnError
 from carryon_common.core.status import NodeState, ServiceStatus, implemented
 from carryon_common.node import CarryOnNode, run_node
 from carryon_interfaces.msg import MemoryChange, MemoryFact, SceneLocation
-from carryon_interfaces.srv import GetContext, MemoryHistory, RememberImage, UpdateScene, UpdateUser
+from carryon_interfaces.srv import (
+    GetContext,
+    GetReferenceImages,
+    MemoryHistory,
+    RememberImage,
+    UpdateScene,
+    UpdateUser,
+)
 from carryon_memory import convert
 from carryon_memory.core.config import MemoryConfig, resolve_seed_dir
 from carryon_memory.core.errors import InvalidArgument, LockTimeout, NotFound, ReadOnly
@@ -46,6 +54,7 @@ CAPABILITIES = (
     implemented("memory.update_scene", "observation-driven scene updates: set contents, move or remove an item"),
     implemented("memory.remember_image", "PNG/JPEG reference images stored as entity attributes"),
     implemented("memory.history", "journal of every change; restore a version (recorded as a new change)"),
+    implemented("memory.reference_images", "remembered images with their bytes, for perception's object catalog"),
 )
 
 # Store errors -> service status. Anything else is an internal error (logged with its traceback).
@@ -124,6 +133,12 @@ class MemoryNode(CarryOnNode):
         self.create_service(UpdateScene, names.MEMORY_UPDATE_SCENE, self._on_update_scene, callback_group=writes)
         self.create_service(RememberImage, names.MEMORY_REMEMBER_IMAGE, self._on_remember_image, callback_group=writes)
         self.create_service(MemoryHistory, names.MEMORY_HISTORY, self._on_history, callback_group=writes)
+        self.create_service(
+            GetReferenceImages,
+            names.MEMORY_GET_REFERENCE_IMAGES,
+            self._on_get_reference_images,
+            callback_group=self.service_group,
+        )
         if config.rescan_period_s > 0.0:
             self.create_timer(
                 config.rescan_period_s, self.refresh_health, callback_group=MutuallyExclusiveCallbackGroup()
@@ -273,6 +288,26 @@ class MemoryNode(CarryOnNode):
             return f"image stored as {path} ({request.entity}.{request.key} of {request.user_id!r})"
 
         return self._answer(response, "remember_image", handle)
+
+    def _on_get_reference_images(
+        self, request: GetReferenceImages.Request, response: GetReferenceImages.Response
+    ) -> GetReferenceImages.Response:
+        def handle() -> str:
+            found = self.store.reference_images(request.user_id)
+            response.images = [convert.stored_image_to_msg(image) for image in found.images]
+            response.left_out = [str(problem) for problem in found.problems]
+            response.version = found.version
+            whose = f"user {request.user_id!r}" if request.user_id else "every user"
+            size = sum(len(image.data) for image in found.images)
+            message = f"{_plural(len(found.images), 'image')} of {whose} ({size} bytes), version {found.version}"
+            if found.problems:
+                shown = "; ".join(str(p) for p in found.problems[:_MAX_PROBLEMS_SHOWN])
+                more = len(found.problems) - _MAX_PROBLEMS_SHOWN
+                message += f"; {_plural(len(found.problems), 'image')} left out: {shown}"
+                message += f" (+{more} more)" if more > 0 else ""
+            return message
+
+        return self._answer(response, "get_reference_images", handle)
 
     def _on_history(self, request: MemoryHistory.Request, response: MemoryHistory.Response) -> MemoryHistory.Response:
         def handle() -> str:

@@ -8,7 +8,7 @@ import pytest
 
 from carryon_interfaces.msg import SceneUpdate as SceneUpdateMsg
 from carryon_memory import convert
-from carryon_memory.core.types import Change, Fact, Location, SceneOp
+from carryon_memory.core.types import Change, Fact, Location, SceneOp, StoredImage
 from carryon_memory.node import MemoryDirError, ensure_memory_dir
 
 
@@ -48,3 +48,12 @@ def test_changes_and_scene_updates_convert() -> None:
         SceneOp.MOVE_ITEM, "dining_table", "carrot", 12.0, "judge"
     )  # fmt: skip
     assert convert.scene_update_from_msg(SceneUpdateMsg(op=9)).op == 9  # left for the store to reject by index
+
+
+def test_a_stored_image_becomes_a_reference_image_message_with_its_bytes() -> None:
+    data = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+    msg = convert.stored_image_to_msg(StoredImage("alice", "mug", "image", "images/alice/mug.png", "png", data))
+    assert (msg.user_id, msg.entity, msg.key, msg.path, msg.image.format) == (
+        "alice", "mug", "image", "images/alice/mug.png", "png"
+    )  # fmt: skip
+    assert bytes(msg.image.data) == data

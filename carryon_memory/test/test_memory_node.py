@@ -15,7 +15,15 @@ from carryon_common.calls import RosSession
 from carryon_common.convert import msg_to_health
 from carryon_common.core.status import NodeState
 from carryon_interfaces.msg import MemoryChange, MemoryFact, SceneUpdate
-from carryon_interfaces.srv import GetContext, GetStatus, MemoryHistory, RememberImage, UpdateScene, UpdateUser
+from carryon_interfaces.srv import (
+    GetContext,
+    GetReferenceImages,
+    GetStatus,
+    MemoryHistory,
+    RememberImage,
+    UpdateScene,
+    UpdateUser,
+)
 from carryon_memory.node import MemoryNode
 
 REPO = Path(__file__).resolve().parents[2]
@@ -86,6 +94,13 @@ def test_services_round_trip_with_changes_published(ros, tmp_path: Path, wait_un
                  image=CompressedImage(format="png", data=list(data.getvalue())))  # fmt: skip
         assert r.status == ok and r.path.startswith("images/alice/mug-reference_image-"), r.message
         assert (node.memory_dir / r.path).read_bytes() == data.getvalue()
+        image_path = r.path
+        r = call(session, GetReferenceImages, "get_reference_images", user_id="")
+        assert r.status == ok and r.version == 8 and list(r.left_out) == [], r.message
+        assert [(i.user_id, i.entity, i.key, i.image.format) for i in r.images] == [
+            ("alice", "mug", "reference_image", "png")
+        ]  # fmt: skip
+        assert (r.images[0].path, bytes(r.images[0].image.data)) == (image_path, data.getvalue())
     assert wait_until(lambda: len(changes) == 8, 5.0)
     assert [c.version for c in changes] == list(range(1, 9))
     assert changes[1].previous_value == "vegetarian" and changes[1].source == "dialogue:r2"
@@ -106,6 +121,7 @@ def test_services_round_trip_with_changes_published(ros, tmp_path: Path, wait_un
         (RememberImage, "remember_image", {"user_id": "alice", "entity": "mug", "key": "k",
                                            "image": CompressedImage(format="png", data=list(b"GIF89a"))}, 1,
          "magic bytes"),
+        (GetReferenceImages, "get_reference_images", {"user_id": "Alice"}, 1, "did you mean 'alice'"),
     ],
 )  # fmt: skip
 def test_errors_become_statuses_with_reasons(ros, tmp_path: Path, srv, name, fields, status, match) -> None:  # type: ignore[no-untyped-def]

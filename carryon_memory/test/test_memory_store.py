@@ -294,6 +294,55 @@ def test_bad_images_are_rejected(tmp_path: Path, image_format: str, data: bytes,
     assert not (store.root / "users/alice.md").exists()
 
 
+def test_reference_images_are_served_with_their_bytes(store: MemoryStore) -> None:
+    mug, _ = store.remember_image(
+        "alice", entity="mug", key="reference_image", image_format="png", data=png(), source="op", now=1.0
+    )
+    cup, _ = store.remember_image(
+        "bob", entity="cup", key="photo", image_format="jpeg", data=jpeg(), source="op", now=2.0
+    )
+    store.update_user("alice", [Fact("diet", "preference", "vegan")], "op", 3.0)  # not an image
+    found = store.reference_images()
+    assert [(i.user_id, i.entity, i.key, i.path, i.image_format) for i in found.images] == [
+        ("alice", "mug", "reference_image", mug, "png"), ("bob", "cup", "photo", cup, "jpeg")
+    ]  # fmt: skip
+    assert [i.data for i in found.images] == [png(), jpeg()]
+    assert (found.problems, found.version) == ((), 3)
+    assert [i.entity for i in store.reference_images("bob").images] == ["cup"]
+    assert store.reference_images("carol").images == ()  # an unknown user has none
+    with pytest.raises(InvalidArgument, match="user id"):
+        store.reference_images("../alice")
+
+
+def test_an_image_fact_whose_file_is_unusable_is_left_out_and_named(tmp_path: Path) -> None:
+    store = MemoryStore(tmp_path / "memory", max_image_bytes=1000)
+    kept, _ = store.remember_image(
+        "alice", entity="mug", key="image", image_format="png", data=png(), source="op", now=1.0
+    )
+    gone, _ = store.remember_image(
+        "alice", entity="cup", key="image", image_format="jpeg", data=jpeg(), source="op", now=2.0
+    )
+    (store.root / gone).unlink()
+    big, _ = store.remember_image(
+        "alice", entity="pot", key="image", image_format="png", data=png(), source="op", now=3.0
+    )
+    (store.root / big).write_bytes(png() + b"\0" * 1000)  # grew on disk after it was checked
+    (store.root / "images/bob").mkdir()
+    (store.root / "images/bob/x.png").write_bytes(png())
+    facts = [Fact("plate", "image", "images/bob/x.png"), Fact("bowl", "image", "images/alice/../../etc/passwd")]
+    store.update_user("alice", facts, "hand edit", 4.0)
+    found = store.reference_images()
+    assert [i.path for i in found.images] == [kept]
+    assert [str(p) for p in found.problems] == [
+        f"users/alice.md: cup.image: {gone} does not exist; left out",
+        f"users/alice.md: pot.image: {big} is {len(png()) + 1000} bytes, more than max_image_bytes=1000; left out",
+        "users/alice.md: plate.image: 'images/bob/x.png' is not an image path of this user "
+        "(images/alice/<name>.png|jpg); left out",
+        "users/alice.md: bowl.image: 'images/alice/../../etc/passwd' is not an image path of this user "
+        "(images/alice/<name>.png|jpg); left out",
+    ]
+
+
 # -- corrupt files ----------------------------------------------------------------------------
 def test_a_corrupt_file_is_served_read_only_and_never_overwritten(tmp_path: Path) -> None:
     root = tmp_path / "memory"

@@ -9,8 +9,9 @@ from sensor_msgs.msg import Image, JointState
 
 from carryon_common.convert import image_msg, labels_msg
 from carryon_interfaces.msg import PerceivedObject as PerceivedObjectMsg
-from carryon_interfaces.msg import PerceivedScene, SegmentationLabels
+from carryon_interfaces.msg import PerceivedScene, ReferenceImage, SegmentationLabels
 from carryon_interfaces.msg import SupportPlane as SupportPlaneMsg
+from carryon_perception.core import references
 from carryon_perception.core.types import CameraSegmentation, FloatArray, PerceivedObject, SupportPlane
 
 WORLD_FRAME = "world"
@@ -82,3 +83,14 @@ def scene_msg(
     msg.header.stamp = stamp
     msg.header.frame_id = WORLD_FRAME
     return msg
+
+
+def reference_image_from_msg(msg: ReferenceImage) -> references.ReferenceImage:
+    return references.ReferenceImage(
+        user_id=msg.user_id,
+        entity=msg.entity,
+        key=msg.key,
+        path=msg.path,
+        image_format=msg.image.format,
+        data=bytes(msg.image.data),
+    )

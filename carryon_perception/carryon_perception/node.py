@@ -16,11 +16,21 @@ malformed or older than `max_image_age_s` is left out and named in the diagnosti
 perception/scene, in the log and in `carryon status`, state degraded); with no joint states
 nothing is published (the robot could not be told from obstacles), so consumers see stale
 masks and fail closed.
+
+Reference images from user memory (core/references.py): the node asks memory_node for them
+(memory/get_reference_images) at start-up, retrying every few seconds until it answers, and
+again after each memory/changed that concerns an image; the labeller built with them takes
+over at the next perception step. Requests never block: they are sent and polled on their
+own callback group, and perception runs with the catalog it has meanwhile. The entities
+that gained images are listed in the status; an image left out (corrupt, missing, a reserved
+name) is named in the log and the status (degraded) until memory changes.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -33,11 +43,13 @@ from std_msgs.msg import Float64
 from carryon_common import convert as common_convert
 from carryon_common.core import names
 from carryon_common.core.clouds import CameraView, ObservationUnusable
-from carryon_common.core.status import NodeState, implemented
+from carryon_common.core.status import NodeState, ServiceStatus, implemented
 from carryon_common.node import CarryOnNode, run_node
-from carryon_interfaces.msg import PerceivedScene, SegmentationLabels
+from carryon_interfaces.msg import MemoryChange, PerceivedScene, SegmentationLabels
+from carryon_interfaces.srv import GetReferenceImages
 from carryon_perception import convert
-from carryon_perception.core.build import build_perception
+from carryon_perception.core import references
+from carryon_perception.core.build import CatalogLabeller, build_perception
 from carryon_perception.core.config import PerceptionConfig
 from carryon_perception.core.tabletop import TabletopPerception
 
@@ -45,8 +57,13 @@ CAPABILITIES = (
     implemented("perception.segmentation", "labelled instance segmentation per camera, ids stable across frames"),
     implemented("perception.objects", "fused objects with support and region, support planes (perception/scene)"),
     implemented("perception.self_filter", "the robot removed from its model posed by the joint states"),
+    implemented("perception.reference_images", "user-memory photos of entities added to the object catalog"),
 )
 _INPUTS = {"color": Image, "depth": Image, "camera_info": CameraInfo, "pose": PoseStamped}
+_REFERENCES_POLL_S = 0.2  # how often the reference-image request is sent / its answer looked at, s
+_REFERENCES_RETRY_S = 2.0  # wait before asking memory again after no answer or an error, s
+_REFERENCES_TIMEOUT_S = 10.0  # an answer this late is given up (and asked for again), s
+_MAX_SHOWN = 3  # reference problems named in the status (all are logged)
 
 
 class PerceptionNode(CarryOnNode):
@@ -74,7 +91,110 @@ class PerceptionNode(CarryOnNode):
         self.scene_pub = self.create_publisher(PerceivedScene, names.PERCEPTION_SCENE, 10)
         self.create_timer(1.0 / cfg.rate_hz, self._on_tick, callback_group=MutuallyExclusiveCallbackGroup())
         self.frames = 0
-        self.set_ready()
+        self._init_references()
+        self._report([])
+
+    # -- reference images from user memory ------------------------------------------------
+    def _init_references(self) -> None:
+        labeller = self.perception.labeller
+        self._base_labeller = labeller if isinstance(labeller, CatalogLabeller) else None
+        self._pending_labeller: CatalogLabeller | None = None  # taken over at the next perception step
+        self._status_lock = threading.RLock()  # the perception step and the reference answers both report
+        self.references: references.References | None = None  # the last set applied
+        self._reference_problems: list[str] = []
+        self._reference_note = "reference images from memory: waiting for memory_node"
+        if self._base_labeller is None:
+            self._reference_note = f"reference images from memory: not used (backend {self.perception.name})"
+            return
+        group = MutuallyExclusiveCallbackGroup()
+        self._memory = self.create_client(GetReferenceImages, names.MEMORY_GET_REFERENCE_IMAGES, callback_group=group)
+        self._request: tuple[Any, float] | None = None  # (future, monotonic time sent)
+        self._refresh_wanted = True
+        self._next_try = 0.0
+        self._changes = self.create_subscription(
+            MemoryChange, names.MEMORY_CHANGED, self._on_memory_change, 100, callback_group=group
+        )
+        self._change_publishers = 0
+        self.create_timer(_REFERENCES_POLL_S, self._on_references_tick, callback_group=group)
+
+    def _on_memory_change(self, msg: MemoryChange) -> None:
+        if references.concerns_reference_images(msg.file, msg.key, msg.previous_value, msg.new_value):
+            self._refresh_wanted = True
+            self._next_try = 0.0
+
+    def _on_references_tick(self) -> None:
+        now = time.monotonic()
+        publishers = self._changes.get_publisher_count()
+        if publishers > self._change_publishers:
+            # memory/changed newly matched (memory_node started or restarted): a change made
+            # before the match was never heard, so ask again
+            self._refresh_wanted = True
+        self._change_publishers = publishers
+        if self._request is not None:
+            future, sent = self._request
+            if future.done():
+                self._request = None
+                self._on_references_answer(future)
+            elif now - sent > _REFERENCES_TIMEOUT_S:
+                self._memory.remove_pending_request(future)
+                self._request = None
+                self._retry(f"{names.MEMORY_GET_REFERENCE_IMAGES} did not answer within {_REFERENCES_TIMEOUT_S} s")
+            return
+        if not self._refresh_wanted or now < self._next_try:
+            return
+        if not self._memory.service_is_ready():
+            self._next_try = now + _REFERENCES_RETRY_S
+            return
+        self._refresh_wanted = False
+        self._request = (self._memory.call_async(GetReferenceImages.Request(user_id="")), now)
+
+    def _retry(self, why: str) -> None:
+        """Ask memory again after a pause; the catalog in use stays meanwhile."""
+        self._refresh_wanted = True
+        self._next_try = time.monotonic() + _REFERENCES_RETRY_S
+        self.get_logger().warning(f"reference images: {why}; asking again in {_REFERENCES_RETRY_S} s")
+        with self._status_lock:
+            self._reference_note = f"reference images from memory: {why}; retrying"
+            self._refresh_status()
+
+    def _on_references_answer(self, future: Any) -> None:
+        if future.exception() is not None:
+            self._retry(f"{names.MEMORY_GET_REFERENCE_IMAGES} failed: {future.exception()}")
+            return
+        response = future.result()
+        if response.status != int(ServiceStatus.OK):
+            status = next((s.name for s in ServiceStatus if s == response.status), str(response.status))
+            self._retry(f"memory_node answered {status}: {response.message}")
+            return
+        assert self._base_labeller is not None
+        try:
+            found = references.add_references(
+                self._base_labeller.catalog, [convert.reference_image_from_msg(m) for m in response.images]
+            )
+            labeller = references.labeller_with_references(self._base_labeller, found)
+        except Exception as exc:  # noqa: BLE001 - a bug here must not stop perception: keep the catalog in use
+            self.get_logger().error(f"reference images not applied: {exc}\n{traceback.format_exc()}")
+            with self._status_lock:
+                self._reference_problems = [f"not applied ({type(exc).__name__}: {exc}); the catalog in use stays"]
+                self._refresh_status()
+            return
+        with self.lock:
+            self._pending_labeller = labeller
+        left_out = [*response.left_out, *found.problems]
+        for problem in left_out:
+            self.get_logger().warning(f"reference image left out: {problem}")
+        with self._status_lock:
+            self._reference_problems = left_out
+            self._reference_note = f"{found.summary()} (memory version {response.version})"
+            self._refresh_status()
+        self.get_logger().info(self._reference_note)
+        self.references = found
+
+    def _take_pending_labeller(self) -> None:
+        with self.lock:
+            labeller, self._pending_labeller = self._pending_labeller, None
+        if labeller is not None:
+            self.perception.labeller = labeller
 
     def _keeper(self, camera: str, stream: str) -> Callable[[Any], None]:
         def keep(msg: Any) -> None:
@@ -110,6 +230,7 @@ class PerceptionNode(CarryOnNode):
         return views, depths, problems
 
     def _on_tick(self) -> None:
+        self._take_pending_labeller()  # between frames: every camera of a frame is labelled alike
         now = self.now_s()
         views, depths, problems = self.views(now)
         fresh = [v for v in views if depths[v.camera] is not self._last_depth.get(v.camera)]
@@ -144,11 +265,23 @@ class PerceptionNode(CarryOnNode):
         self.frames += 1
         self._report(diagnostics)
 
+    def _refresh_status(self) -> None:
+        """The status again with the last frame's problems (the reference images changed)."""
+        self._report(self._frame_problems)
+
     def _report(self, problems: list[str]) -> None:
-        if problems:
-            self.set_state(NodeState.DEGRADED, "; ".join(problems))
-        else:
-            self.set_ready()
+        """Degraded naming the frame's problems and any reference image left out, else ready;
+        either way the message ends with which entities have reference images."""
+        with self._status_lock:
+            self._frame_problems = problems
+            left_out = self._reference_problems
+            if left_out:
+                more = f" (+{len(left_out) - _MAX_SHOWN} more, see the log)" if len(left_out) > _MAX_SHOWN else ""
+                problems = [*problems, f"reference images left out: {'; '.join(left_out[:_MAX_SHOWN])}{more}"]
+            if problems:
+                self.set_state(NodeState.DEGRADED, "; ".join([*problems, self._reference_note]))
+            else:
+                self.set_state(NodeState.READY, f"ready; {self._reference_note}")
 
 
 def main() -> int:

@@ -39,8 +39,12 @@ MEMORY_GET_CONTEXT = "memory/get_context"  # srv GetContext
 MEMORY_UPDATE_USER = "memory/update_user"  # srv UpdateUser
 MEMORY_UPDATE_SCENE = "memory/update_scene"  # srv UpdateScene
 MEMORY_REMEMBER_IMAGE = "memory/remember_image"  # srv RememberImage
+MEMORY_GET_REFERENCE_IMAGES = "memory/get_reference_images"  # srv GetReferenceImages (perception's catalog)
 MEMORY_HISTORY = "memory/history"  # srv MemoryHistory
 MEMORY_CHANGED = "memory/changed"  # msg MemoryChange, one per committed change
+# A remembered image's fact value is its path under this folder of the memory directory
+# ("images/<user>/..."): memory/changed consumers tell image changes by it.
+MEMORY_IMAGES_DIR = "images"
 
 # Policy.
 RUN_POLICY = "policy/run"  # action RunPolicy

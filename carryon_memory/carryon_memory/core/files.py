@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from carryon_common.core.names import MEMORY_IMAGES_DIR
 from carryon_memory.core import validate
 from carryon_memory.core.errors import ReadOnly
 from carryon_memory.core.markdown import SectionDoc
@@ -25,7 +26,7 @@ from carryon_memory.core.scene import SCENE_FILE, locations
 from carryon_memory.core.types import Fact, Location, Problem
 
 USERS_DIR = "users"
-IMAGES_DIR = "images"
+IMAGES_DIR = MEMORY_IMAGES_DIR  # "images": memory/changed consumers tell image facts by it
 
 
 def user_file(user_id: str) -> str:

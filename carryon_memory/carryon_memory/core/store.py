@@ -36,14 +36,23 @@ from carryon_memory.core.files import (
     valid_file,
     writable,
 )
-from carryon_memory.core.images import check_image
+from carryon_memory.core.images import check_image, stored_image
 from carryon_memory.core.journal import HISTORY_DIR, Journal, sha256
 from carryon_memory.core.markdown import SectionDoc, fold
 from carryon_memory.core.render import estimate_tokens, ordered_facts, render_context
 from carryon_memory.core.scene import SCENE_FILE, SCENE_TITLE, apply_update, check_update, write_location
 from carryon_memory.core.scene import join_contents as _join
 from carryon_memory.core.transaction import Transaction, Writer
-from carryon_memory.core.types import Change, Context, Fact, Problem, SceneOp, SceneUpdate
+from carryon_memory.core.types import (
+    Change,
+    Context,
+    Fact,
+    Problem,
+    SceneOp,
+    SceneUpdate,
+    StoredImage,
+    StoredImages,
+)
 
 _SCENE_OPS = {SceneOp.SET_CONTENTS: "scene_set", SceneOp.MOVE_ITEM: "scene_move", SceneOp.REMOVE_ITEM: "scene_remove"}
 _SLUG = re.compile(r"[^a-z0-9_-]+")
@@ -186,6 +195,25 @@ class MemoryStore:
                 yield Fact(validate.entity(fact.entity), validate.key(fact.key), value, False, fact.source)
             except InvalidArgument as exc:
                 raise InvalidArgument(f"{where}: {exc}") from None
+
+    def reference_images(self, user_id: str = "") -> StoredImages:
+        """Every remembered reference image of `user_id` ("" = every user), with its bytes:
+        the facts whose value is an image path under images/<user>/ (what remember_image
+        records). A fact whose file is missing, larger than max_image_bytes or outside the
+        user's image folder is left out and named in `problems`. An unknown user has none."""
+        users = [validate.user_id(user_id)] if user_id else self.users()
+        version = self.version()
+        images: list[StoredImage] = []
+        problems: list[Problem] = []
+        for user in users:
+            loaded = self.load(user_file(user))
+            for fact in loaded.facts if loaded else ():
+                found = stored_image(self.root, user, fact, self.max_image_bytes)
+                if isinstance(found, StoredImage):
+                    images.append(found)
+                elif found is not None:
+                    problems.append(found)
+        return StoredImages(tuple(images), tuple(problems), version)
 
     def history(self, file: str = "", limit: int = 0) -> list[Change]:
         """Committed changes, newest first, of one file ("" = all), at most `limit` (0 = all)."""

@@ -120,3 +120,30 @@ class Context:
     chars: int
     tokens: int
     problems: tuple[Problem, ...] = ()
+
+
+@dataclass(frozen=True)
+class StoredImage:
+    """A remembered reference image as stored: the fact `entity.key` of `user_id` whose
+    value is `path` (relative to the memory folder, images/<user_id>/...);
+    `image_format` 'png' or 'jpeg' (from the file name); `data` the encoded file bytes,
+    not decoded here (they were checked when remembered)."""
+
+    user_id: str
+    entity: str
+    key: str
+    path: str
+    image_format: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class StoredImages:
+    """Every remembered image asked for (`MemoryStore.reference_images`): `images` ordered
+    by user, then as the user's file lists them; `problems` the image facts left out (file
+    missing, too large, not a path the store writes); `version` the store version the
+    answer was read at (the images are at least that new)."""
+
+    images: tuple[StoredImage, ...]
+    problems: tuple[Problem, ...]
+    version: int
