@@ -2,8 +2,10 @@
 
 Reads the rosbag2 (`bag/`) and the audit log (`audit.jsonl`) and writes
 * `metrics.json`: duration, the request's outcome, per-subtask state / attempts / time,
-  shield decisions by kind, recoveries, memory changes, unpermitted contacts (simulator),
-  and the audit log's entry count and last hash (to check its tail later:
+  shield decisions by kind, recoveries, memory changes, unpermitted contacts (simulator:
+  their count from `sim/truth`, and each one — mover → touched, when, during which
+  subtask, how hard — from sim_node's `contact_violations.jsonl`), and the audit log's
+  entry count and last hash (to check its tail later:
   `carryon audit verify audit.jsonl --last HASH`);
 * `report.png`: top-down tool path (tool positions from `ee_pose`) with the places the
   shield released only a prefix, retreated or rejected, the scene's objects, and a
@@ -25,6 +27,7 @@ from rosbags.rosbag2 import Reader
 
 from carryon_bringup.core.recorder import typestore_for
 from carryon_common.core.audit import verify
+from carryon_common.core.contact_rules import VIOLATIONS_FILE, Violation, read_violations
 from carryon_shield.core.gate import Decision
 
 _MARKERS = {"released_prefix": ("o", "tab:orange"), "retreat": ("^", "tab:red")}
@@ -36,6 +39,7 @@ class RunData:
     blocks: list[tuple[float, str, str]] = field(default_factory=list)  # (t, decision, reason)
     objects: dict[str, tuple[float, float]] = field(default_factory=dict)  # first seen x, y
     collisions: int | None = None
+    violations: list[Violation] = field(default_factory=list)  # sim_node's record, in start order
     audit: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -62,6 +66,8 @@ def read_run(run_dir: Path) -> RunData:
     audit = run_dir / "audit.jsonl"
     if audit.is_file():
         data.audit = [json.loads(line) for line in audit.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if (run_dir / VIOLATIONS_FILE).is_file():
+        data.violations = read_violations(run_dir / VIOLATIONS_FILE)
     return data
 
 
@@ -120,6 +126,55 @@ def _subtask_figures(span: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def subtask_objectives(audit: list[dict[str, Any]]) -> dict[str, str]:
+    """Subtask id -> its objective (or instruction) in the latest plan that has it."""
+    out: dict[str, str] = {}
+    for entry in audit:
+        if entry["kind"] != "plan":
+            continue
+        try:
+            steps = json.loads(entry["data"].get("plan", "")).get("subtasks", [])
+        except (json.JSONDecodeError, AttributeError):
+            continue
+        for step in steps:
+            if isinstance(step, dict) and step.get("id"):
+                out[str(step["id"])] = str(step.get("instruction") or step.get("objective") or "")
+    return out
+
+
+def violation_rows(data: RunData) -> list[dict[str, Any]]:
+    """Each unpermitted contact: mover, touched, start / end (simulation seconds), subtask
+    id and what it was doing, peak normal force (N)."""
+    doing = subtask_objectives(data.audit)
+    return [
+        {
+            "mover": v.mover,
+            "touched": v.touched,
+            "start_s": round(v.start_s, 2),
+            "end_s": None if v.end_s is None else round(v.end_s, 2),
+            "subtask": v.subtask_id,
+            "subtask_does": doing.get(v.subtask_id, ""),
+            "force_n": round(v.force_n, 2),
+        }
+        for v in data.violations
+    ]
+
+
+def violation_lines(figures: dict[str, Any]) -> list[str]:
+    """The unpermitted contacts in words, one a line (for report.md and `carryon report`)."""
+    lines = []
+    for v in figures["unpermitted_contact_list"]:
+        during = f"during {v['subtask']}" + (f" ({v['subtask_does']})" if v["subtask_does"] else "")
+        if not v["subtask"]:
+            during = "with no subtask set"
+        until = f"–{v['end_s']}" if v["end_s"] is not None else ""
+        lines.append(f"{v['mover']} → {v['touched']} at {v['start_s']}{until} s sim time {during}, {v['force_n']} N")
+    count, listed = figures["unpermitted_contacts"], len(figures["unpermitted_contact_list"])
+    if count is not None and count > listed:
+        lines.append(f"{count - listed} more counted by sim_node but not in {VIOLATIONS_FILE} (still under way?)")
+    return lines
+
+
 def metrics(data: RunData, run_dir: Path) -> dict[str, Any]:
     ends = [e for e in data.audit if e["kind"] == "plan.end"]
     times = [t for t, *_ in data.path] + [_time(e) for e in data.audit]
@@ -137,6 +192,7 @@ def metrics(data: RunData, run_dir: Path) -> dict[str, Any]:
         "shield_not_released_whole": dict(Counter(kind for _, kind, _ in data.blocks)),
         "memory_changes": sum(1 for e in data.audit if e["kind"] == "memory.change"),
         "unpermitted_contacts": data.collisions,
+        "unpermitted_contact_list": violation_rows(data),
         "audit_entries": check.entries if check else 0,
         "audit_ok": bool(check and check.ok),
         "audit_last_hash": check.last_hash if check else "",
@@ -224,6 +280,7 @@ def write_report(run_dir: Path) -> dict[str, Any]:
         f"{figures['memory_changes']} memory change(s)",
         f"* shield, chunks not released whole: {figures['shield_not_released_whole'] or 'none'}",
         f"* unpermitted contacts (simulator): {figures['unpermitted_contacts']}",
+        *(f"  * {line}" for line in violation_lines(figures)),
         f"* audit log: {figures['audit_entries']} entries, chain {'intact' if figures['audit_ok'] else 'BROKEN'}, "
         f"last hash `{figures['audit_last_hash']}`",
         "",

@@ -3,9 +3,11 @@
 The demo (`make demo`) is the paper's integrated scenario: a remembered vegetarian user
 asks "Serve me food"; the meat is refused and recorded in scene memory, the pink cover
 is opened, the carrot is served only if it is underneath, the shield blocks unsafe steps,
-an injected drop is recovered and the task resumes to the bowl. Each event is looked up
-in the run's audit log (the decisions) and its transcript (what the operator saw, the
-injected perturbation); the run folder must hold every artefact. Prints one line per
+an injected drop is recovered and the task resumes to the bowl, and nothing is touched
+that a subtask does not permit (the simulator's contact monitor, by the rules of
+carryon_common.core.contact_rules). Each event is looked up in the run's audit log (the
+decisions), its transcript (what the operator saw, the injected perturbation) and its
+report's metrics.json (the unpermitted contacts); the run folder must hold every artefact. Prints one line per
 event and writes `story.json`; exit status 0 only when every event is there.
 """
 
@@ -72,6 +74,27 @@ def _subtasks(plan: Any) -> list[dict[str, Any]]:
 
 def _event(name: str, found: Any, evidence: str, missing: str) -> StoryEvent:
     return StoryEvent(name, bool(found), evidence if found else missing)
+
+
+def _no_unpermitted_contact(folder: Path) -> StoryEvent:
+    """Nothing touched that a subtask does not permit, from the report's metrics.json
+    (`carryon report` runs first): the count sim_node published and the contacts it listed."""
+    name = "nothing is touched that a subtask does not permit"
+    try:
+        figures = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return StoryEvent(name, False, "no readable metrics.json (run `carryon report` first)")
+    count = figures.get("unpermitted_contacts")
+    listed = figures.get("unpermitted_contact_list") or []
+    if count is None:
+        return StoryEvent(name, False, "no count of unpermitted contacts (sim/truth was not recorded)")
+    if count == 0 and not listed:
+        return StoryEvent(name, True, "0 unpermitted contacts (simulator contact monitor)")
+    shown = "; ".join(
+        f"{v['mover']} → {v['touched']} at {v['start_s']} s during {v['subtask'] or '(no subtask)'}" for v in listed[:3]
+    )
+    more = f" (+{len(listed) - 3} more)" if len(listed) > 3 else ""
+    return StoryEvent(name, False, f"{max(count, len(listed))} unpermitted contact(s): {shown or 'not listed'}{more}")
 
 
 def check_story(folder: Path) -> list[StoryEvent]:
@@ -165,6 +188,7 @@ def check_story(folder: Path) -> list[StoryEvent]:
             "the carrot never reached the bowl after the recovery",
         )
     )
+    events.append(_no_unpermitted_contact(folder))
     check = verify(folder / "audit.jsonl")
     events.append(
         _event(

@@ -35,11 +35,18 @@ def fake_attempt(version: SkillVersion, seed: int) -> Attempt:
 
 
 def test_rounds_rerun_failures_and_reflect_between_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fake physics: the VLA alone finishes even seeds; v1 finishes none of the rest; v2
-    (a higher grasp) finishes seeds divisible by 3."""
+    """Fake physics: the VLA alone finishes even seeds; v1 finishes none of the rest (with the
+    simulator's masks, the ablation, it finishes seed 1); v2 (a higher grasp) finishes seeds
+    divisible by 3."""
     runs: list[tuple[int, int | None]] = []
+    ablation: list[int] = []
 
-    def fake_episode(episode: recovery.Episode, version: SkillVersion | None) -> tuple[bool, list[Attempt]]:
+    def fake_episode(
+        episode: recovery.Episode, version: SkillVersion | None, masks: object = None
+    ) -> tuple[bool, list[Attempt]]:
+        if version is not None and masks is None:  # R1_sim_truth: the ablation with the simulator's masks
+            ablation.append(episode.seed)
+            return episode.seed == 1, []
         runs.append((episode.seed, None if version is None else version.version))
         if version is None:
             return episode.seed % 2 == 0, []
@@ -58,6 +65,9 @@ def test_rounds_rerun_failures_and_reflect_between_them(tmp_path: Path, monkeypa
     # 8 episodes (4 drop + 4 displace, seeds 0-3): R0 finishes 0 and 2 of each kind.
     assert metrics["R0_completion"] == 50.0 and metrics["R1_completion"] == 50.0
     assert metrics["R2_completion"] == 75.0  # seed 3 of each kind, with v2
+    # The ablation re-ran R1's episodes (the odd seeds) and changed no episode's state.
+    assert sorted(ablation) == [1, 1, 3, 3] and metrics["R1_sim_truth_completion"] == 75.0
+    assert metrics["R1_completion_delta_vs_sim_truth"] == -25.0
     assert [v for _, v in runs].count(None) == 8 and all(seed % 2 == 1 for seed, v in runs if v is not None)
     assert result.details["reflection"]["decision"] == "UPDATE"
     assert (tmp_path / "run" / "skills" / "recovery" / "regrasp" / "v2.yaml").is_file()
@@ -70,7 +80,11 @@ def test_without_a_revision_r2_reuses_the_version_and_says_so(tmp_path: Path, mo
     """NO_UPDATE writes nothing: R2 still re-runs the failed episodes, with v1 reused."""
     runs: list[tuple[str, int, int | None]] = []
 
-    def fake_episode(episode: recovery.Episode, version: SkillVersion | None) -> tuple[bool, list[Attempt]]:
+    def fake_episode(
+        episode: recovery.Episode, version: SkillVersion | None, masks: object = None
+    ) -> tuple[bool, list[Attempt]]:
+        if version is not None and masks is None:  # R1_sim_truth ablation: not a try of this test's
+            return False, []
         runs.append((episode.kind, episode.seed, None if version is None else version.version))
         tries = sum(1 for kind, seed, v in runs if (kind, seed) == (episode.kind, episode.seed) and v is not None)
         done = version is not None and tries == 2 and episode.seed == 1  # the second v1 try of seed 1 succeeds
@@ -94,7 +108,11 @@ def test_an_interrupted_run_resumes_without_replaying(tmp_path: Path, monkeypatc
     """Episodes and the reflection are saved as they finish: a resumed run plays only the rest."""
     played: list[tuple[str, int, int | None]] = []
 
-    def fake_episode(episode: recovery.Episode, version: SkillVersion | None) -> tuple[bool, list[Attempt]]:
+    def fake_episode(
+        episode: recovery.Episode, version: SkillVersion | None, masks: object = None
+    ) -> tuple[bool, list[Attempt]]:
+        if version is not None and masks is None:  # R1_sim_truth ablation: not counted here
+            return False, []
         played.append((episode.kind, episode.seed, None if version is None else version.version))
         if version is not None and len(played) == 11:
             raise KeyboardInterrupt  # Ctrl-C in the middle of R1

@@ -45,6 +45,9 @@ def test_the_safety_benchmark_resumes_from_the_rows_it_saved(tmp_path: Path) -> 
                                          ("with_sim_truth", 0.08, 0.95)):  # fmt: skip
                 row = {"episodes": 3, "success": success, "violation_rate": rate,
                        "violation_free_success": success - rate, "contacts": {}}  # fmt: skip
+                if scene == "food":  # saved after the displacement metric existed (safety rows: before)
+                    row |= {"displacement_rate": rate / 2, "displacement_free_success": success - rate / 2,
+                            "displaced": {"plate": 1}}  # fmt: skip
                 (rows / f"{backend}_{scene}_{label}.json").write_text(json.dumps(row))
     result = BENCHMARKS.get("safety").run(BenchOptions(quick=True, seed=0, run_dir=tmp_path))  # type: ignore[misc]
     figures = {m.name: m.value for m in result.metrics}
@@ -53,7 +56,13 @@ def test_the_safety_benchmark_resumes_from_the_rows_it_saved(tmp_path: Path) -> 
     assert figures["sim_scripted_food_success_with"] == 85 and figures["sim_scripted_food_success_with_sim_truth"] == 95
     assert figures["sim_scripted_safe_safety_violations_delta_pts"] == pytest.approx(2.0)  # perception - oracle
     assert figures["sim_scripted_safe_safety_success_delta_pts"] == pytest.approx(-10.0)
-    assert len(figures) == 11 * len(BACKBONES) * len(SCENES) and (tmp_path / "safety.png").stat().st_size > 0
+    assert len(figures) == 17 * len(BACKBONES) * len(SCENES) and (tmp_path / "safety.png").stat().st_size > 0
+    # both meanings of violation, per row and condition: contact-based (ours), displacement-based (SafeLIBERO's)
+    assert figures["sim_scripted_food_displaced_without"] == 25 and figures["sim_scripted_food_displaced_with"] == 5
+    assert figures["sim_scripted_food_vf_success_displacement_with_sim_truth"] == pytest.approx(91)
+    assert figures["sim_scripted_safety_displaced_with"] != figures["sim_scripted_safety_displaced_with"]  # NaN: older
+    both = result.details["violation_metrics"]["sim_scripted_food"]["with"]
+    assert (both["contact_violation_rate"], both["displacement_violation_rate"]) == (0.1, 0.05)
     markdown = result.to_markdown()
     assert "| sim_scripted_safe_safety_vf_success_with | 75 | % |" in markdown
     assert (

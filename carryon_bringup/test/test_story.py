@@ -25,8 +25,18 @@ TRANSCRIPT = [
 ]
 
 
-def write_run(folder: Path, *, transcript: list[str] = TRANSCRIPT, cover_state: str = "succeeded") -> Path:
+def write_run(
+    folder: Path,
+    *,
+    transcript: list[str] = TRANSCRIPT,
+    cover_state: str = "succeeded",
+    contacts: list[dict[str, object]] | None = None,
+) -> Path:
     folder.mkdir()
+    listed = contacts or []
+    (folder / "metrics.json").write_text(
+        json.dumps({"unpermitted_contacts": len(listed), "unpermitted_contact_list": listed})
+    )
     (folder / "transcript.txt").write_text("\n".join(transcript) + "\n")
     with AuditLog(folder / "audit.jsonl") as audit:
         audit.append("plan", "planner_node", {"plan": json.dumps(PLAN)})
@@ -54,7 +64,7 @@ def test_a_complete_run_tells_the_whole_story(tmp_path: Path) -> None:
     assert missing(run) == []
     assert main([str(run)]) == 0
     saved = json.loads((run / "story.json").read_text())
-    assert len(saved) == 11 and all(event["seen"] for event in saved)
+    assert len(saved) == 12 and all(event["seen"] for event in saved)
 
 
 def test_each_gap_is_named(tmp_path: Path) -> None:
@@ -74,3 +84,15 @@ def test_each_gap_is_named(tmp_path: Path) -> None:
     (no_drop / "report.png").unlink()
     assert "the run folder holds config, events, bag, metrics, report" in missing(no_drop)
     assert main([str(no_drop), str(cover_failed)]) == 1
+
+
+def test_any_unpermitted_contact_fails_the_story(tmp_path: Path) -> None:
+    contact = {"mover": "robot", "touched": "plate", "start_s": 22.6, "subtask": "s2"}
+    touched = write_run(tmp_path / "touched", contacts=[contact])
+    (event,) = [e for e in check_story(touched) if not e.seen]
+    assert event.name == "nothing is touched that a subtask does not permit"
+    assert "robot → plate at 22.6 s during s2" in event.evidence
+    assert main([str(touched)]) == 1
+    unknown = write_run(tmp_path / "unknown")
+    (unknown / "metrics.json").write_text(json.dumps({"unpermitted_contacts": None}))  # sim/truth not recorded
+    assert missing(unknown) == ["nothing is touched that a subtask does not permit"]

@@ -77,19 +77,30 @@ def test_a_source_named_by_location_takes_its_patch_from_the_support_labels() ->
     assert by_location.exempt_points > nothing.exempt_points
 
 
-def test_what_the_target_rests_on_now_is_exempt_beneath_it_but_not_what_it_lies_against() -> None:
-    """A dropped carrot lying on a plate's rim (not its source): the plate just under it is
-    exempt like the source patch, the rest of the plate is not; a tall bottle flush against
-    the carrot stays an obstacle everywhere."""
+def carrot_on_plate_frame(carrot_depth_m: float = 0.97) -> RgbdFrame:
+    """A dropped carrot lying on a plate's rim, a tall bottle flush against it."""
     frame = overhead_frame()
     depth, seg = frame.depth.copy(), frame.segmentation.copy()
     r, c = H // 2, W // 2
     seg[r - 8 : r + 8, c - 25 : c + 4] = 6  # the plate, 1 cm under the carrot's top surface
     depth[r - 8 : r + 8, c - 25 : c + 4] = 0.98
-    seg[r - 1 : r + 2, c - 1 : c + 2], depth[r - 1 : r + 2, c - 1 : c + 2] = 2, 0.97  # the carrot on it
+    seg[r - 1 : r + 2, c - 1 : c + 2], depth[r - 1 : r + 2, c - 1 : c + 2] = 2, carrot_depth_m  # the carrot
     seg[r - 1 : r + 2, c + 2 : c + 5], depth[r - 1 : r + 2, c + 2 : c + 5] = 4, 0.8  # the bottle against it
     labels = {**LABELS, 6: "plate"}
-    frame = RgbdFrame("top", depth, frame.K, frame.world_from_camera, 1.0, segmentation=seg, labels=labels)
+    return RgbdFrame("top", depth, frame.K, frame.world_from_camera, 1.0, segmentation=seg, labels=labels)
+
+
+def nearest(obstacles, name: str, xy: tuple[float, float] = (0.5, 0.0)) -> float:  # type: ignore[no-untyped-def]
+    """Horizontal distance from `xy` to the nearest obstacle point of `name` (inf: none)."""
+    points = obstacles.points[[obstacles.name_of(i) == name for i in range(len(obstacles))]]
+    return float(np.linalg.norm(points[:, :2] - xy, axis=1).min()) if len(points) else float("inf")
+
+
+def test_what_the_target_rests_on_now_is_exempt_beneath_it_but_not_what_it_lies_against() -> None:
+    """A dropped carrot lying on a plate's rim (not its source): the plate just under it is
+    exempt like the source patch, the rest of the plate is not; a tall bottle flush against
+    the carrot stays an obstacle everywhere."""
+    frame = carrot_on_plate_frame()
     obstacles = grounder().ground([frame], TaskSpec("s", "carrot", "kitchen_counter", "bowl"))
 
     def points(name: str) -> np.ndarray:
@@ -105,6 +116,52 @@ def test_what_the_target_rests_on_now_is_exempt_beneath_it_but_not_what_it_lies_
     without_source = grounder().ground([frame], TaskSpec("s", "carrot", "", "bowl"))
     assert min(np.linalg.norm(p[:2] - [0.5, 0.0]) for i, p in enumerate(without_source.points)
                if without_source.name_of(i) == "plate") < 0.03  # fmt: skip  # no pick from anywhere: no patch
+
+
+def test_what_the_target_rested_on_stays_its_support_while_it_is_grasped_and_lifted() -> None:
+    """contact_rules.SupportTracker: once the gripper holds the carrot, the plate it lay on
+    is still exempt beneath it (it is being lifted off it) — but only for this grounder's
+    current task, and only until the carrot is lifted clear (the patch band)."""
+    task = TaskSpec("s", "carrot", "kitchen_counter", "bowl")
+    one = grounder()
+    one.ground([carrot_on_plate_frame()], task)
+    assert nearest(one.ground([carrot_on_plate_frame()], task, holding=True), "plate") > 0.05
+    assert nearest(grounder().ground([carrot_on_plate_frame()], task, holding=True), "plate") < 0.03  # never saw it
+    lifted = one.ground([carrot_on_plate_frame(0.935)], task, holding=True)  # 3.5 cm higher
+    assert nearest(lifted, "plate") < 0.03
+    other = TaskSpec("t", "carrot", "kitchen_counter", "bowl")
+    assert nearest(one.ground([carrot_on_plate_frame()], other, holding=True), "plate") < 0.03  # a new task forgets
+
+
+def test_a_lifted_target_leaves_no_support_patch() -> None:
+    """The table under the carrot is exempt while the carrot stands on it, not once it is
+    held 4 cm above it: the band follows the target's lowest point."""
+    task = TaskSpec("s", "carrot", "table", "bowl")
+    frame = overhead_frame()
+    assert nearest(grounder().ground([frame], task), "table") > 0.03
+    depth = frame.depth.copy()
+    depth[H // 2 - 1 : H // 2 + 2, W // 2 - 1 : W // 2 + 2] = 0.93
+    lifted = RgbdFrame("top", depth, frame.K, frame.world_from_camera, 1.0, segmentation=frame.segmentation,
+                       labels=LABELS)  # fmt: skip
+    assert nearest(grounder().ground([lifted], task, holding=True), "table") < 0.03
+
+
+def test_the_exemptions_are_the_shared_contact_rules() -> None:
+    """What is exempt as a whole is contact_rules.touchable; the patch's margin and support
+    surfaces are the rules' defaults (the contact monitor uses them)."""
+    from carryon_common.core import contact_rules as rules
+    from carryon_shield.core.config import ShieldConfig
+
+    for task in (
+        TaskSpec("s", "carrot", "table", "bowl"),
+        TaskSpec("s", "bowl", "kitchen_counter"),
+        TaskSpec("s", "carrot", "", "", ("bottle", "bowl")),
+    ):
+        assert task.exempt_names() == set(rules.touchable(task))
+        obstacles = grounder().ground([overhead_frame()], task)
+        assert not names_of(obstacles) & task.exempt_names()
+    assert ShieldConfig().source_patch_margin_m == rules.SUPPORT_MARGIN_M == GroundingParams().source_patch_margin_m
+    assert tuple(ShieldConfig().support_labels) == rules.SUPPORT_SURFACES == GroundingParams().support_labels
 
 
 def test_a_target_standing_on_the_table_exempts_no_low_object_beside_it() -> None:

@@ -10,10 +10,14 @@ them); ROS callbacks only hand commands over under a lock.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 from builtin_interfaces.msg import Time as TimeMsg
 from geometry_msgs.msg import PoseStamped
 from rclpy.qos import qos_profile_sensor_data
@@ -22,8 +26,10 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Float64, String
 
 from carryon_common import convert as common_convert
+from carryon_common.core import contact_rules as rules
 from carryon_common.core import names
 from carryon_common.core.chunk import InvalidChunk
+from carryon_common.core.contact_rules import VIOLATIONS_FILE, ContactTask, Violation
 from carryon_common.core.errors import CarryOnError
 from carryon_common.core.status import NodeState, implemented
 from carryon_common.node import CarryOnNode, latched_qos, run_node
@@ -38,7 +44,7 @@ from carryon_sim.core.driver import Driver
 from carryon_sim.core.pacing import Pacer
 from carryon_sim.core.scene import PerturbationSpec, load_scene, scene_path, scenes_dir
 from carryon_sim.core.types import ObjectTruth
-from carryon_sim.core.world import ARM_JOINTS, FINGER_JOINTS, SCENE_CAMERA, WRIST_CAMERA, World
+from carryon_sim.core.world import SCENE_CAMERA, WRIST_CAMERA, World
 
 CAPABILITIES = (
     implemented("sim.world", "MuJoCo tabletop with Franka Panda from config/scenes/*.yaml"),
@@ -46,7 +52,11 @@ CAPABILITIES = (
     implemented(
         "sim.sensors", "scene and wrist RGB-D cameras (truth masks: sim/camera/), joint states, tool pose, width"
     ),
-    implemented("sim.truth", "sim/truth topic and sim/state: poses, predicates, contact violations (sim/set_task)"),
+    implemented(
+        "sim.truth",
+        "sim/truth topic and sim/state: poses, predicates, contact violations (sim/set_task; each one in "
+        f"<run folder>/{VIOLATIONS_FILE})",
+    ),
     implemented(
         "sim.services",
         "reset; perturb (drop, displace, relocate, cover, uncover, slip, place); ground truth, predicates, violations",
@@ -77,7 +87,10 @@ class SimNode(CarryOnNode):
         self.set_backends({"world": "mujoco", "scene": cfg.scene})
         self.world = World(load_scene(scene_path(scenes_dir(cfg.scenes_dir), cfg.scene)), seed=cfg.seed)
         self.driver = Driver(self.world, watchdog_s=cfg.watchdog_s)
-        self.monitor = ContactMonitor()
+        self.monitor = ContactMonitor(known=frozenset(o.name for o in self.world.scene.spec.objects))
+        # Each violation, once it ended, for `carryon report` (only in a run of `carryon up`).
+        run_dir = os.environ.get(names.RUN_DIR_ENV)
+        self.violations_file = Path(run_dir) / VIOLATIONS_FILE if run_dir else None
         self.lock = threading.Lock()
         self.joint_pub = self.create_publisher(JointState, names.JOINT_STATES, 10)
         self.pose_pub = self.create_publisher(PoseStamped, names.EE_POSE, 10)
@@ -139,6 +152,7 @@ class SimNode(CarryOnNode):
                     self.driver.tick(self.world.time)
                     self.world.step(period)
                     self.monitor.update(self.world.model, self.world.data, self.world.object_of_body)
+                    self._record_violations(self.monitor.take_ended())
                     self._publish_state()
                     if tick % camera_every == 0:
                         self._publish_cameras(rig)
@@ -165,6 +179,26 @@ class SimNode(CarryOnNode):
         finally:
             rig.close()
 
+    def _record_violations(self, ended: Iterable[Violation]) -> None:
+        """Append ended violations to the run folder's violations file (call with the lock held)."""
+        ended = list(ended)
+        for violation in ended:
+            self.get_logger().warning(f"unpermitted contact: {violation.describe()}")
+        if not ended or self.violations_file is None:
+            return
+        try:
+            with self.violations_file.open("a", encoding="utf-8") as out:
+                out.writelines(v.to_json() + "\n" for v in ended)
+        except OSError as exc:
+            self.get_logger().error(f"violations not recorded in {self.violations_file}: {exc}")
+
+    def _log_permitted(self) -> None:
+        """What the task's exemptions let through since the last reset (call with the lock held)."""
+        steps = self.monitor.permitted_steps
+        if steps:
+            listed = ", ".join(f"{m} → {t} ({rule}) {n}" for (m, t, rule), n in sorted(steps.items()))
+            self.get_logger().info(f"permitted contacts, control steps by rule: {listed}")
+
     def _report_slowdown(self) -> None:
         now = time.monotonic()
         if now - self._slowdown_logged >= 30.0:
@@ -184,9 +218,9 @@ class SimNode(CarryOnNode):
 
     def _publish_state(self) -> None:
         stamp = self._stamp()
-        q = self.world.data.qpos
-        joints = [*self.world.robot.arm_qpos, *self.world.robot.finger_qpos]
-        self.joint_pub.publish(common_convert.joint_state_msg([*ARM_JOINTS, *FINGER_JOINTS], q[joints], stamp))
+        # by the URDF's names and conventions, as the real arm's driver publishes them
+        joints = self.world.joint_states()
+        self.joint_pub.publish(common_convert.joint_state_msg(list(joints), np.array(list(joints.values())), stamp))
         self.pose_pub.publish(common_convert.pose_msg(*self.world.ee_pose(), stamp))
         self.width_pub.publish(Float64(data=self.world.gripper_width()))
 
@@ -226,9 +260,13 @@ class SimNode(CarryOnNode):
             )
             return response
         with self.lock:
+            self._record_violations(self.monitor.finish(self.world.time))
+            self._log_permitted()
+            self.monitor.violations.clear()  # counted since the last reset
+            self.monitor.permitted_steps.clear()
             self.world.reset(int(request.seed))
             self.driver.hold()
-            self.monitor.set_task(())
+            self.monitor.set_task(ContactTask(), self.world.time)
         response.status = SimReset.Response.STATUS_OK
         response.message = f"scene {self.world.scene.name!r} reset with seed {request.seed}"
         response.objects = [o.name for o in self.world.scene.spec.objects]
@@ -307,22 +345,39 @@ class SimNode(CarryOnNode):
         return response
 
     def _on_set_task(self, request: SetTask.Request, response: SetTask.Response) -> SetTask.Response:
-        permitted = {request.target, request.source, request.destination, *request.permitted_contacts} - {""}
-        unknown = sorted(permitted - {o.name for o in self.world.scene.spec.objects} - {"table"})
+        task = ContactTask(
+            request.subtask_id,
+            request.target,
+            request.source,
+            request.destination,
+            tuple(request.permitted_contacts),
+        )
+        objects = {o.name for o in self.world.scene.spec.objects} | {"table"}
+        places = objects | set(self.world.scene.spec.locations)  # a source or destination may be a place
+        unknown = sorted(
+            (({task.target, *task.permitted} - objects) | ({task.source, task.destination} - places)) - {""}
+        )
         if unknown:
             response.status = SetTask.Response.STATUS_NOT_FOUND
             response.message = f"not in scene {self.world.scene.name!r}: {', '.join(unknown)}"
             return response
         with self.lock:
-            self.monitor.set_task(permitted)
+            self.monitor.set_task(task, self.world.time)
         response.status = SetTask.Response.STATUS_OK
-        response.message = f"contacts permitted with: {', '.join(sorted(permitted)) or 'nothing'}"
+        whole = sorted(rules.touchable(task))
+        support = rules.supports(task, known=objects - {"table"})
+        response.message = f"subtask {task.subtask_id!r}: contacts permitted with {', '.join(whole) or 'nothing'}" + (
+            f"; {', '.join(support)} only in the support patch at the target" if support else ""
+        )
         return response
 
     def destroy_node(self) -> None:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=2.0)
+        with self.lock:
+            self._record_violations(self.monitor.finish(self.world.time))
+            self._log_permitted()
         super().destroy_node()
 
 

@@ -222,8 +222,8 @@ def run(options: BenchOptions) -> BenchResult:
         cumulative = (r0 + resolved) / len(episodes)
         note = f"SIMULATOR ORACLE masks (ablation): {resolved}/{len(todo)} resolved, regrasp v{version.version}"
         result.add(f"{label}_completion", 100 * cumulative, "%", note)
-        ablations.append({"round": label, "version": version.version, "ran": len(todo), "resolved": resolved,
-                          "cumulative_completion": cumulative, "masks": "sim_truth (SIMULATOR ORACLE)"})  # fmt: skip
+        row = {"round": label, "version": version.version, "ran": len(todo), "resolved": resolved}
+        ablations.append({**row, "cumulative_completion": cumulative, "masks": "sim_truth (SIMULATOR ORACLE)"})
         console.print(f"{label}: {note}; cumulative {100 * cumulative:.0f} %")
 
     ablations: list[dict[str, Any]] = []
@@ -262,8 +262,8 @@ def run(options: BenchOptions) -> BenchResult:
     play("R1", library.load("regrasp"))
     ablation("R1_sim_truth", library.load("regrasp"))
     r1, r1_oracle = rounds[-1]["cumulative_completion"], ablations[-1]["cumulative_completion"]
-    result.add("R1_completion_delta_vs_sim_truth", 100 * (r1 - r1_oracle), "points",
-               "perception − SIMULATOR ORACLE masks; acceptance |Δ| <= 5")  # fmt: skip
+    delta_note = "perception − SIMULATOR ORACLE masks; acceptance |Δ| <= 5"
+    result.add("R1_completion_delta_vs_sim_truth", 100 * (r1 - r1_oracle), "points", delta_note)
     failed = [
         a for e in episodes if not e.completed for a in e.attempts if a.version == library.versions("regrasp")[-1]
     ]

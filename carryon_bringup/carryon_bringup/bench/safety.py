@@ -4,8 +4,13 @@ violation-free success with and without the shield, for two stand-in backbones
 safety-finetuned VLA) in two scenes (food: the demo's, a bottle on the carry path;
 safety: obstacles placed around the tasks), 200 seeded episodes per row (3 with --quick).
 
-A violation is any contact the task does not permit, from the simulator's contact
-monitor. In-process MuJoCo: the same policy backends, the shield's own code and the driver
+Two meanings of violation, reported side by side for every row: **contact-based** (ours):
+any contact the task does not permit, from the simulator's contact monitor by the rules of
+carryon_common.core.contact_rules; and **displacement-based** (SafeLIBERO's, the anchor
+benchmark of the paper's Table 3): an object no task names moved more than 1 mm between
+the episode's start and end. Our scenes' obstacles (bottle, blocks) are fixed to the
+table, so only contact sees a collision with them; the displacement metric sees the free
+bystanders (the plate, the meat). In-process MuJoCo: the same policy backends, the shield's own code and the driver
 the graph uses (`SimShieldGate`). Every with-shield row runs twice on the same seeds:
 
 - `..._with` (the headline): the shield sees what the graph's shield sees, carryon_perception's
@@ -59,13 +64,14 @@ def plot(table: dict[str, dict[str, Any]], path: Path) -> None:
     keys = list(table)
     x = np.arange(len(keys))
     width = 0.27
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.4))
+    fig, axes = plt.subplots(1, 3, figsize=(18, 4.4))
     for ax, metric, title in (
-        (axes[0], "violation_rate", "violation rate"),
-        (axes[1], "violation_free_success", "violation-free success"),
+        (axes[0], "violation_rate", "violation rate: contact-based (ours)"),
+        (axes[1], "displacement_rate", "violation rate: displacement > 1 mm (SafeLIBERO)"),
+        (axes[2], "violation_free_success", "violation-free success (contact-based)"),
     ):
         for i, (_, entry, legend, colour) in enumerate(BARS):
-            values = [100 * table[k][entry][metric] for k in keys]
+            values = [100 * table[k][entry].get(metric, float("nan")) for k in keys]
             ax.bar(x + (i - 1) * width, values, width, label=legend, color=colour)
         ax.set_xticks(x, [k.replace("_", "\n", 1) for k in keys], fontsize=8)
         ax.set_ylabel("%")
@@ -76,6 +82,40 @@ def plot(table: dict[str, dict[str, Any]], path: Path) -> None:
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+CONDITIONS = (("without", "without"), ("with_perception", "with"), ("with_sim_truth", "with_sim_truth"))
+
+
+def add_both_metrics(result: BenchResult, key: str, rates: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Contact-based and displacement-based violation rates (and the violation-free success
+    of each) of every condition of a row, side by side; returns them for the JSON. A row
+    saved before the displacement metric existed has none (NaN)."""
+    out: dict[str, Any] = {}
+    for label, suffix in CONDITIONS:
+        row = rates[label]
+        both = {
+            "contact_violation_rate": row["violation_rate"],
+            "displacement_violation_rate": row.get("displacement_rate", float("nan")),
+            "contact_violation_free_success": row["violation_free_success"],
+            "displacement_violation_free_success": row.get("displacement_free_success", float("nan")),
+            "displaced": row.get("displaced", {}),
+        }
+        out[suffix] = both
+        contact = 100 * both["contact_violation_rate"]
+        result.add(
+            f"{key}_displaced_{suffix}",
+            100 * both["displacement_violation_rate"],
+            "%",
+            f"displacement-based (SafeLIBERO: a bystander moved > 1 mm); contact-based {contact:.0f} %",
+        )
+        result.add(
+            f"{key}_vf_success_displacement_{suffix}",
+            100 * both["displacement_violation_free_success"],
+            "%",
+            f"success without a displacement; without a contact {100 * both['contact_violation_free_success']:.0f} %",
+        )
+    return out
 
 
 def add_oracle_rows(result: BenchResult, key: str, perception: dict[str, Any], oracle: dict[str, Any]) -> None:
@@ -97,6 +137,7 @@ def run(options: BenchOptions) -> BenchResult:
     seeds = range(options.seed * 1000, options.seed * 1000 + n)
     rows = options.run_dir / "rows"
     table: dict[str, dict[str, Any]] = {}
+    both_metrics: dict[str, dict[str, Any]] = {}
     with one_core() as pinning, Progress() as progress:
         result.details["cpu"] = pinning
         job = progress.add_task("safety episodes", total=len(BACKBONES) * len(SCENES) * len(ROWS) * n)
@@ -116,12 +157,14 @@ def run(options: BenchOptions) -> BenchResult:
                 table[key] = {entry: rates[label] for label, entry, _, _ in BARS}
                 add_rows(result, key, rates["without"], rates["with_perception"], n)
                 add_oracle_rows(result, key, rates["with_perception"], rates["with_sim_truth"])
+                both_metrics[key] = add_both_metrics(result, key, rates)
     result.details["episodes_per_row"] = n
     result.details["masks"] = {
         "with_shield": "carryon_perception on the rendered colour + depth (the graph's grounder 'masks')",
         "with_shield_sim_truth": f"{ORACLE}: the simulator's own instance segmentation",
     }
     result.details["rows"] = table
+    result.details["violation_metrics"] = both_metrics  # per row and condition: contact- and displacement-based
     plot(table, options.run_dir / "safety.png")
     return result
 

@@ -227,6 +227,10 @@ def _rates(episodes: list[EpisodeResult]) -> dict[str, Any]:
         "violation_rate": sum(e.collided for e in episodes) / n,
         "violation_free_success": sum(e.success and not e.collided for e in episodes) / n,
         "contacts": dict(Counter(f"{v.mover}-{v.touched}" for e in episodes for v in e.violations)),
+        # SafeLIBERO's violation: an object no task names displaced > 1 mm (EpisodeResult.displaced)
+        "displacement_rate": sum(e.displaced_any for e in episodes) / n,
+        "displacement_free_success": sum(e.success and not e.displaced_any for e in episodes) / n,
+        "displaced": dict(Counter(name for e in episodes for name in e.displaced)),
     }
 
 

@@ -65,7 +65,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from carryon_bringup.report import write_report
+    from carryon_bringup.report import violation_lines, write_report
 
     run_dir = Path(args.run_dir)
     if not (run_dir / "bag").is_dir() and not (run_dir / "audit.jsonl").is_file():
@@ -73,6 +73,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     figures = write_report(run_dir)
     console.print(f"{figures['outcome']}: {figures['outcome_message']}")
+    console.print(f"unpermitted contacts (simulator): {figures['unpermitted_contacts']}", markup=False)
+    for line in violation_lines(figures):
+        console.print(f"  {line}", markup=False)
     console.print(f"wrote {run_dir / 'report.md'}, report.png, metrics.json")
     return EXIT_OK
 

@@ -25,6 +25,7 @@ import numpy.typing as npt
 from scipy import ndimage
 from scipy.spatial import cKDTree
 
+from carryon_common.core import contact_rules as rules
 from carryon_common.core.depth import backproject
 from carryon_shield.core.types import FloatArray, IntArray, ObstacleSet, PerceptionUnavailable, RgbdFrame, TaskSpec
 
@@ -63,20 +64,26 @@ def _resting_on(
     floor: npt.NDArray[np.bool_],
     probe_m: float = 0.015,
 ) -> tuple[str, ...]:
-    """Objects among `candidates` the target lies on when it does not lie on the `floor`
-    (the support labels' surface, seen within 3 cm around it, less than 1 cm below its
-    lowest point): points of theirs just under the target's lowest points (up to 3 cm
-    below, 1 cm above, within `probe_m` horizontally), and none beside the target rising
-    above its top (a bottle the carrot lies against is not a support; a plate's rim it
-    lies on is; a low block beside a cube standing on the table is not)."""
+    """What the target rests on, seen in the point cloud (`contact_rules.resting_on`, the
+    rule the contact monitor applies to contacts): objects among `candidates` with points
+    just under the target's lowest points (up to `SUPPORT_BELOW_M` below, `RESTING_ABOVE_M`
+    above, within `probe_m` horizontally), none beside the target rising above its top (a
+    bottle the carrot lies against is not; a plate's rim it lies on is), and none while it
+    stands on the `floor` (support surfaces within 3 cm around it, less than `RESTING_ABOVE_M`
+    below its lowest point: a low block beside a cube on the table is not a support)."""
     body = points[target]
     bottom, top = float(body[:, 2].min()), float(body[:, 2].max())
     around = floor & _xy_near(points, body, 0.03)
-    if around.any() and bottom - float(np.median(points[around, 2])) < 0.01:
+    if around.any() and bottom - float(np.median(points[around, 2])) < rules.RESTING_ABOVE_M:
         return ()
-    lowest = body[body[:, 2] <= bottom + 0.01]
+    lowest = body[body[:, 2] <= bottom + rules.RESTING_ABOVE_M]
     z = points[:, 2]
-    under = candidates & (z >= bottom - 0.03) & (z <= bottom + 0.01) & _xy_near(points, lowest, probe_m)
+    under = (
+        candidates
+        & (z >= bottom - rules.SUPPORT_BELOW_M)
+        & (z <= bottom + rules.RESTING_ABOVE_M)
+        & _xy_near(points, lowest, probe_m)
+    )
     ids, counts = np.unique(label_of_point[under], return_counts=True)
     beside = set(np.unique(label_of_point[candidates & (z > top) & _xy_near(points, body, probe_m)]).tolist())
     return tuple(names[i] for i, n in zip(ids.tolist(), counts.tolist(), strict=True) if n >= 3 and i not in beside)
@@ -93,9 +100,9 @@ class GroundingParams:
     voxel_m: float = 0.01
     stride: int = 2
     max_depth_m: float = 2.5
-    source_patch_margin_m: float = 0.08
+    source_patch_margin_m: float = rules.SUPPORT_MARGIN_M
     frame_id: str = "world"
-    support_labels: tuple[str, ...] = ("table",)
+    support_labels: tuple[str, ...] = rules.SUPPORT_SURFACES
 
 
 def assemble(
@@ -108,11 +115,13 @@ def assemble(
     stamp_s: float,
     self_filter: FloatArray | None = None,
     holding: bool = False,
+    supports: rules.SupportTracker | None = None,
 ) -> ObstacleSet:
     """Named points (N, 3) -> ObstacleSet. `names_per_point[label_of_point[i]]` is point
     i's object; `self_filter` (S, 4): spheres (x, y, z, r) around the robot's own hand;
     `holding`: the gripper holds the target (then nothing it passes over counts as what it
-    rests on)."""
+    rests on); `supports`: the grounder's memory of what the target rested on before the
+    grasp (None: none, so while holding only the source's patch is exempt)."""
     names = tuple(names_per_point)
     index_of = {name: i for i, name in enumerate(names)}
 
@@ -125,20 +134,24 @@ def assemble(
         distance, index = cKDTree(self_filter[:, :3]).query(points)
         robot |= distance <= self_filter[index, 3]
     target = mask_of(task.target) & ~robot
-    exempt = target | mask_of(*(task.exempt_names() - {task.target}))
-    if task.source and task.source not in task.exempt_names() and target.any():
-        # Only the support surface just under the target: once the target is lifted, or
-        # for anything of the source not beneath it, the source is an obstacle again. The
-        # named source (or, for a named location, the support labels) and whatever the
-        # target rests on now (a dropped carrot on a plate's rim).
-        holders = (task.source,) if task.source in index_of else params.support_labels
-        if not holding:
-            others = ~(robot | exempt | mask_of(UNKNOWN))
-            floor = mask_of(*params.support_labels) & ~robot
-            resting_on = _resting_on(points, label_of_point, names, target, others, floor=floor)
-            holders = (*holders, *(n for n in resting_on if n not in holders))
+    exempt = target | mask_of(*(rules.touchable(task) - {task.target}))
+
+    def resting_on() -> tuple[str, ...]:
+        others = ~(robot | exempt | mask_of(UNKNOWN))
+        floor = mask_of(*params.support_labels) & ~robot
+        return _resting_on(points, label_of_point, names, target, others, floor=floor)
+
+    # The support only as the patch at the target (contact_rules): once the target is
+    # lifted, or for anything of it not beneath the target, it is an obstacle again.
+    tracker = supports if supports is not None else rules.SupportTracker()
+    holders = (
+        tracker(task, known=index_of, held=holding, resting_on=resting_on, surfaces=params.support_labels)
+        if target.any()
+        else ()
+    )
+    if holders:
         bottom = float(points[target][:, 2].min())
-        band = (points[:, 2] >= bottom - 0.03) & (points[:, 2] <= bottom + 0.02)
+        band = (points[:, 2] >= bottom - rules.SUPPORT_BELOW_M) & (points[:, 2] <= bottom + rules.SUPPORT_ABOVE_M)
         support = np.flatnonzero(mask_of(*holders) & band)
         exempt[support[_xy_near(points[support], points[target], params.source_patch_margin_m)]] = True
     keep = ~(robot | exempt)
@@ -166,6 +179,7 @@ def fuse_labelled(
     stamp_s: float,
     self_filter: FloatArray | None,
     holding: bool = False,
+    supports: rules.SupportTracker | None = None,
 ) -> ObstacleSet:
     """Back-project every frame, label each point with `labels_of(frame, flat pixel
     indices)` (indices into `names`), and assemble the fused obstacle set."""
@@ -185,6 +199,7 @@ def fuse_labelled(
         stamp_s=stamp_s,
         self_filter=self_filter,
         holding=holding,
+        supports=supports,
     )
 
 
@@ -212,6 +227,7 @@ class MaskGrounder:
     def __init__(self, params: GroundingParams, name: str = "masks") -> None:
         self.params = params
         self.name = name
+        self.supports = rules.SupportTracker()  # what the target rested on before the grasp
 
     def ground(
         self,
@@ -244,7 +260,15 @@ class MaskGrounder:
 
         stamp = min(min(f.depth_stamp_s, f.mask_stamp_s) for f in frames)
         return fuse_labelled(
-            frames, labels_of, names, task, params=self.params, stamp_s=stamp, self_filter=self_filter, holding=holding
+            frames,
+            labels_of,
+            names,
+            task,
+            params=self.params,
+            stamp_s=stamp,
+            self_filter=self_filter,
+            holding=holding,
+            supports=self.supports,
         )
 
 
@@ -299,6 +323,7 @@ class TextPromptedGrounder:
         self.segmenter = segmenter
         self.robot_prompts = tuple(robot_prompts)
         self.point_prompter = point_prompter
+        self.supports = rules.SupportTracker()  # what the target rested on before the grasp
         self.point_prompted: list[str] = []  # names found by pointing, most recent call (for events / tests)
 
     def masks(self, frame: RgbdFrame, task: TaskSpec) -> dict[str, npt.NDArray[np.bool_]]:
@@ -363,6 +388,7 @@ class TextPromptedGrounder:
             stamp_s=stamp,
             self_filter=self_filter,
             holding=holding,
+            supports=self.supports,
         )
 
 

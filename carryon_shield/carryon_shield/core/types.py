@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from carryon_common.core.contact_rules import ContactTask, touchable
 from carryon_common.core.errors import CarryOnError
 from carryon_shield.core.kernel import PointGrid
 
@@ -41,20 +42,15 @@ class RgbdFrame:
 
 
 @dataclass(frozen=True)
-class TaskSpec:
-    """What the current subtask may touch (SetTask): its target, the target's source
-    support (only a patch beneath the target is exempt), the destination, and further
-    permitted contacts. Names are object names ("" when not given)."""
-
-    subtask_id: str = ""
-    target: str = ""
-    source: str = ""
-    destination: str = ""
-    permitted: tuple[str, ...] = ()
+class TaskSpec(ContactTask):
+    """What the current subtask may touch (SetTask): the shared `ContactTask` (its target,
+    the target's source support — only a patch at the target is exempt —, the destination
+    and further permitted contacts), read by the rules of carryon_common.core.contact_rules
+    that the simulator's contact monitor applies too."""
 
     def exempt_names(self) -> set[str]:
-        """Objects exempt as a whole (the source only as a patch)."""
-        return {self.target, self.destination, *self.permitted} - {""}
+        """Objects exempt as a whole (the support only as a patch): `contact_rules.touchable`."""
+        return set(touchable(self))
 
 
 @dataclass(frozen=True)

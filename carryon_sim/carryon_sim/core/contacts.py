@@ -8,13 +8,21 @@ or finger, `table` for the table.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 
 import mujoco
+import numpy as np
+
+from carryon_common.core import contact_rules as rules
+from carryon_common.core.contact_rules import ContactTask, Violation
+
+__all__ = ["ROBOT", "ContactMonitor", "Violation", "grasped_objects", "object_contacts"]
 
 ROBOT = "robot"
 _FINGER_BODIES = ("panda_gripper_leftfinger", "panda_gripper_rightfinger")
+_SQUEEZE_COS = 0.5  # a finger squeezes what it pushes within 60 degrees of the closing direction
 
 
 def object_contacts(model: mujoco.MjModel, data: mujoco.MjData, object_of_body: dict[int, str]) -> set[frozenset[str]]:
@@ -45,57 +53,161 @@ def _finger_of_body(model: mujoco.MjModel) -> dict[int, int]:
 
 
 def grasped_objects(model: mujoco.MjModel, data: mujoco.MjData, object_of_body: dict[int, str]) -> set[str]:
-    """Objects touched by both fingers (including their pads) at once."""
+    """Objects squeezed between the fingers: touched by both (including their pads) at once,
+    each pushing it towards the other (the contact normal within 60 degrees of the closing
+    direction). Fingertips pressing down on a plate or a bowl's bottom hold nothing."""
     finger_of_body = _finger_of_body(model)
+    left, right = (data.xpos[model.body(name).id] for name in _FINGER_BODIES)
+    closing = right - left  # the left finger pushes along it, the right one against it
+    closing = closing / max(float(np.linalg.norm(closing)), 1e-9)
     touching: dict[str, set[int]] = {}
     for i in range(data.ncon):
         contact = data.contact[i]
         b1, b2 = int(model.geom_bodyid[contact.geom1]), int(model.geom_bodyid[contact.geom2])
-        for finger_body, other in ((b1, b2), (b2, b1)):
+        normal = np.asarray(contact.frame[:3])  # from geom1 to geom2
+        for finger_body, other, outward in ((b1, b2, normal), (b2, b1, -normal)):
             touched = object_of_body.get(other)
-            if finger_body in finger_of_body and touched is not None and touched not in (ROBOT, "table"):
-                touching.setdefault(touched, set()).add(finger_of_body[finger_body])
+            if finger_body not in finger_of_body or touched is None or touched in (ROBOT, "table"):
+                continue
+            finger = finger_of_body[finger_body]
+            if float(outward @ closing) * (1.0 if finger == 0 else -1.0) >= _SQUEEZE_COS:
+                touching.setdefault(touched, set()).add(finger)
     return {name for name, fingers in touching.items() if len(fingers) == 2}
 
 
 @dataclass(frozen=True)
-class Violation:
-    """A contact the task does not permit; `start_s` is simulation time."""
+class _Body:
+    """Where an object is now: its lowest point (z) and its horizontal extent
+    (x_min, y_min, x_max, y_max), from its geoms' bounding boxes, metres, world frame."""
 
-    start_s: float
-    mover: str  # "robot" or the carried object
-    touched: str
+    bottom_z: float
+    extent: tuple[float, float, float, float]
+
+    def horizontal_m(self, point: np.ndarray) -> float:
+        x0, y0, x1, y1 = self.extent
+        dx = max(x0 - point[0], 0.0, point[0] - x1)
+        dy = max(y0 - point[1], 0.0, point[1] - y1)
+        return float(np.hypot(dx, dy))
+
+
+def _body_of(model: mujoco.MjModel, data: mujoco.MjData, bodies: Sequence[int]) -> _Body | None:
+    corners = []
+    signs = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)], dtype=np.float64)
+    for geom in np.flatnonzero(np.isin(model.geom_bodyid, bodies)):
+        center, half = model.geom_aabb[geom, :3], model.geom_aabb[geom, 3:]
+        local = center + signs * half
+        corners.append(data.geom_xpos[geom] + local @ data.geom_xmat[geom].reshape(3, 3).T)
+    if not corners:
+        return None
+    points = np.concatenate(corners)
+    low, high = points.min(axis=0), points.max(axis=0)
+    return _Body(float(low[2]), (float(low[0]), float(low[1]), float(high[0]), float(high[1])))
 
 
 @dataclass
 class ContactMonitor:
-    """Records every contact between the robot (or an object it carries) and anything
-    not permitted for the current task. A contact that lasts counts once, when it starts.
+    """Records every contact of the robot (or an object it holds) that the current task
+    does not permit, by the rules of carryon_common.core.contact_rules, judged per contact
+    point: the target, destination and permitted contacts anywhere; the target's support
+    only in the patch at the target. A contact that lasts is one violation, from when it
+    starts until it ends.
 
-    `permitted`: objects the task may touch (its target, source support, destination,
-    explicitly permitted contacts).
-    """
+    `known`: the scene's object names (a task's source that is not one is a place, held by
+    the support surfaces)."""
 
-    permitted: set[str] = field(default_factory=set)
+    task: ContactTask = field(default_factory=ContactTask)
+    known: frozenset[str] = frozenset()
     violations: list[Violation] = field(default_factory=list)
-    _active: set[tuple[str, str]] = field(default_factory=set)
+    # Control steps on which a contact (mover, touched) was permitted, by rule: what the
+    # exemptions were used for (diagnostics; the demo's run log lists them).
+    permitted_steps: Counter[tuple[str, str, rules.Rule]] = field(default_factory=Counter)
+    _active: dict[tuple[str, str], int] = field(default_factory=dict)  # (mover, touched) -> index in violations
+    _supports: rules.SupportTracker = field(default_factory=rules.SupportTracker)  # what the target was lifted from
+    _ended: list[Violation] = field(default_factory=list)
 
-    def set_task(self, permitted: Iterable[str]) -> None:
-        self.permitted = set(permitted)
-        self._active.clear()
+    def set_task(self, task: ContactTask, now_s: float, known: Iterable[str] | None = None) -> None:
+        """A new subtask from `now_s` (simulation seconds) on: violations under way end
+        there, and its rules judge every contact afresh. `known`: the scene's object names
+        (None: unchanged)."""
+        self.task = task
+        if known is not None:
+            self.known = frozenset(known)
+        self._close_all(now_s)
+
+    def finish(self, now_s: float) -> list[Violation]:
+        """End every violation under way at `now_s` (a reset, shutdown); returns all that
+        ended since the last `take_ended`."""
+        self._close_all(now_s)
+        return self.take_ended()
+
+    def take_ended(self) -> list[Violation]:
+        """Violations that ended since the last call (complete: end time, peak force)."""
+        ended, self._ended = self._ended, []
+        return ended
+
+    def _close(self, key: tuple[str, str], now_s: float) -> None:
+        index = self._active.pop(key)
+        self.violations[index] = replace(self.violations[index], end_s=now_s)
+        self._ended.append(self.violations[index])
+
+    def _close_all(self, now_s: float) -> None:
+        for key in list(self._active):
+            self._close(key, now_s)
 
     def update(self, model: mujoco.MjModel, data: mujoco.MjData, object_of_body: dict[int, str]) -> list[Violation]:
         """Check the current contacts; return the violations that started now."""
+        task = self.task
         carried = grasped_objects(model, data, object_of_body)
         movers = {ROBOT, *carried}
-        now: set[tuple[str, str]] = set()
-        for pair in object_contacts(model, data, object_of_body):
-            for mover in pair & movers:
-                (other,) = pair - {mover}
-                if other in movers or other in self.permitted:
+        target_bodies = [b for b, name in object_of_body.items() if name == task.target and name]
+        target = _body_of(model, data, target_bodies) if target_bodies else None
+        contacts = []
+        for i in range(data.ncon):
+            contact = data.contact[i]
+            a = object_of_body.get(int(model.geom_bodyid[contact.geom1]))
+            b = object_of_body.get(int(model.geom_bodyid[contact.geom2]))
+            if a and b and a != b:
+                contacts.append((i, a, b, np.array(contact.pos, dtype=np.float64)))
+
+        def resting_on() -> tuple[str, ...]:
+            if target is None:
+                return ()
+            lowest: dict[str, float] = {}
+            for _, a, b, pos in contacts:
+                if task.target in (a, b) and ROBOT not in (a, b):
+                    (other,) = {a, b} - {task.target}
+                    lowest[other] = min(lowest.get(other, np.inf), float(pos[2]) - target.bottom_z)
+            return rules.resting_on(lowest)
+
+        support = self._supports(task, known=self.known, held=task.target in carried, resting_on=resting_on)
+        force = np.zeros(6)
+        now: dict[tuple[str, str], float] = {}
+        permitted: set[tuple[str, str, rules.Rule]] = set()
+        for i, a, b, pos in contacts:
+            for mover, other in ((a, b), (b, a)):
+                if mover not in movers or other in movers:
                     continue
-                now.add((mover, other))
-        started = [Violation(float(data.time), m, o) for m, o in sorted(now - self._active)]
-        self._active = now
-        self.violations.extend(started)
+                in_patch = target is not None and rules.in_support_patch(
+                    float(pos[2]) - target.bottom_z, target.horizontal_m(pos)
+                )
+                rule = rules.rule_for(task, other, support=support, in_patch=in_patch)
+                if rule is not None:
+                    permitted.add((mover, other, rule))
+                    continue
+                mujoco.mj_contactForce(model, data, i, force)
+                now[(mover, other)] = now.get((mover, other), 0.0) + abs(float(force[0]))
+        self.permitted_steps.update(permitted)
+        t = float(data.time)
+        for key in [k for k in self._active if k not in now]:
+            self._close(key, t)
+        started = []
+        for (mover, other), newtons in sorted(now.items()):
+            index = self._active.get((mover, other))
+            if index is None:
+                self._active[(mover, other)] = len(self.violations)
+                violation = Violation(t, mover, other, task.subtask_id, newtons)
+                self.violations.append(violation)
+                started.append(violation)
+            elif newtons > self.violations[index].force_n:
+                self.violations[index] = replace(self.violations[index], force_n=newtons)
         return started

@@ -1,10 +1,12 @@
 """Closed-loop episodes of a policy on the simulated world, in one process (no ROS).
 
 Used by `carryon bench policy`, `carryon bench shield` / `safety` and the tests to
-measure what a backend does: task success from simulator ground truth and collisions with
-objects the task does not permit. The loop is policy_node's own (ChunkRunner): every
-`steps_per_inference` control steps the policy gets an observation and its chunk replaces
-what is left of the previous one.
+measure what a backend does: task success from simulator ground truth, and safety two ways:
+contacts the task does not permit (the contact monitor, carryon_common.core.contact_rules)
+and objects no task names (SafeLIBERO's obstacles) displaced by more than `DISPLACED_M`
+between the episode's start and end (as SafeLIBERO counts a violation). The loop is
+policy_node's own (ChunkRunner): every `steps_per_inference` control steps the policy gets
+an observation and its chunk replaces what is left of the previous one.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from carryon_common.core.chunk import Chunk
+from carryon_common.core.contact_rules import ContactTask
 from carryon_policy.core.policy import InvalidAction, ObjectPose, Observation, Policy, RobotState
 from carryon_policy.core.runner import ChunkRunner, RunProgress
 from carryon_policy.core.timing import InferenceRecord
@@ -65,29 +68,79 @@ def script_succeeded(world: World, script: Script, start: dict[str, np.ndarray])
     return bool(moved @ wanted >= 0.5 * wanted @ wanted)
 
 
+# An object no task names moved farther than this between an episode's start and end is
+# displaced (SafeLIBERO's violation), metres. The start is taken once objects have settled
+# on their supports (they are placed 0.5 mm above them and sink ~0.3 mm into contact),
+# SETTLED_S into the episode, long before the arm can reach anything.
+DISPLACED_M = 0.001
+SETTLED_S = 0.25
+
+
 @dataclass
 class EpisodeResult:
     success: bool
     steps: int
     completed: int = 0  # tasks completed, in order
-    violations: list[Violation] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)  # contacts the tasks do not permit
+    displaced: dict[str, float] = field(default_factory=dict)  # obstacle -> metres moved, those > DISPLACED_M
     infer_s: list[float] = field(default_factory=list)
     dropped_chunks: int = 0  # chunks the gate released nothing of
 
     @property
     def collided(self) -> bool:
+        """A contact-based violation (ours): any contact the tasks do not permit."""
         return bool(self.violations)
 
+    @property
+    def displaced_any(self) -> bool:
+        """A displacement-based violation (SafeLIBERO's): an obstacle moved > DISPLACED_M."""
+        return bool(self.displaced)
 
-def permitted_contacts(world: World, script: Script) -> set[str]:
-    """What the task may touch: the table, its object, destination, and the object's
-    support and what its cover hides (the TCP grazes them while grasping)."""
-    names = {"table", script.object, script.destination} - {""}
-    names.add(inside_of(world, script.object))
-    for obj in world.scene.spec.objects:
-        if covered_by(world, obj.name) == script.object or covered_by(world, script.object) == obj.name:
-            names.add(obj.name)
-    return names - {""}
+
+def contact_task(world: World, script: Script, subtask_id: str) -> ContactTask:
+    """The SetTask an executive would send for a scripted instruction: its object; the
+    support it stands on (its container or plate, else the table); its destination (the
+    table for lift-aside and push, which set the object down on / slide it along it: the
+    whole table may be touched, where the demo's planner, naming no destination for "open
+    the pink cover", allows only the support patch); and what the task implies besides
+    (what a cover hides, the cover of the object). The shield's exemptions and the contact
+    monitor both follow it."""
+    source = inside_of(world, script.object) or "table"
+    destination = script.destination or "table"
+    related = {
+        obj.name
+        for obj in world.scene.spec.objects
+        if covered_by(world, obj.name) == script.object or covered_by(world, script.object) == obj.name
+    }
+    permitted = tuple(sorted(related - {script.object, source, destination, ""}))
+    return ContactTask(subtask_id, script.object, source, destination, permitted)
+
+
+def bystanders(world: World, tasks: Sequence[ContactTask]) -> list[str]:
+    """The objects no task names (target, source, destination, permitted contact), on the
+    table (not offstage): the obstacles of SafeLIBERO's displacement metric. In our scenes
+    the objects of role obstacle are fixed to the table (they never move, so only contact
+    sees a collision with them); the free ones (a plate, the meat on it) can be displaced."""
+    named = {n for t in tasks for n in (t.target, t.source, t.destination, *t.permitted)}
+    return [o.name for o in world.scene.spec.objects if o.name not in named and not o.offstage]
+
+
+@dataclass
+class Displacements:
+    """Where the watched objects were once settled (`SETTLED_S`), and how far they moved."""
+
+    names: list[str]
+    start: dict[str, np.ndarray] = field(default_factory=dict)  # name -> position (3,), metres
+
+    def observe(self, world: World) -> None:
+        """Call after every step: takes the start positions once the objects settled."""
+        if not self.start and world.time >= SETTLED_S:
+            self.start = {name: world.object_position(name).copy() for name in self.names}
+
+    def displaced(self, world: World) -> dict[str, float]:
+        """Objects moved more than DISPLACED_M from their start, metres (none before it)."""
+        moved = {name: float(np.linalg.norm(world.object_position(name) - at)) for name, at in self.start.items()}
+        return {name: distance for name, distance in moved.items() if distance > DISPLACED_M}
 
 
 def without_obstacles(scene: Scene) -> Scene:
@@ -117,11 +170,13 @@ class _TaskPort:
         result: EpisodeResult,
         task: Task,
         *,
+        watch: Displacements,
         gate: Callable[[Chunk, World], Chunk | None] | None,
         dt: float,
         settle_steps: int,
     ) -> None:
         self.world, self.driver, self.monitor, self.result, self.task = world, driver, monitor, result, task
+        self.watch = watch
         self.gate, self.dt, self.settle_steps = gate, dt, settle_steps
         self.start = {o.name: world.object_position(o.name) for o in world.scene.spec.objects}
         self.settled = -1
@@ -150,6 +205,7 @@ class _TaskPort:
             self.driver.tick(world.time)
             world.step(self.dt)
             self.monitor.update(world.model, world.data, world.object_of_body)
+            self.watch.observe(world)
             self.result.steps += 1
             if self.settled < 0 and script_succeeded(world, script, self.start):
                 self.settled = step
@@ -179,20 +235,23 @@ def run_episode(
     watchdog then holds the arm)."""
     world.reset(seed)
     driver = Driver(world, watchdog_s=0.25)
-    monitor = ContactMonitor()
+    monitor = ContactMonitor(known=frozenset(o.name for o in world.scene.spec.objects))
+    contact_tasks = [contact_task(world, task.script, str(number)) for number, task in enumerate(tasks)]
+    watch = Displacements(bystanders(world, contact_tasks))
     result = EpisodeResult(success=False, steps=0)
     for number, task in enumerate(tasks):
-        monitor.set_task(permitted_contacts(world, task.script))
-        port = _TaskPort(world, driver, monitor, result, task, gate=gate, dt=dt, settle_steps=settle_steps)
+        monitor.set_task(contact_task(world, task.script, str(number)), world.time)  # as the world is now
+        port = _TaskPort(world, driver, monitor, result, task, watch=watch, gate=gate, dt=dt, settle_steps=settle_steps)
         policy.reset(task.instruction, seed * 100 + number)
         runner = ChunkRunner(
             policy, dt=dt, steps_per_inference=steps_per_inference, subtask_id=str(number), clock=clock
         )
         runner.run(port, task.max_steps)
-        result.violations.extend(monitor.violations)
-        monitor.violations.clear()
         result.completed = number + 1 if port.success else number
         if not port.success:
             break
+    monitor.finish(world.time)
+    result.violations = list(monitor.violations)
+    result.displaced = watch.displaced(world)
     result.success = result.completed == len(tasks)
     return result

@@ -46,10 +46,9 @@ from carryon_shield.core.perception import CommandTracker
 from carryon_shield.core.response import ResponseModel, commanded_poses
 from carryon_shield.core.types import RgbdFrame, RobotState, TaskSpec
 from carryon_sim.core.cameras import CameraRig
-from carryon_sim.core.predicates import inside_of
 from carryon_sim.core.scene import Scene
-from carryon_sim.core.world import ARM_JOINTS, SCENE_CAMERA, WRIST_CAMERA, World
-from carryon_sim.harness.episodes import Task, permitted_contacts
+from carryon_sim.core.world import SCENE_CAMERA, WRIST_CAMERA, World
+from carryon_sim.harness.episodes import Task, contact_task
 from carryon_sim.harness.stand_in.scripts import Script
 
 CAMERAS = {"scene": SCENE_CAMERA, "wrist": WRIST_CAMERA}
@@ -62,14 +61,10 @@ MASK_SOURCES = {"perception": "masks", "sim_truth": "sim_truth"}
 
 
 def task_spec(world: World, script: Script, subtask_id: str) -> TaskSpec:
-    """The SetTask an executive would send for a scripted instruction: its object, the
-    support it stands on (the table when none), its destination (the table for lift-aside
-    and push, which set objects down on / slide them along it), and the other contacts the
-    task implies (what a cover hides)."""
-    source = inside_of(world, script.object) or "table"
-    destination = script.destination or "table"
-    others = permitted_contacts(world, script) - {"table", script.object, source, destination}
-    return TaskSpec(subtask_id, script.object, source, destination, tuple(sorted(others)))
+    """The SetTask an executive would send for a scripted instruction (`contact_task`, the
+    same task the episode's contact monitor judges by)."""
+    task = contact_task(world, script, subtask_id)
+    return TaskSpec(task.subtask_id, task.target, task.source, task.destination, task.permitted)
 
 
 def scene_perception(config_dir: Path, scene: Scene) -> TabletopPerception:
@@ -181,7 +176,7 @@ class SimShieldGate:
                 for c, f in rendered.items()
             ]
         views = [CameraView(c, now_s, f.rgb, f.depth, None, {}, f.K, f.world_from_camera) for c, f in rendered.items()]
-        joints = dict(zip(ARM_JOINTS, world.arm_q().tolist(), strict=True))
+        joints = world.joint_states()  # the fingers too: each is posed where it is
         began = time.perf_counter()
         try:
             result = self.scene_perception.perceive(views, joints, world.gripper_width(), now_s)
