@@ -75,10 +75,17 @@ def plane_msg(plane: SupportPlane) -> SupportPlaneMsg:
 
 
 def scene_msg(
-    objects: list[PerceivedObject], planes: list[SupportPlane], diagnostics: list[str], stamp: TimeMsg
+    objects: list[PerceivedObject],
+    planes: list[SupportPlane],
+    diagnostics: list[str],
+    stamp: TimeMsg,
+    out_of_view: tuple[str, ...] = (),
 ) -> PerceivedScene:
     msg = PerceivedScene(
-        objects=[object_msg(o) for o in objects], planes=[plane_msg(p) for p in planes], diagnostics=diagnostics
+        objects=[object_msg(o) for o in objects],
+        planes=[plane_msg(p) for p in planes],
+        diagnostics=diagnostics,
+        out_of_view_locations=list(out_of_view),
     )
     msg.header.stamp = stamp
     msg.header.frame_id = WORLD_FRAME

@@ -261,7 +261,7 @@ class PerceptionNode(CarryOnNode):
             labels_pub.publish(labels)
         stamp = max((depths[v.camera].header.stamp for v in views), key=common_convert.time_from_msg)
         diagnostics = [*problems, *result.diagnostics]
-        self.scene_pub.publish(convert.scene_msg(result.objects, result.planes, diagnostics, stamp))
+        self.scene_pub.publish(convert.scene_msg(result.objects, result.planes, diagnostics, stamp, result.out_of_view))
         self.frames += 1
         self._report(diagnostics)
 

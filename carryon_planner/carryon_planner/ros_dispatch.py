@@ -132,8 +132,14 @@ class RosPlant:
             raise DispatchError(f"shield/set_task refused: {answer.message}")
         if self._sim_task is not False:  # the simulator's contact monitor, when there is one
             try:
-                self.node.call_service(SetTask, names.SIM_SET_TASK, request, 1.0 if self._sim_task is None else 5.0)
+                wait_s = 1.0 if self._sim_task is None else 5.0
+                sim = self.node.call_service(SetTask, names.SIM_SET_TASK, request, wait_s)
                 self._sim_task = True
+                if sim.status != SetTask.Response.STATUS_OK:  # evaluation only: the subtask goes on, said loudly
+                    self.node.get_logger().warning(
+                        f"{subtask.id}: the simulator's contact monitor refused the task ({sim.message}): "
+                        "its contacts will be counted as unpermitted"
+                    )
             except ServiceUnavailable:
                 self._sim_task = False
         self._started = self.node.stamp_now()
@@ -288,10 +294,13 @@ class RosDispatch:
         if self.cancelled():
             return Report(False, "cancelled by the operator")
         if scene is None:
-            return Report(False, f"observe: could not see {location}: no perception/scene since the request "
-                          f"(is perception_node running?)")  # fmt: skip
+            why = "no perception/scene since the request (is perception_node running?)"
+            return Report(False, f"observe: could not see {location}: {why}")
         if not scene.objects and scene.diagnostics:
             return Report(False, f"observe: could not see {location}: {'; '.join(scene.diagnostics)}")
+        if location in scene.out_of_view_locations:
+            why = "no camera sees its region now (out of view or behind the arm; there is no look motion yet)"
+            return Report(False, f"observe: could not see {location}: {why}")
         seen = [Seen(o.label, o.centroid.x, o.centroid.y, o.support, held=not o.support) for o in scene.objects]
         planes = [p.label for p in scene.planes] or ["table"]
         items = visible_items(seen, location, regions, planes=planes)

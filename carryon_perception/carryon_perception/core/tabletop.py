@@ -42,7 +42,7 @@ from carryon_perception.core.types import (
     PerceptionResult,
     SupportPlane,
 )
-from carryon_perception.core.views import check_view, organised_points
+from carryon_perception.core.views import check_view, organised_points, region_seen
 
 BoolArray = npt.NDArray[np.bool_]
 
@@ -92,6 +92,7 @@ class TabletopParams:
     named_min_share: float = 0.3  # a Recogniser's region names pixels only when at least this share of it
     # stands on a support (else it is the robot, the table or the room, and names nothing)
     plane_stride: int = 2  # every n-th pixel feeds RANSAC (the planes need far fewer points)
+    in_view_share: float = 0.5  # a named location is in view when a camera sees this share of its region
     planes: PlaneParams = field(default_factory=PlaneParams)
     segments: SegmentParams = field(default_factory=SegmentParams)
 
@@ -203,7 +204,22 @@ class TabletopPerception:
             )
             for c in work
         }
-        return PerceptionResult(stamp_s, segmentations, objects, planes, diagnostics, timings)
+        hidden = self._out_of_view(work, planes[0].height_m if planes else None)
+        return PerceptionResult(stamp_s, segmentations, objects, planes, diagnostics, timings, hidden)
+
+    def _out_of_view(self, work: list[_CameraWork], table_m: float | None) -> tuple[str, ...]:
+        """The named locations no camera sees now: less than `in_view_share` of a sample of the
+        region (at the table's height) lands on a usable, non-robot pixel of any camera."""
+        if table_m is None:
+            return tuple(sorted(self.locations))  # no table found: no region can be told seen
+        out = []
+        for name, where in sorted(self.locations.items()):
+            seen = np.zeros(9, dtype=bool)
+            for cam in work:
+                seen |= region_seen(cam.view, cam.valid & ~cam.robot, where.center, where.size, table_m)
+            if seen.mean() < self.params.in_view_share:
+                out.append(name)
+        return tuple(out)
 
     def _segment(self, cam: _CameraWork, planes: list[SupportPlane]) -> None:
         p = self.params

@@ -101,6 +101,8 @@ class PerceptionResult:
     planes: list[SupportPlane]
     diagnostics: list[str] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
+    # Named locations (the locations file) that no camera sees now: out of view, or behind the arm.
+    out_of_view: tuple[str, ...] = ()
 
     def object(self, label: str) -> PerceivedObject | None:
         return next((o for o in self.objects if o.label == label), None)

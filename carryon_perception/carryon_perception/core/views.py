@@ -43,3 +43,36 @@ def check_view(view: CameraView) -> str | None:
     if not np.any(np.isfinite(depth) & (depth > 0)):
         return f"camera {view.camera}: depth has no valid return (all zero or NaN)"
     return None
+
+
+def region_seen(
+    view: CameraView,
+    usable: BoolArray,
+    center: tuple[float, float],
+    size: tuple[float, float],
+    height_m: float,
+    *,
+    grid: int = 3,
+) -> BoolArray:
+    """Which of a `grid` x `grid` sample of a table region (world x-y centre and size, at
+    z = `height_m`) this camera sees (G*G,) bool: the sample projects into the image onto a
+    pixel with a usable return (`usable`: valid depth, not the robot). What stands on the
+    region (a bowl) still counts as seeing it; the arm in front of it does not."""
+    assert view.intrinsics is not None and view.world_from_camera is not None
+    (cx, cy), (sx, sy) = center, size
+    u = (np.arange(grid) + 0.5) / grid - 0.5
+    xs, ys = np.meshgrid(cx + u * sx, cy + u * sy)
+    samples = np.column_stack([xs.ravel(), ys.ravel(), np.full(xs.size, height_m)])
+    pose = np.asarray(view.world_from_camera)
+    camera = (samples - pose[:3, 3]) @ pose[:3, :3]  # world -> camera (optical frame)
+    k = np.asarray(view.intrinsics)
+    seen = np.zeros(len(samples), dtype=bool)
+    ahead = camera[:, 2] > 1e-3
+    cols = np.full(len(samples), -1)
+    rows = np.full(len(samples), -1)
+    cols[ahead] = np.floor(k[0, 0] * camera[ahead, 0] / camera[ahead, 2] + k[0, 2]).astype(int)
+    rows[ahead] = np.floor(k[1, 1] * camera[ahead, 1] / camera[ahead, 2] + k[1, 2]).astype(int)
+    height, width = usable.shape
+    inside = ahead & (cols >= 0) & (cols < width) & (rows >= 0) & (rows < height)
+    seen[inside] = usable[rows[inside], cols[inside]]
+    return seen
