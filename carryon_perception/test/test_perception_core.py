@@ -167,3 +167,20 @@ def test_segments_touching_the_border_or_the_robot_are_partial() -> None:
 def test_no_candidates_no_segments() -> None:
     empty = np.zeros((4, 4), dtype=bool)
     assert segment_image(np.zeros((4, 4, 3), np.uint8), np.ones((4, 4)), np.zeros((4, 4, 3)), empty) == []
+
+
+def test_a_region_is_in_view_where_a_camera_sees_its_table_and_not_behind_the_arm() -> None:
+    """region_seen: samples of the region that project onto usable pixels (valid depth, not the
+    robot); perception reports the named locations with less than half seen as out of view."""
+    from perception_fixtures import TABLE_Z, overhead
+
+    from carryon_perception.core.views import region_seen
+
+    view = overhead([])
+    assert view.depth is not None
+    usable = np.ones(view.depth.shape, dtype=bool)
+    assert region_seen(view, usable, (0.5, 0.0), (0.2, 0.2), TABLE_Z).all()  # under the camera
+    assert not region_seen(view, usable, (2.0, 0.0), (0.2, 0.2), TABLE_Z).any()  # beyond its view
+    half = region_seen(view, usable, (0.5 + 0.47, 0.0), (0.2, 0.2), TABLE_Z)  # across the image's edge
+    assert 0 < half.sum() < 9
+    assert not region_seen(view, np.zeros_like(usable), (0.5, 0.0), (0.2, 0.2), TABLE_Z).any()  # the arm in front

@@ -239,6 +239,7 @@ def test_observe_from_perception_sees_what_the_oracle_sees() -> None:
                 views.append(CameraView(name, world.time, f.rgb, f.depth, None, {}, f.K, f.world_from_camera))
             joints = dict(zip(ARM_JOINTS, (float(q) for q in world.arm_q()), strict=True))
             result = perception.perceive(views, joints, world.gripper_width(), world.time)
+            assert result.out_of_view == ()  # both locations are in the scene camera's view
             seen = [
                 observe.Seen(o.label, float(o.centroid[0]), float(o.centroid[1]), o.support, held=not o.support)
                 for o in result.objects
