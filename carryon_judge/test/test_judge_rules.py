@@ -108,7 +108,13 @@ def test_progress_is_target_change_towards_the_goal_not_jitter() -> None:
     tracker = ProgressTracker(0.01, toward=np.array([0.55, -0.3]))
     tracker.start(0.0, fact("carrot", 0.55, 0.3))
     assert tracker.update(1.0, fact("carrot", 0.555, 0.295)) == 1.0  # jitter: no progress
-    assert tracker.update(2.0, fact("carrot", 0.55, 0.3, held=True)) == 0.0  # grasped
+    assert tracker.update(2.0, fact("carrot", 0.55, 0.3, held=True)) == 2.0  # grasped? seen once: not yet
+    assert tracker.update(2.5, fact("carrot", 0.55, 0.3, held=True)) == 0.0  # twice in a row: grasped
     assert tracker.update(3.0, fact("carrot", 0.55, 0.1, held=True)) == 0.0  # closer to the bowl
     assert tracker.update(5.0, fact("carrot", 0.55, 0.105, held=True)) == 2.0
+    # Perception flickering (in the plate one frame, beside it the next; hidden for a frame) is no progress.
+    for t in (6.0, 7.0, 8.0):
+        tracker.update(t - 0.5, fact("carrot", 0.55, 0.105, held=True, inside="plate"))
+        tracker.update(t, None)
+        assert tracker.update(t, fact("carrot", 0.55, 0.105, held=True)) == t - 3.0
     assert ProgressTracker(0.01).update(1.0, None) < 0  # not started

@@ -6,7 +6,10 @@ or released, went into or out of a container, appeared or disappeared, or it got
 than `threshold_m` closer to its goal than ever before in this subtask (towards the
 destination for a placement, away from where it stood for a cover). Without a goal point
 any displacement beyond `threshold_m` from the last progress counts. Arm motion alone,
-and an object jittering in a stuck gripper, never count.
+and an object jittering in a stuck gripper, never count. A change of state (held, inside,
+seen) counts only once it holds for `confirm_updates` updates in a row: perception that
+flickers (a carrot at a plate's rim seen in it one frame and beside it the next, a target
+hidden by the arm for a frame) is not progress.
 """
 
 from __future__ import annotations
@@ -30,7 +33,10 @@ class ProgressTracker:
     threshold_m: float
     toward: Point | None = None
     away_from: Point | None = None
+    confirm_updates: int = 2
     _last_progress_s: float | None = None
+    _pending: tuple[bool, bool, str] | None = None  # a new state (seen, held, inside) not confirmed yet
+    _pending_count: int = 0
     _reference: ObjectFacts | None = None
     _best: float = float("inf")
 
@@ -43,7 +49,7 @@ class ProgressTracker:
         """Seconds since the last progress (< 0 before `start`)."""
         if self._last_progress_s is None:
             return -1.0
-        if self._changed(target):
+        if self._changed(target) and self._confirmed(target):
             self._last_progress_s = now_s
             self._reference = target
             self._best = min(self._best, self._score(target))
@@ -58,6 +64,25 @@ class ProgressTracker:
         if self.away_from is not None:
             return -float(np.linalg.norm(target.center - self.away_from))
         return float("inf")
+
+    @staticmethod
+    def _state(target: ObjectFacts | None) -> tuple[bool, bool, str]:
+        return (False, False, "") if target is None else (True, bool(target.held), target.inside or "")
+
+    def _confirmed(self, target: ObjectFacts | None) -> bool:
+        """A change of state counts once seen `confirm_updates` times in a row (a move closer
+        to the goal, with the state unchanged, counts at once)."""
+        state = self._state(target)
+        if state == self._state(self._reference):
+            self._pending, self._pending_count = None, 0
+            return True
+        if state != self._pending:
+            self._pending, self._pending_count = state, 0
+        self._pending_count += 1
+        if self._pending_count < self.confirm_updates:
+            return False
+        self._pending, self._pending_count = None, 0
+        return True
 
     def _changed(self, target: ObjectFacts | None) -> bool:
         ref = self._reference
