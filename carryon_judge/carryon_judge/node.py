@@ -249,7 +249,7 @@ class JudgeNode(CarryOnNode):
         if any(v.has_geometry for v in baseline.views):
             with contextlib.suppress(JudgeError, ObservationUnusable):
                 base_facts = facts_from_perception(baseline, self.shapes, perception_params(self.config))
-        tracker = tracker_for(goal, base_facts, self.config.progress_m)
+        tracker = tracker_for(goal, base_facts, self.config.progress_m, self.config.progress_confirm_updates)
         tracker.start(baseline.stamp_s, self.target_facts(baseline, goal.target))
         self._monitor = _Monitor(subtask, baseline, baseline.stamp_s, goal, tracker)
         self._baselines[subtask.id] = (baseline, baseline.stamp_s)

@@ -105,7 +105,7 @@ def test_unsupported_subtasks_are_unable_to_judge() -> None:
 def test_progress_is_target_change_towards_the_goal_not_jitter() -> None:
     import numpy as np
 
-    tracker = ProgressTracker(0.01, toward=np.array([0.55, -0.3]))
+    tracker = ProgressTracker(0.01, toward=np.array([0.55, -0.3]), confirm_updates=2)  # judge_node's
     tracker.start(0.0, fact("carrot", 0.55, 0.3))
     assert tracker.update(1.0, fact("carrot", 0.555, 0.295)) == 1.0  # jitter: no progress
     assert tracker.update(2.0, fact("carrot", 0.55, 0.3, held=True)) == 2.0  # grasped? seen once: not yet
@@ -118,3 +118,6 @@ def test_progress_is_target_change_towards_the_goal_not_jitter() -> None:
         tracker.update(t, None)
         assert tracker.update(t, fact("carrot", 0.55, 0.105, held=True)) == t - 3.0
     assert ProgressTracker(0.01).update(1.0, None) < 0  # not started
+    once = ProgressTracker(0.01)  # the default (facts without flicker): every change counts at once
+    once.start(0.0, fact("carrot", 0.55, 0.3))
+    assert once.update(1.0, fact("carrot", 0.55, 0.3, held=True)) == 0.0

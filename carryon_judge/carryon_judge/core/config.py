@@ -24,6 +24,12 @@ class JudgeConfig(NodeConfig):
     progress_m: float = Field(
         0.01, gt=0.0, description="A target displacement that counts as progress (monitor mode), metres."
     )
+    progress_confirm_updates: int = Field(
+        2,
+        ge=1,
+        description="A change of the target's state (held, inside, seen) counts as progress once it holds for this "
+        "many verdicts in a row (perception flicker is not progress).",
+    )
     monitor: bool = Field(
         True, description="Publish verdicts on judge/verdict for the active subtask of planner/plan_state."
     )

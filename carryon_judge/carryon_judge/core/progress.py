@@ -7,9 +7,10 @@ than `threshold_m` closer to its goal than ever before in this subtask (towards 
 destination for a placement, away from where it stood for a cover). Without a goal point
 any displacement beyond `threshold_m` from the last progress counts. Arm motion alone,
 and an object jittering in a stuck gripper, never count. A change of state (held, inside,
-seen) counts only once it holds for `confirm_updates` updates in a row: perception that
-flickers (a carrot at a plate's rim seen in it one frame and beside it the next, a target
-hidden by the arm for a frame) is not progress.
+seen) counts only once it holds for `confirm_updates` updates in a row (judge_node: 2, its
+`progress_confirm_updates`): perception that flickers (a carrot at a plate's rim seen in it
+one frame and beside it the next, a target hidden by the arm for a frame) is not progress.
+The default 1 (every change counts at once) suits facts without flicker (the simulator's truth).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class ProgressTracker:
     threshold_m: float
     toward: Point | None = None
     away_from: Point | None = None
-    confirm_updates: int = 2
+    confirm_updates: int = 1
     _last_progress_s: float | None = None
     _pending: tuple[bool, bool, str] | None = None  # a new state (seen, held, inside) not confirmed yet
     _pending_count: int = 0
@@ -98,11 +99,11 @@ class ProgressTracker:
         return moved > self.threshold_m
 
 
-def tracker_for(goal: GoalSpec, baseline: SceneFacts, threshold_m: float) -> ProgressTracker:
+def tracker_for(goal: GoalSpec, baseline: SceneFacts, threshold_m: float, confirm_updates: int = 1) -> ProgressTracker:
     """A tracker whose goal point fits the subtask: towards the destination (placing),
     away from the cover's baseline place (uncovering), plain displacement otherwise."""
     if goal.goal == Goal.PLACE and (dest := baseline.visible(goal.destination)) is not None:
-        return ProgressTracker(threshold_m, toward=dest.center.copy())
+        return ProgressTracker(threshold_m, toward=dest.center.copy(), confirm_updates=confirm_updates)
     if goal.goal == Goal.UNCOVER and (cover := baseline.visible(goal.target)) is not None:
-        return ProgressTracker(threshold_m, away_from=cover.center.copy())
-    return ProgressTracker(threshold_m)
+        return ProgressTracker(threshold_m, away_from=cover.center.copy(), confirm_updates=confirm_updates)
+    return ProgressTracker(threshold_m, confirm_updates=confirm_updates)
