@@ -152,30 +152,3 @@ def test_a_decision_reads_the_ready_set_while_it_is_fresh_and_grounds_only_when_
     # Stale robot state fails closed even with a ready set.
     with pytest.raises(PerceptionUnavailable, match="robot state is"):
         p.snapshot(2.3, prefer_ready=True)
-
-
-def test_a_carried_object_may_be_set_down_on_the_table_beneath_it() -> None:
-    """The contact rules' support patch at a carried target, from its carried geometry (the
-    cameras see a carried cover's top, not its rim): table points beneath it, when its lowest
-    point is within the patch's band of them, are exempt; the rest of the table, and the
-    table under it while it is carried high, stay obstacles."""
-    from carryon_common.core import contact_rules as rules
-    from carryon_shield.core.perception import set_down_patch
-    from carryon_shield.core.types import ObstacleSet
-
-    grid = np.array([[x, y, 0.42] for x in np.arange(0.3, 0.8, 0.01) for y in np.arange(-0.2, 0.2, 0.01)])
-    bottle = np.array([[0.55, 0.0, 0.5]])
-    obstacles = ObstacleSet(
-        np.vstack([grid, bottle]), np.array([0] * len(grid) + [1]), ("table", "bottle"), 1.0, "world"
-    )
-    carried = np.array([[0.0, 0.0, 0.06, 0.04]])  # tool frame: 6 cm below the tool, 4 cm radius
-    low = RobotState(np.array([0.55, 0.0, 0.42 + 0.06 + 0.04 + 0.01]), DOWN, np.zeros(3), 0.03, 1.0, 1.0)
-    patched = set_down_patch(obstacles, carried, low)  # its lowest point 1 cm above the table
-    dropped = len(obstacles) - len(patched)
-    assert dropped > 0 and patched.exempt_points == dropped
-    xy = np.linalg.norm(patched.points[:, :2] - [0.55, 0.0], axis=1)
-    table = patched.label_index == 0
-    assert np.all(xy[table] > 0.04 + rules.SUPPORT_MARGIN_M - 1e-9)  # beneath it: exempt; beyond: obstacles
-    assert "bottle" in {patched.name_of(i) for i in range(len(patched))}  # only support surfaces
-    high = replace(low, position=low.position + np.array([0.0, 0.0, 0.1]))
-    assert set_down_patch(obstacles, carried, high) is obstacles  # carried high: nothing exempt

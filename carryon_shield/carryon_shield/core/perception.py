@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import replace
 
 import numpy as np
 
-from carryon_common.core import contact_rules as rules
 from carryon_shield.core.filter import Snapshot
 from carryon_shield.core.geometry import OPEN_WIDTH_M, GripperGeometry, HoldingLatch, carried_spheres
 from carryon_shield.core.grounding import Grounder, frames_by_camera
@@ -179,46 +177,9 @@ class ShieldPerception:
             self.latch.carried = merged if len(merged) else DEFAULT_CARRIED.copy()
             self._capture_pending = False
             self._captured_from = self.groundings
-        if self.latch.holding:
-            obstacles = set_down_patch(obstacles, self.latch.carried, state)
         width = max(state.gripper_width_m, (1.0 - state.gripper_command) * OPEN_WIDTH_M)
         geometry = GripperGeometry.build(width, self.latch.carried if self.latch.holding else None)
         return Snapshot(obstacles, state, geometry, self.latch.holding)
-
-
-def set_down_patch(obstacles: ObstacleSet, carried: FloatArray, state: RobotState) -> ObstacleSet:
-    """While the target is carried: the support surfaces (`contact_rules.SUPPORT_SURFACES`)
-    in the contact rules' support patch at it are exempt — beneath the carried geometry
-    (`carried`: tool-frame spheres x, y, z, r, posed by `state`), within `SUPPORT_MARGIN_M`
-    of it horizontally, from `SUPPORT_BELOW_M` below its lowest point to `SUPPORT_ABOVE_M`
-    above. Grounding's patch follows the target's lowest *seen* point, and the cameras see a
-    carried cover's top, not its rim, so without this the table blocks setting it down.
-    The set itself is left as it is (it is shared); a copy without those points is returned."""
-    surfaces = [i for i, name in enumerate(obstacles.names) if name in rules.SUPPORT_SURFACES]
-    if not surfaces or len(carried) == 0 or len(obstacles) == 0:
-        return obstacles
-    centres = state.position + carried[:, :3] @ state.rotation.T
-    bottom = float((centres[:, 2] - carried[:, 3]).min())
-    z = obstacles.points[:, 2]
-    band = (z >= bottom - rules.SUPPORT_BELOW_M) & (z <= bottom + rules.SUPPORT_ABOVE_M)
-    candidates = np.flatnonzero(np.isin(obstacles.label_index, surfaces) & band)
-    if not len(candidates):
-        return obstacles
-    xy = obstacles.points[candidates, :2]
-    reach = carried[:, 3] + rules.SUPPORT_MARGIN_M
-    near = (np.linalg.norm(xy[:, None, :] - centres[None, :, :2], axis=2) <= reach[None, :]).any(axis=1)
-    drop = candidates[near]
-    if not len(drop):
-        return obstacles
-    keep = np.ones(len(obstacles), dtype=bool)
-    keep[drop] = False
-    return replace(
-        obstacles,
-        points=obstacles.points[keep],
-        label_index=obstacles.label_index[keep],
-        exempt_points=obstacles.exempt_points + len(drop),
-        _grid=None,
-    )
 
 
 class CommandTracker:
