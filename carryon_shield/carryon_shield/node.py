@@ -267,6 +267,7 @@ class ShieldNode(CarryOnNode):
             request.subtask_id, request.target, request.source, request.destination, tuple(request.permitted_contacts)
         )
         self.perception.set_task(task)
+        self._frames_arrived.set()  # the worker grounds for the new task now, before its first chunk
         seen = set(self.perception.obstacles.names) if self.perception.obstacles is not None else set()
         unseen = sorted((task.exempt_names() | {task.source}) - {""} - seen)
         response.status = SetTask.Response.STATUS_OK
