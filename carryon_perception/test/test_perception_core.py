@@ -7,6 +7,7 @@ from typing import ClassVar
 
 import numpy as np
 import pytest
+from perception_fixtures import TABLE_Z, overhead
 
 from carryon_common.core.clouds import CameraView, ObservationUnusable
 from carryon_common.core.locations import Location
@@ -16,26 +17,6 @@ from carryon_perception.core.tabletop import TabletopPerception
 from carryon_perception.core.tracker import Tracker
 from carryon_perception.core.types import FIRST_TRACK_ID, ROBOT_ID, TABLE_ID
 from carryon_perception.core.views import check_view
-
-SIZE = 96
-F = 80.0
-TABLE_Z = 0.42
-CAMERA_Z = 1.2  # looking straight down from here
-
-
-def overhead(boxes: Sequence[tuple[tuple[int, int, int, int], float, tuple[int, int, int]]]) -> CameraView:
-    """A camera looking straight down at a table (z = 0.42) with boxes: each (rows r0:r1,
-    cols c0:c1), its height above the table, its rgb colour."""
-    depth = np.full((SIZE, SIZE), CAMERA_Z - TABLE_Z, dtype=np.float32)
-    rgb = np.full((SIZE, SIZE, 3), (150, 110, 80), dtype=np.uint8)  # wood
-    for (r0, r1, c0, c1), height, colour in boxes:
-        depth[r0:r1, c0:c1] = CAMERA_Z - TABLE_Z - height
-        rgb[r0:r1, c0:c1] = colour
-    k = np.array([[F, 0.0, (SIZE - 1) / 2], [0.0, F, (SIZE - 1) / 2], [0.0, 0.0, 1.0]])
-    pose = np.eye(4)
-    pose[:3, :3] = np.diag([1.0, -1.0, -1.0])  # optical z down, x along world x, y along -world y
-    pose[:3, 3] = [0.5, 0.0, CAMERA_Z]
-    return CameraView("top", 0.0, rgb, depth, None, {}, k, pose)
 
 
 class NoRobot:
@@ -172,8 +153,6 @@ def test_no_candidates_no_segments() -> None:
 def test_a_region_is_in_view_where_a_camera_sees_its_table_and_not_behind_the_arm() -> None:
     """region_seen: samples of the region that project onto usable pixels (valid depth, not the
     robot); perception reports the named locations with less than half seen as out of view."""
-    from perception_fixtures import TABLE_Z, overhead
-
     from carryon_perception.core.views import region_seen
 
     view = overhead([])
