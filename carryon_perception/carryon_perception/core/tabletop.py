@@ -214,10 +214,8 @@ class TabletopPerception:
             return tuple(sorted(self.locations))  # no table found: no region can be told seen
         out = []
         for name, where in sorted(self.locations.items()):
-            seen = np.zeros(9, dtype=bool)
-            for cam in work:
-                seen |= region_seen(cam.view, cam.valid & ~cam.robot, where.center, where.size, table_m)
-            if seen.mean() < self.params.in_view_share:
+            views = [region_seen(c.view, c.valid & ~c.robot, where.center, where.size, table_m) for c in work]
+            if np.logical_or.reduce(views).mean() < self.params.in_view_share:
                 out.append(name)
         return tuple(out)
 
