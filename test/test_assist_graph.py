@@ -104,7 +104,7 @@ def test_serve_me_food_end_to_end(config_dir: Path, tmp_path: Path) -> None:
     transcript = story.transcript
     assert "kitchen_counter shows meat in plate" in transcript, transcript  # perception_node, no simulator truth
     assert "not the meat" in transcript
-    assert len(story.prompts) == 4  # plan, replan, repair of the refused meat, summariser
+    assert len(story.prompts) == 4, transcript  # plan, replan, repair of the refused meat, summariser
     assert "Observed since the last plan" in story.prompts[1] and "preference_conflict" in story.prompts[2]
     scene = (tmp_path / "memory" / "scene.md").read_text()
     assert "meat in plate" in scene  # the revealed meat is recorded

@@ -3,7 +3,9 @@
 Inputs, per camera in `cameras`: camera/<name>/color, depth, camera_info and pose (the
 optical frame in `world`), plus joint_states and gripper/width (the self-filter poses the
 robot's model with them). At most `rate_hz` times a second, when a new depth image has
-arrived, it perceives the latest images and publishes:
+arrived, it perceives one instant per camera: the newest depth image with a colour image
+and a pose of the same stamp, and the joint states nearest to it (core/sync.py: the latest
+of each stream would mix instants while the arm moves). It publishes:
 
 * camera/<name>/segmentation (32SC1 instance ids) + camera/<name>/labels, stamped like
   that camera's depth image: what the shield, the judge and recovery read. Ids are stable
@@ -12,7 +14,8 @@ arrived, it perceives the latest images and publishes:
   region) and the support planes.
 
 Bad input never becomes a silent empty result: a camera whose images are missing,
-malformed or older than `max_image_age_s` is left out and named in the diagnostics (on
+malformed, older than `max_image_age_s`, or without a colour image, pose or joint states of
+its instant is left out and named in the diagnostics (on
 perception/scene, in the log and in `carryon status`, state degraded); with no joint states
 nothing is published (the robot could not be told from obstacles), so consumers see stale
 masks and fail closed.
@@ -51,6 +54,7 @@ from carryon_perception import convert
 from carryon_perception.core import references
 from carryon_perception.core.build import CatalogLabeller, build_perception
 from carryon_perception.core.config import PerceptionConfig
+from carryon_perception.core.sync import StampedQueue, Synced, match
 from carryon_perception.core.tabletop import TabletopPerception
 
 CAPABILITIES = (
@@ -60,6 +64,8 @@ CAPABILITIES = (
     implemented("perception.reference_images", "user-memory photos of entities added to the object catalog"),
 )
 _INPUTS = {"color": Image, "depth": Image, "camera_info": CameraInfo, "pose": PoseStamped}
+_SYNCED = ("color", "depth", "pose")  # matched by stamp; camera_info: the latest
+_JOINT_QUEUE = 500  # joint states kept to find the one of a depth image's instant (seconds at a driver's rate)
 _REFERENCES_POLL_S = 0.2  # how often the reference-image request is sent / its answer looked at, s
 _REFERENCES_RETRY_S = 2.0  # wait before asking memory again after no answer or an error, s
 _REFERENCES_TIMEOUT_S = 10.0  # an answer this late is given up (and asked for again), s
@@ -73,8 +79,11 @@ class PerceptionNode(CarryOnNode):
         self.perception = perception if perception is not None else build_perception(cfg)
         self.set_backends({"perception": self.perception.name})
         self.lock = threading.Lock()
-        self._latest: dict[tuple[str, str], Any] = {}
-        self._joints: JointState | None = None
+        self._latest: dict[tuple[str, str], Any] = {}  # camera_info
+        self._history: dict[tuple[str, str], StampedQueue[Any]] = {
+            (camera, stream): StampedQueue(cfg.sync_queue) for camera in cfg.cameras for stream in _SYNCED
+        }
+        self._joints: StampedQueue[JointState] = StampedQueue(_JOINT_QUEUE)
         self._width: Float64 | None = None
         self._last_depth: dict[str, Any] = {}
         self._seg_pubs: dict[str, tuple[Any, Any]] = {}
@@ -86,7 +95,7 @@ class PerceptionNode(CarryOnNode):
                 self.create_publisher(Image, names.camera_topic(camera, "segmentation"), qos_profile_sensor_data),
                 self.create_publisher(SegmentationLabels, names.camera_topic(camera, "labels"), 10),
             )
-        self.create_subscription(JointState, names.JOINT_STATES, lambda m: setattr(self, "_joints", m), 10)
+        self.create_subscription(JointState, names.JOINT_STATES, self._on_joints, 10)
         self.create_subscription(Float64, names.GRIPPER_WIDTH, lambda m: setattr(self, "_width", m), 10)
         self.scene_pub = self.create_publisher(PerceivedScene, names.PERCEPTION_SCENE, 10)
         self.create_timer(1.0 / cfg.rate_hz, self._on_tick, callback_group=MutuallyExclusiveCallbackGroup())
@@ -199,54 +208,82 @@ class PerceptionNode(CarryOnNode):
     def _keeper(self, camera: str, stream: str) -> Callable[[Any], None]:
         def keep(msg: Any) -> None:
             with self.lock:
-                self._latest[(camera, stream)] = msg
+                if stream in _SYNCED:
+                    self._history[(camera, stream)].add(common_convert.time_from_msg(msg.header.stamp), msg)
+                else:
+                    self._latest[(camera, stream)] = msg
 
         return keep
 
+    def _on_joints(self, msg: JointState) -> None:
+        with self.lock:
+            self._joints.add(common_convert.time_from_msg(msg.header.stamp), msg)
+
     # -- one perception step -------------------------------------------------------------
-    def views(self, now_s: float) -> tuple[list[CameraView], dict[str, Any], list[str]]:
-        """The cameras usable now (fresh, well-formed), their depth messages, and why the others are not."""
+    def views(self, now_s: float) -> tuple[list[CameraView], dict[str, Any], dict[str, JointState], list[str]]:
+        """The cameras usable now (fresh, well-formed, one instant each), their depth
+        messages, the joint states of each one's instant, and why the others are not."""
         cfg: PerceptionConfig = self.config
         with self.lock:
             latest = dict(self._latest)
-        views, depths, problems = [], {}, []
+            history = {key: queue.copy() for key, queue in self._history.items()}
+            joints = self._joints.copy()
+        views, depths, posed, problems = [], {}, {}, []
         for camera in cfg.cameras:
-            msgs = {stream: latest.get((camera, stream)) for stream in _INPUTS}
-            missing = [s for s, m in msgs.items() if m is None]
+            missing = [s for s in _SYNCED if not history[(camera, s)]]
+            missing += [] if latest.get((camera, "camera_info")) else ["camera_info"]
             if missing:
                 problems.append(f"camera {camera}: no {', '.join(missing)} received")
                 continue
+            others = {s: history[(camera, s)] for s in _SYNCED if s != "depth"}
+            synced = match(history[(camera, "depth")].items(), others, cfg.sync_tolerance_s)
+            if not isinstance(synced, Synced):
+                problems.append(f"camera {camera}: {synced}")
+                continue
+            if now_s - synced.stamp_s > cfg.max_image_age_s:
+                problems.append(f"camera {camera}: depth older than {cfg.max_image_age_s} s")
+                continue
+            nearest = joints.nearest(synced.stamp_s)
+            if nearest is None or abs(nearest[0] - synced.stamp_s) > cfg.max_joint_offset_s:
+                offset = (
+                    "none received" if nearest is None else f"nearest {abs(nearest[0] - synced.stamp_s):.3f} s away"
+                )
+                problems.append(
+                    f"camera {camera}: no joint_states of its instant ({offset}; the robot cannot be posed)"
+                )
+                continue
             try:
-                view = common_convert.camera_view(camera, msgs)
+                view = common_convert.camera_view(
+                    camera, {**synced.messages, "camera_info": latest[(camera, "camera_info")]}
+                )
             except ValueError as exc:
                 problems.append(f"camera {camera}: {exc}")
                 continue
-            depth_s = common_convert.time_from_msg(msgs["depth"].header.stamp)
-            if now_s - depth_s > cfg.max_image_age_s:
-                problems.append(f"camera {camera}: depth older than {cfg.max_image_age_s} s")
-                continue
             views.append(view)
-            depths[camera] = msgs["depth"]
-        return views, depths, problems
+            depths[camera] = synced.messages["depth"]
+            posed[camera] = nearest[1]
+        return views, depths, posed, problems
 
     def _on_tick(self) -> None:
         self._take_pending_labeller()  # between frames: every camera of a frame is labelled alike
         now = self.now_s()
-        views, depths, problems = self.views(now)
+        views, depths, posed, problems = self.views(now)
         fresh = [v for v in views if depths[v.camera] is not self._last_depth.get(v.camera)]
         if views and not fresh:
             return  # nothing new since the last step
-        joints_msg, width_msg = self._joints, self._width
-        if joints_msg is None:
+        if not views and not len(self._joints):
             problems.append("no joint_states received: the robot cannot be told from obstacles; nothing published")
             self._report(problems)
             return
+        width_msg = self._width
+        by_camera = {camera: convert.joints_from_msg(msg) for camera, msg in posed.items()}
         try:
             result = self.perception.perceive(
                 views,
-                convert.joints_from_msg(joints_msg),
+                next(iter(by_camera.values()), {}),
                 None if width_msg is None else float(width_msg.data),
                 now,
+                joints_by_camera=by_camera,
             )
         except ObservationUnusable as exc:
             self._report([*problems, str(exc)])

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from geometry_msgs.msg import PoseStamped
+from rclpy.duration import Duration
 from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import CameraInfo, Image, JointState
@@ -40,8 +41,15 @@ def rendered() -> tuple[World, dict[str, CameraFrame]]:
 class Driver:
     """Publishes the rendered frames with fresh stamps, as a camera driver + arm would."""
 
-    def __init__(self, peer, world: World, frames: dict[str, CameraFrame], *, joints: bool = True) -> None:  # type: ignore[no-untyped-def]
+    def __init__(  # type: ignore[no-untyped-def]
+        self, peer, world: World, frames: dict[str, CameraFrame], *, joints: bool = True,
+        pose_offset_s: dict[str, float] | None = None, later_q: np.ndarray | None = None,
+    ) -> None:  # fmt: skip
+        """`pose_offset_s`: a camera's pose stamped this much later than its images;
+        `later_q`: after each frame, joint states of another arm pose stamped 0.2 s later
+        (the arm moved on after the images were taken)."""
         self.peer, self.world, self.frames, self.joints = peer, world, dict(frames), joints
+        self.pose_offset_s, self.later_q = pose_offset_s or {}, later_q
         self.pubs = {
             name: [
                 peer.create_publisher(Image, f"camera/{name}/color", qos_profile_sensor_data),
@@ -58,14 +66,20 @@ class Driver:
         peer.create_timer(0.1, self.publish)
 
     def publish(self) -> None:
-        stamp = self.peer.get_clock().now().to_msg()
+        now = self.peer.get_clock().now()
+        stamp = now.to_msg()
         for name, frame in self.frames.items():
             for pub, msg in zip(self.pubs[name], camera_msgs(frame, f"{name}_camera_optical", stamp), strict=True):
                 if pub is not None:
+                    if isinstance(msg, PoseStamped) and name in self.pose_offset_s:
+                        msg.header.stamp = (now + Duration(seconds=self.pose_offset_s[name])).to_msg()
                     pub.publish(msg)
         if self.joints:
             self.joint_pub.publish(common_convert.joint_state_msg(list(ARM_JOINTS), self.world.arm_q(), stamp))
             self.width_pub.publish(Float64(data=float(self.world.gripper_width())))
+        if self.later_q is not None:
+            later = (now + Duration(seconds=0.2)).to_msg()
+            self.joint_pub.publish(common_convert.joint_state_msg(list(ARM_JOINTS), self.later_q, later))
 
 
 class Listener:
@@ -149,3 +163,32 @@ def test_a_malformed_camera_is_left_out_and_named(ros, config_dir, wait_until, r
     assert listener.images["scene"] and not listener.images["wrist"]
     assert node.health().state == NodeState.DEGRADED and "camera wrist" in node.health().message
     assert np.all(np.isfinite([o.centroid.x for o in listener.scenes[-1].objects]))
+
+
+def test_the_robot_is_posed_at_the_images_instant(ros, config_dir, wait_until, rendered) -> None:  # type: ignore[no-untyped-def]
+    """The self-filter poses the robot from the joint states of the images' instant, not
+    the latest: the arm swung 1 rad on after the images were taken, and posed from those
+    joint states the arm in the images would stay behind as objects."""
+    world, frames = rendered
+    swung = world.arm_q().copy()
+    swung[0] += 1.0
+    _node, peer = start(ros, config_dir)
+    listener = Listener(peer)
+    Driver(peer, world, frames, later_q=swung)
+    assert wait_until(lambda: len(listener.scenes) >= 3 and len(listener.labels["scene"]) >= 3, 30.0)
+    assert "robot" in listener.labels["scene"][-1].values()
+    for scene in listener.scenes:
+        assert not any(o.label.startswith("unknown_") for o in scene.objects), [
+            (o.label, len(o.points)) for o in scene.objects
+        ]
+
+
+def test_a_camera_without_a_pose_of_its_instant_is_left_out(ros, config_dir, wait_until, rendered) -> None:  # type: ignore[no-untyped-def]
+    world, frames = rendered
+    node, peer = start(ros, config_dir)
+    listener = Listener(peer)
+    Driver(peer, world, frames, pose_offset_s={"wrist": 10.0})  # the wrist's pose is of another instant
+    assert wait_until(lambda: len(listener.scenes) >= 2, 30.0)
+    assert not listener.images["wrist"] and listener.images["scene"]
+    assert any("camera wrist" in d and "no pose stamped within 20 ms" in d for d in listener.scenes[-1].diagnostics)
+    assert node.health().state == NodeState.DEGRADED and "camera wrist" in node.health().message

@@ -8,10 +8,11 @@
   (suspended), the Recover action runs, and the original instruction is sent again with
   the remaining budget.
 * `observe` reports what perception sees at a named location (`observe_source:
-  perception`, both profiles): it waits for a perception/scene taken after the request and
-  lists the objects in the location's region (from the planner's own `locations_file`;
-  core/observe.py). No fresh scene, or cameras that could not be perceived, fail the
-  observe with the reason ("could not see"). `none` fails every observe subtask.
+  perception`, both profiles): it waits for `observe_scenes` perception/scenes taken after
+  the request and lists the objects in the location's region that at least half of them
+  show (from the planner's own `locations_file`; core/observe.py). No fresh scene, or
+  cameras that could not be perceived in most scenes, fail the observe with the reason
+  ("could not see"). `none` fails every observe subtask.
 * `say` hands the sentence to `on_say` (the Assist feedback and the node's log).
 * A VLA subtask the judge calls a success is handed to `on_succeeded` (planner_node
   records where its target now is in scene memory).
@@ -43,7 +44,7 @@ from carryon_interfaces.srv import Judge, SetTask
 from carryon_planner.convert import planned_subtask_to_msg
 from carryon_planner.core.config import PlannerConfig
 from carryon_planner.core.executive import Report, Verdict, run_vla
-from carryon_planner.core.observe import Seen, describe_look, visible_items
+from carryon_planner.core.observe import Seen, agree, describe_look, visible_items
 from carryon_planner.core.plan import PlannedSubtask
 from carryon_planner.core.session import Cancelled
 
@@ -239,6 +240,13 @@ class RosPlant:
                 self.node.get_logger().error(f"stopping the policy: {exc}")
 
 
+def _seen(obj: Any) -> Seen:
+    """A PerceivedObject as observe needs it."""
+    low, high = obj.bbox_min, obj.bbox_max
+    size = max(high.x - low.x, high.y - low.y, high.z - low.z)
+    return Seen(obj.label, obj.centroid.x, obj.centroid.y, obj.support, held=not obj.support, size_m=size)
+
+
 class RosDispatch:
     """`Dispatch` for the executive over the ROS graph."""
 
@@ -290,36 +298,46 @@ class RosDispatch:
         if location not in regions:
             known = ", ".join(sorted(regions)) or "none"
             return Report(False, f"observe: unknown location {location!r} (named locations: {known})")
-        scene = self._fresh_scene()
+        scenes = self._fresh_scenes(self.config.observe_scenes)
         if self.cancelled():
             return Report(False, "cancelled by the operator")
-        if scene is None:
+        if not scenes:
             why = "no perception/scene since the request (is perception_node running?)"
             return Report(False, f"observe: could not see {location}: {why}")
-        if not scene.objects and scene.diagnostics:
-            return Report(False, f"observe: could not see {location}: {'; '.join(scene.diagnostics)}")
-        if location in scene.out_of_view_locations:
-            why = "no camera sees its region now (out of view or behind the arm; there is no look motion yet)"
+        looks, why = [], ""
+        for scene in scenes:
+            if not scene.objects and scene.diagnostics:
+                why = "; ".join(scene.diagnostics)
+            elif location in scene.out_of_view_locations:
+                why = "no camera sees its region now (out of view or behind the arm; there is no look motion yet)"
+            else:
+                seen = [_seen(o) for o in scene.objects]
+                planes = [p.label for p in scene.planes] or ["table"]
+                min_size = self.config.observe_min_unidentified_m
+                looks.append(visible_items(seen, location, regions, planes=planes, min_unidentified_m=min_size))
+        if len(looks) * 2 < len(scenes):  # most scenes could not see it: say why, as the latest did
             return Report(False, f"observe: could not see {location}: {why}")
-        seen = [Seen(o.label, o.centroid.x, o.centroid.y, o.support, held=not o.support) for o in scene.objects]
-        planes = [p.label for p in scene.planes] or ["table"]
-        items = visible_items(seen, location, regions, planes=planes)
+        items = agree(looks)
         return Report(True, describe_look(location, items), {location: items})
 
-    def _fresh_scene(self) -> PerceivedScene | None:
-        """The first perception/scene stamped after now (the previous motion has ended), waiting at
-        most `service_timeout_s`; None when none came or the request was cancelled."""
-        asked = self.node.now_s()
+    def _fresh_scenes(self, count: int) -> list[PerceivedScene]:
+        """Up to `count` perception/scenes stamped after now (the previous motion has ended),
+        each newer than the last, waiting at most `service_timeout_s` in all; fewer when no
+        more came in time, none when the request was cancelled."""
+        after = self.node.now_s()
         deadline = time.monotonic() + self.config.service_timeout_s
-        while time.monotonic() < deadline:
+        scenes: list[PerceivedScene] = []
+        while len(scenes) < count and time.monotonic() < deadline:
             if self.cancelled():
-                return None
+                return []
             with self.sensors.lock:
                 scene = self.sensors.scene
-            if scene is not None and time_from_msg(scene.header.stamp) >= asked:
-                return scene
+            if scene is not None and (stamp := time_from_msg(scene.header.stamp)) > after:
+                scenes.append(scene)
+                after = stamp
+                continue
             time.sleep(_POLL_S)
-        return None
+        return scenes
 
     def _named_locations(self) -> dict[str, Location]:
         """The planner's named locations (`locations_file`), read at the first observe."""

@@ -33,8 +33,15 @@ DEFAULT_TOPICS = [
     "joint_states",
     "sim/truth",
     "camera/scene/color",
+    "perception/scene",
 ]
-IMAGE_TYPES = {"sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage", "sensor_msgs/msg/PointCloud2"}
+# Kept at most `heavy_rate_hz` per topic: images, clouds and the perceived scene (its objects' points).
+IMAGE_TYPES = {
+    "sensor_msgs/msg/Image",
+    "sensor_msgs/msg/CompressedImage",
+    "sensor_msgs/msg/PointCloud2",
+    "carryon_interfaces/msg/PerceivedScene",
+}
 
 
 class RecorderConfig(NodeConfig):

@@ -38,8 +38,21 @@ class PerceptionConfig(NodeConfig):
         "", description="Robot description for the self-filter ('' = robot/panda.yaml): URDF, joints, base pose."
     )
     rate_hz: float = Field(10.0, gt=0.0, le=60.0, description="Most perception updates per second.")
-    max_image_age_s: float = Field(
-        0.5, gt=0.0, description="Images older than this (or than the joint states by more) are not perceived, s."
+    max_image_age_s: float = Field(0.5, gt=0.0, description="Depth images older than this are not perceived, s.")
+    sync_tolerance_s: float = Field(
+        0.02,
+        gt=0.0,
+        description="A camera's colour image and pose belong to its depth image when stamped within this, s "
+        "(a driver stamps aligned colour and depth alike; a robot's RealSense needs enable_sync).",
+    )
+    max_joint_offset_s: float = Field(
+        0.05,
+        gt=0.0,
+        description="The joint states nearest to a depth image's stamp must be at most this far from it, s; else the "
+        "camera is left out (the self-filter would pose the robot where it was not).",
+    )
+    sync_queue: int = Field(
+        10, ge=1, le=100, description="Messages kept per camera stream to find ones of the same instant."
     )
     max_depth_m: float = Field(2.5, gt=0.0, description="Depth returns beyond this range are ignored, metres.")
     workspace_min: list[float] = Field(

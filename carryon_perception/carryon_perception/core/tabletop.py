@@ -27,6 +27,7 @@ from scipy.spatial import cKDTree
 
 from carryon_common.core.clouds import CameraView, ObservationUnusable
 from carryon_common.core.locations import Location, region_of
+from carryon_perception.core.fuse import reconcile
 from carryon_perception.core.planes import PlaneFinder, PlaneParams, within_extent
 from carryon_perception.core.regions import NamedMask, Recogniser, named_segments
 from carryon_perception.core.segment import Segment, SegmentParams, mark_partial, segment_image
@@ -87,6 +88,7 @@ class TabletopParams:
     leak_px: int = 8  # segments this small beside the robot in the image...
     leak_m: float = 0.03  # ...and this close to its points are robot pixels the self-filter missed
     fuse_unknown_m: float = 0.05  # unidentified segments of two cameras this close are one object
+    fuse_apart_m: float = 0.05  # segments of one label with no point this close to its largest are another object
     seen_as_m: float = 0.015  # an unidentified segment's points this close to another camera's named object...
     seen_as_share: float = 0.5  # ...at least this share of them: it is that object
     named_min_share: float = 0.3  # a Recogniser's region names pixels only when at least this share of it
@@ -146,9 +148,11 @@ class TabletopPerception:
         joints: Mapping[str, float],
         gripper_width_m: float | None,
         stamp_s: float,
+        joints_by_camera: Mapping[str, Mapping[str, float]] | None = None,
     ) -> PerceptionResult:
         """Perceive one instant. Unusable cameras are left out with a diagnostic; raises
-        ObservationUnusable when no camera is usable."""
+        ObservationUnusable when no camera is usable. `joints_by_camera`: the joint states
+        at each camera's own stamp (cameras not named use `joints`)."""
         timings: dict[str, float] = {}
         started = clock = time.perf_counter()
 
@@ -170,7 +174,8 @@ class TabletopPerception:
             work.append(_CameraWork(view, points, valid, np.zeros(valid.shape, dtype=bool)))
         lap("points")
         for cam in work:
-            cam.robot[cam.valid] = self.self_filter.mask(cam.points[cam.valid], joints, gripper_width_m)
+            posed = (joints_by_camera or {}).get(cam.view.camera, joints)
+            cam.robot[cam.valid] = self.self_filter.mask(cam.points[cam.valid], posed, gripper_width_m)
         lap("self_filter")
         stride = self.params.plane_stride
         free = [c.points[::stride, ::stride][(c.valid & ~c.robot)[::stride, ::stride]] for c in work]
@@ -284,8 +289,8 @@ class TabletopPerception:
         return kept
 
     def _fuse(self, work: list[_CameraWork], planes: list[SupportPlane]) -> list[PerceivedObject]:
-        """One object per label over the cameras; an unidentified segment that another camera
-        sees as a named object (most of its points on that object's) joins it (a close-up in
+        """One object per label over the cameras once they agree (core/fuse.py); an unidentified
+        segment that another camera sees as a named object (most of its points on it) joins it (a close-up in
         the wrist camera the catalog cannot name, the scene camera can); other unidentified
         ones fuse by proximity. Track ids are written into each camera's instance image."""
         named: dict[str, list[_Member]] = {}
@@ -296,6 +301,9 @@ class TabletopPerception:
                     loose.append((cam, segment, score))
                 else:
                     named.setdefault(label, []).append((cam, segment, score))
+        p = self.params
+        named, detached = reconcile(named, share=p.seen_as_share, within_m=p.seen_as_m, apart_m=p.fuse_apart_m)
+        loose.extend(detached)
         trees = {
             label: [(m[0], cKDTree(m[1].points)) for m in members if len(m[1].points)]
             for label, members in named.items()

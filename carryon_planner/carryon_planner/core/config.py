@@ -66,6 +66,18 @@ class PlannerConfig(NodeConfig):
         description="What observe subtasks read: 'perception' (perception_node's perception/scene: what the "
         "cameras see in the location's region) or 'none' (observe subtasks fail).",
     )
+    observe_scenes: int = Field(
+        3,
+        ge=1,
+        description="Consecutive perception/scenes one observe combines: an item is in the look when at least half "
+        "of them show it (one frame's segmentation does not decide a replan).",
+    )
+    observe_min_unidentified_m: float = Field(
+        0.03,
+        ge=0.0,
+        description="Unidentified objects smaller than this across (m) are left out of a look: fragments at the "
+        "edge of the arm or of what it holds (they stay obstacles for the shield).",
+    )
     locations_file: str = Field(
         "",
         description="Named locations an observe looks at, regions on the table (config/planner/locations.yaml "
