@@ -15,6 +15,13 @@ def test_every_benchmark_is_registered_and_typos_are_caught() -> None:
         BENCHMARKS.get("safty")
 
 
+def test_the_episode_count_is_the_benchmarks_own_unless_given() -> None:
+    options = BenchOptions(quick=False, seed=0, run_dir=Path("unused"))
+    assert options.count(full=200, quick=3) == 200
+    assert BenchOptions(quick=True, seed=0, run_dir=Path("unused")).count(full=200, quick=3) == 3
+    assert BenchOptions(quick=True, seed=0, run_dir=Path("unused"), episodes=20).count(full=200, quick=3) == 20
+
+
 def test_percentile() -> None:
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
     assert percentile([5.0], 99) == 5.0
@@ -37,8 +44,8 @@ def test_the_safety_benchmark_resumes_from_the_rows_it_saved(tmp_path: Path) -> 
 
     from carryon_bringup.bench.shield import BACKBONES, SCENES
 
-    rows = tmp_path / "rows"
-    rows.mkdir()
+    rows = tmp_path / "rows" / "3_per_row"  # the quick count's rows
+    rows.mkdir(parents=True)
     for backend in BACKBONES:
         for scene in SCENES:
             for label, rate, success in (("without", 0.5, 0.9), ("with_perception", 0.1, 0.85),

@@ -106,13 +106,16 @@ class ShieldNode(CarryOnNode):
         self.create_service(
             SetEstop, names.ESTOP_SET, self._on_set_estop, callback_group=MutuallyExclusiveCallbackGroup()
         )
-        self.create_service(SetTask, names.SHIELD_SET_TASK, self._on_set_task)
+        # Chunks, robot state and the task in one group of their own: a chunk's decision never
+        # waits behind the conversion of camera images (the default group, other executor threads).
+        control = MutuallyExclusiveCallbackGroup()
+        self.create_service(SetTask, names.SHIELD_SET_TASK, self._on_set_task, callback_group=control)
         for camera in cfg.cameras:
             self._subscribe_camera(camera, with_masks=self._uses_masks)
-        self.create_subscription(PoseStamped, names.EE_POSE, self._on_ee_pose, 10)
-        self.create_subscription(Float64, names.GRIPPER_WIDTH, self._on_width, 10)
+        self.create_subscription(PoseStamped, names.EE_POSE, self._on_ee_pose, 10, callback_group=control)
+        self.create_subscription(Float64, names.GRIPPER_WIDTH, self._on_width, 10, callback_group=control)
         for topic in (names.POLICY_CHUNK, names.RECOVERY_CHUNK):
-            self.create_subscription(ActionChunk, topic, self._on_chunk, 10)
+            self.create_subscription(ActionChunk, topic, self._on_chunk, 10, callback_group=control)
         self.create_timer(0.5, self._publish_cloud_if_fresh)
         # Grounding off the per-chunk path: a worker grounds each new frame as it arrives.
         self._frames_arrived = threading.Event()
@@ -229,6 +232,7 @@ class ShieldNode(CarryOnNode):
             velocity = (matrix[:3, 3] - self._last_pose[1]) / (stamp - self._last_pose[0])
         self._last_pose = (stamp, matrix[:3, 3].copy())
         target_position, target_rotation = self.tracker.target(stamp)
+        holding = self.perception.latch.holding
         self.perception.update_state(
             RobotState(
                 matrix[:3, 3],
@@ -241,6 +245,8 @@ class ShieldNode(CarryOnNode):
                 target_rotation,
             )
         )
+        if self.perception.latch.holding != holding:
+            self._frames_arrived.set()  # grasped or released: the worker grounds for it before the next chunk
 
     def _perceive(self, now_s: float) -> Snapshot:
         if self._frame_errors:

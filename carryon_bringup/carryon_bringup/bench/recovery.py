@@ -198,9 +198,9 @@ def run(options: BenchOptions) -> BenchResult:
     library_dir = options.run_dir / "skills" / "recovery"
     if not library_dir.is_dir():  # a resumed run keeps its library (and the versions reflection wrote)
         shutil.copytree(config_dir / "skills" / "recovery", library_dir)
-    rows = options.run_dir / "rows"
     library = SkillLibrary(library_dir)
-    n = 4 if options.quick else 25
+    n = options.count(full=25, quick=4)
+    rows = options.run_dir / "rows" / f"{n}_per_kind"  # a resumed run with another count starts afresh
     episodes = [Episode(kind, options.seed * 1000 + i) for kind in PERTURBATIONS for i in range(n)]
     result = BenchResult("recovery", options.quick, options.seed)
     console = Console(stderr=True)
@@ -298,6 +298,7 @@ def run(options: BenchOptions) -> BenchResult:
     result.details.update(
         rounds=rounds, ablations=ablations, reflection=reflection, episodes=len(episodes), completed_per_kind=per_kind
     )
+    result.details["episodes_per_kind"] = n
     result.details["masks"] = {
         "rounds": "carryon_perception on the rendered colour + depth (what perception_node publishes)",
         "R1_sim_truth": "SIMULATOR ORACLE: the simulator's own instance segmentation (ablation)",

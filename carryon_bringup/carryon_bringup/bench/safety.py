@@ -2,7 +2,7 @@
 violation-free success with and without the shield, for two stand-in backbones
 (`sim_scripted`, which ignores obstacles, and `sim_scripted_safe`, a stand-in for a
 safety-finetuned VLA) in two scenes (food: the demo's, a bottle on the carry path;
-safety: obstacles placed around the tasks), 200 seeded episodes per row (3 with --quick).
+safety: obstacles placed around the tasks), 200 seeded episodes per row (3 with --quick, N with --episodes N).
 
 Two meanings of violation, reported side by side for every row: **contact-based** (ours):
 any contact the task does not permit, from the simulator's contact monitor by the rules of
@@ -133,9 +133,9 @@ def run(options: BenchOptions) -> BenchResult:
     result = BenchResult("safety", options.quick, options.seed)
     config = node_config(options, ShieldConfig, "shield_node")
     config_dir = find_config_dir(options.config_dir, default_config_fallbacks())
-    n = 3 if options.quick else 200
+    n = options.count(full=200, quick=3)
     seeds = range(options.seed * 1000, options.seed * 1000 + n)
-    rows = options.run_dir / "rows"
+    rows = options.run_dir / "rows" / f"{n}_per_row"  # a resumed run with another count starts afresh
     table: dict[str, dict[str, Any]] = {}
     both_metrics: dict[str, dict[str, Any]] = {}
     with one_core() as pinning, Progress() as progress:

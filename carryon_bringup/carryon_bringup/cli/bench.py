@@ -10,6 +10,15 @@ from rich.table import Table
 
 from carryon_bringup.cli.common import EXIT_NOT_IMPLEMENTED, EXIT_OK, EXIT_USAGE, Subparsers, console, err
 
+_COUNTED = ("safety", "recovery")  # benchmarks whose episode count --episodes sets
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
 
 def add_bench(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     bench = sub.add_parser("bench", parents=[common], help="run a benchmark (see --list)")
@@ -17,6 +26,13 @@ def add_bench(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     bench.add_argument("--list", action="store_true", help="list benchmarks")
     bench.add_argument("--quick", action="store_true", help="a short run (CI-sized)")
     bench.add_argument("--seed", type=int, default=0, help="random seed (recorded)")
+    bench.add_argument(
+        "--episodes",
+        type=_positive,
+        metavar="N",
+        help="episodes per row (safety) or per perturbation kind (recovery) instead of the full count "
+        "(recorded; a resumed run keeps the count it started with)",
+    )
     bench.add_argument("--json", metavar="PATH", help="also write the figures to this JSON file")
     bench.add_argument(
         "--resume",
@@ -59,9 +75,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
             err.print(f"--resume: {run_dir} is not a folder of an earlier run")
             return EXIT_USAGE
     config_dir = Path(args.config_dir) if args.config_dir else None
-    options = BenchOptions(args.quick, args.seed, run_dir, tuple(args.set), config_dir)
+    if args.episodes is not None and args.name not in _COUNTED:
+        err.print(f"--episodes: {args.name} has no episode count (benchmarks with one: {', '.join(_COUNTED)})")
+        return EXIT_USAGE
+    options = BenchOptions(args.quick, args.seed, run_dir, tuple(args.set), config_dir, args.episodes)
     result = bench.run(options)
-    table = Table(title=f"carryon bench {args.name}{' --quick' if args.quick else ''} (seed {args.seed})")
+    sized = f" --episodes {args.episodes}" if args.episodes else ""
+    table = Table(title=f"carryon bench {args.name}{' --quick' if args.quick else ''}{sized} (seed {args.seed})")
     for column in ("metric", "value", "unit", "note"):
         table.add_column(column)
     for m in result.metrics:

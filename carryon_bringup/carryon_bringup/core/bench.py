@@ -47,6 +47,11 @@ class BenchOptions:
     run_dir: Path
     sets: tuple[str, ...] = ()  # NODE.KEY=VALUE overrides of node configs (`--set`)
     config_dir: Path | None = None
+    episodes: int | None = None  # `--episodes`: per row / per kind, instead of the benchmark's own count
+
+    def count(self, full: int, quick: int) -> int:
+        """Episodes to run: `--episodes` when given, else the benchmark's quick or full count."""
+        return self.episodes if self.episodes is not None else (quick if self.quick else full)
 
 
 @dataclass
