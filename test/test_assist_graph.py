@@ -31,7 +31,9 @@ from carryon_common.core.scripted_llm import ScriptedLlm
 from carryon_interfaces.srv import SimState
 from carryon_sim.harness.fakes.openai_server import StubVlmServer
 
-pytestmark = pytest.mark.graph
+# The whole story on a 2-core machine: start-up, two plans and a repair, the cover, and the
+# carrot with up to three recoveries (each a re-grasp through the shield) takes 4-6 minutes.
+pytestmark = [pytest.mark.graph, pytest.mark.timeout(600)]
 
 SCRIPT = Path(__file__).resolve().parents[1] / "config" / "planner" / "demo_script.yaml"
 
@@ -99,13 +101,20 @@ def test_serve_me_food_end_to_end(config_dir: Path, tmp_path: Path) -> None:
     """Planning, replanning, the validator's refusal and the memory writes are the same in
     every run. The arm's part is not: the scripted stand-in's detours round the bottle
     under the shield, on a loaded 2-core machine, sometimes stall past the judge's stuck
-    timeout and the recoveries. The outcome must then agree with the simulator."""
+    timeout and the recoveries, and where it sets the cover down decides what the second
+    look sees (set down on the plate's rim, the cover hides the meat: the executive rightly
+    replans, and the stub has no plan for that). The outcome must then agree with the
+    simulator."""
     story = tell(config_dir, tmp_path, drop=False, stuck_s=20.0, recoveries=3)
     transcript = story.transcript
     assert "kitchen_counter shows meat in plate" in transcript, transcript  # perception_node, no simulator truth
     assert "not the meat" in transcript
-    assert len(story.prompts) == 4, transcript  # plan, replan, repair of the refused meat, summariser
     assert "Observed since the last plan" in story.prompts[1] and "preference_conflict" in story.prompts[2]
+    if transcript.count("planning again with what was observed") == 1:
+        assert len(story.prompts) == 4, transcript  # plan, replan, repair of the refused meat, summariser
+    else:  # the second look (after the arm moved the cover) differed from memory: a second replan
+        assert "s3 succeeded" in transcript and "Observed since the last plan" in story.prompts[3], transcript
+        assert story.code != 0, transcript
     scene = (tmp_path / "memory" / "scene.md").read_text()
     assert "meat in plate" in scene  # the revealed meat is recorded
     assert story.where["meat"] == "plate"  # and never served

@@ -42,6 +42,14 @@ def test_one_label_on_two_places_keeps_the_largest_and_detaches_the_other() -> N
     assert [m[1] for m in out["bowl"]] == [bowl] and [m[1] for m in detached] == [elsewhere]
 
 
+def test_the_best_match_keeps_the_label_not_the_close_up_with_more_points() -> None:
+    # the wrist camera's close-up of a plate's piece (many points, a poor match for the bowl)
+    # and the scene camera's bowl (fewer points, a good match), far apart
+    bowl, piece = disc(0.55, -0.3, 0.07, step=0.01), disc(0.48, 0.46, 0.05, step=0.003)
+    out, detached = reconcile({"bowl": [(SCENE, bowl, 0.99), (WRIST, piece, 0.27)]}, **KW)
+    assert [m[1] for m in out["bowl"]] == [bowl] and [m[1] for m in detached] == [piece]
+
+
 def test_two_views_of_one_object_stay_together() -> None:
     scene, close_up = disc(0.55, -0.3, 0.07, step=0.01), disc(0.56, -0.3, 0.05, step=0.004)
     out, detached = reconcile({"bowl": [(SCENE, scene, 0.9), (WRIST, close_up, 0.8)]}, **KW)

@@ -11,8 +11,9 @@ obstacle names, the judge's facts all wrong). So:
    shows less of it (partial at the image border or behind something, or fewer points),
    takes that camera's label: the fuller view names the object.
 2. The segments left under one label must be one object: those whose points are all
-   further than `apart_m` from the label's largest segment are detached (they go on as
-   unidentified segments, fused by proximity).
+   further than `apart_m` from the label's best-matching segment (then the largest: a
+   close-up has more points, not more evidence) are detached (they go on as unidentified
+   segments, fused by proximity).
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def reconcile(
             out.setdefault(moves.get(id(member[1]), label), []).append(member)
     detached: list[Member[C]] = []
     for label, members in list(out.items()):
-        anchor = max(members, key=lambda m: len(m[1].points))
+        anchor = max(members, key=lambda m: (m[2], len(m[1].points)))  # the best match, then the most points
         if id(anchor[1]) not in trees:
             continue
         kept = [m for m in members if m is anchor or _near(m[1], trees[id(anchor[1])], apart_m)]
