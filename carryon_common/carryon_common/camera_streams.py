@@ -6,6 +6,8 @@ Pairing the newest message of each stream would put last frame's masks on this f
 depth: after the cover moves, its mask would label the table. So every reader of masks
 keeps the last `history` messages per stream and reads the newest instant whose streams
 all share one stamp (camera_info, which does not change, is simply the newest).
+perception_node, which pairs a depth image with its colour image and pose, reads with a
+tolerance instead (`near_instant`): a driver may stamp colour and depth a few ms apart.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ UNSTAMPED = frozenset({"camera_info"})  # read as the newest message, whatever i
 
 def stamp_key(msg: Any) -> Stamp:
     return (int(msg.header.stamp.sec), int(msg.header.stamp.nanosec))
+
+
+def _seconds(key: Stamp) -> float:
+    return key[0] + key[1] * 1e-9
 
 
 class CameraStreams:
@@ -70,6 +76,33 @@ class CameraStreams:
             key = max(common)
             out.update({s: kept[s][key] for s in stamped})
         return out
+
+    def near_instant(
+        self, camera: str, anchor: str, streams: Iterable[str], tolerance_s: float
+    ) -> dict[str, Any] | str:
+        """stream -> message: the newest `anchor` message (e.g. depth) for which every
+        stamped stream of `streams` has one stamped within `tolerance_s` of it (the nearest),
+        with the unstamped streams' newest; otherwise why not (a sentence naming the streams
+        that never matched)."""
+        wanted = [s for s in streams if s != anchor]
+        with self.lock:
+            kept = {s: dict(self._msgs.get((camera, s), {})) for s in [anchor, *wanted]}
+        if not kept[anchor]:
+            return f"no {anchor} received"
+        out: dict[str, Any] = {s: next(reversed(list(kept[s].values()))) for s in wanted if s in UNSTAMPED and kept[s]}
+        unmatched: set[str] = set()
+        for key in sorted(kept[anchor], reverse=True):
+            found = {anchor: kept[anchor][key]}
+            for stream in (s for s in wanted if s not in UNSTAMPED):
+                near = min(kept[stream], key=lambda k, t=key: abs(_seconds(k) - _seconds(t)), default=None)
+                if near is None or abs(_seconds(near) - _seconds(key)) > tolerance_s:
+                    unmatched.add(stream)
+                    break
+                found[stream] = kept[stream][near]
+            else:
+                return {**out, **found}
+        never, within = ", ".join(sorted(unmatched)), f"{tolerance_s * 1000:.0f} ms"
+        return f"no {never} stamped within {within} of any of the last {len(kept[anchor])} {anchor} images"
 
     def missing(self, camera: str, streams: Iterable[str]) -> list[str]:
         """The streams of `streams` never received for `camera`."""

@@ -4,8 +4,8 @@ Inputs, per camera in `cameras`: camera/<name>/color, depth, camera_info and pos
 optical frame in `world`), plus joint_states and gripper/width (the self-filter poses the
 robot's model with them). At most `rate_hz` times a second, when a new depth image has
 arrived, it perceives one instant per camera: the newest depth image with a colour image
-and a pose of the same stamp, and the joint states nearest to it (core/sync.py: the latest
-of each stream would mix instants while the arm moves). It publishes:
+and a pose of its stamp (CameraStreams.near_instant), and the joint states nearest to it
+(core/sync.py: the latest of each stream would mix instants while the arm moves). It publishes:
 
 * camera/<name>/segmentation (32SC1 instance ids) + camera/<name>/labels, stamped like
   that camera's depth image: what the shield, the judge and recovery read. Ids are stable
@@ -34,7 +34,6 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from collections.abc import Callable
 from typing import Any
 
 from geometry_msgs.msg import PoseStamped
@@ -44,6 +43,7 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Float64
 
 from carryon_common import convert as common_convert
+from carryon_common.camera_streams import CameraStreams
 from carryon_common.core import names
 from carryon_common.core.clouds import CameraView, ObservationUnusable
 from carryon_common.core.status import NodeState, ServiceStatus, implemented
@@ -54,7 +54,7 @@ from carryon_perception import convert
 from carryon_perception.core import references
 from carryon_perception.core.build import CatalogLabeller, build_perception
 from carryon_perception.core.config import PerceptionConfig
-from carryon_perception.core.sync import StampedQueue, Synced, match
+from carryon_perception.core.sync import StampedQueue
 from carryon_perception.core.tabletop import TabletopPerception
 
 CAPABILITIES = (
@@ -64,7 +64,6 @@ CAPABILITIES = (
     implemented("perception.reference_images", "user-memory photos of entities added to the object catalog"),
 )
 _INPUTS = {"color": Image, "depth": Image, "camera_info": CameraInfo, "pose": PoseStamped}
-_SYNCED = ("color", "depth", "pose")  # matched by stamp; camera_info: the latest
 _JOINT_QUEUE = 500  # joint states kept to find the one of a depth image's instant (seconds at a driver's rate)
 _REFERENCES_POLL_S = 0.2  # how often the reference-image request is sent / its answer looked at, s
 _REFERENCES_RETRY_S = 2.0  # wait before asking memory again after no answer or an error, s
@@ -79,10 +78,7 @@ class PerceptionNode(CarryOnNode):
         self.perception = perception if perception is not None else build_perception(cfg)
         self.set_backends({"perception": self.perception.name})
         self.lock = threading.Lock()
-        self._latest: dict[tuple[str, str], Any] = {}  # camera_info
-        self._history: dict[tuple[str, str], StampedQueue[Any]] = {
-            (camera, stream): StampedQueue(cfg.sync_queue) for camera in cfg.cameras for stream in _SYNCED
-        }
+        self.streams = CameraStreams(history=cfg.sync_queue)
         self._joints: StampedQueue[JointState] = StampedQueue(_JOINT_QUEUE)
         self._width: Float64 | None = None
         self._last_depth: dict[str, Any] = {}
@@ -90,7 +86,9 @@ class PerceptionNode(CarryOnNode):
         for camera in cfg.cameras:
             for stream, kind in _INPUTS.items():
                 qos = qos_profile_sensor_data if kind is Image else 10
-                self.create_subscription(kind, names.camera_topic(camera, stream), self._keeper(camera, stream), qos)
+                self.create_subscription(
+                    kind, names.camera_topic(camera, stream), self.streams.keeper(camera, stream), qos
+                )
             self._seg_pubs[camera] = (
                 self.create_publisher(Image, names.camera_topic(camera, "segmentation"), qos_profile_sensor_data),
                 self.create_publisher(SegmentationLabels, names.camera_topic(camera, "labels"), 10),
@@ -205,16 +203,6 @@ class PerceptionNode(CarryOnNode):
         if labeller is not None:
             self.perception.labeller = labeller
 
-    def _keeper(self, camera: str, stream: str) -> Callable[[Any], None]:
-        def keep(msg: Any) -> None:
-            with self.lock:
-                if stream in _SYNCED:
-                    self._history[(camera, stream)].add(common_convert.time_from_msg(msg.header.stamp), msg)
-                else:
-                    self._latest[(camera, stream)] = msg
-
-        return keep
-
     def _on_joints(self, msg: JointState) -> None:
         with self.lock:
             self._joints.add(common_convert.time_from_msg(msg.header.stamp), msg)
@@ -225,42 +213,35 @@ class PerceptionNode(CarryOnNode):
         messages, the joint states of each one's instant, and why the others are not."""
         cfg: PerceptionConfig = self.config
         with self.lock:
-            latest = dict(self._latest)
-            history = {key: queue.copy() for key, queue in self._history.items()}
             joints = self._joints.copy()
         views, depths, posed, problems = [], {}, {}, []
         for camera in cfg.cameras:
-            missing = [s for s in _SYNCED if not history[(camera, s)]]
-            missing += [] if latest.get((camera, "camera_info")) else ["camera_info"]
+            missing = self.streams.missing(camera, _INPUTS)
             if missing:
                 problems.append(f"camera {camera}: no {', '.join(missing)} received")
                 continue
-            others = {s: history[(camera, s)] for s in _SYNCED if s != "depth"}
-            synced = match(history[(camera, "depth")].items(), others, cfg.sync_tolerance_s)
-            if not isinstance(synced, Synced):
-                problems.append(f"camera {camera}: {synced}")
+            msgs = self.streams.near_instant(camera, "depth", _INPUTS, cfg.sync_tolerance_s)
+            if isinstance(msgs, str):
+                problems.append(f"camera {camera}: {msgs}")
                 continue
-            if now_s - synced.stamp_s > cfg.max_image_age_s:
+            stamp_s = common_convert.time_from_msg(msgs["depth"].header.stamp)
+            if now_s - stamp_s > cfg.max_image_age_s:
                 problems.append(f"camera {camera}: depth older than {cfg.max_image_age_s} s")
                 continue
-            nearest = joints.nearest(synced.stamp_s)
-            if nearest is None or abs(nearest[0] - synced.stamp_s) > cfg.max_joint_offset_s:
-                offset = (
-                    "none received" if nearest is None else f"nearest {abs(nearest[0] - synced.stamp_s):.3f} s away"
-                )
+            nearest = joints.nearest(stamp_s)
+            if nearest is None or abs(nearest[0] - stamp_s) > cfg.max_joint_offset_s:
+                offset = "none received" if nearest is None else f"nearest {abs(nearest[0] - stamp_s):.3f} s away"
                 problems.append(
                     f"camera {camera}: no joint_states of its instant ({offset}; the robot cannot be posed)"
                 )
                 continue
             try:
-                view = common_convert.camera_view(
-                    camera, {**synced.messages, "camera_info": latest[(camera, "camera_info")]}
-                )
+                view = common_convert.camera_view(camera, msgs)
             except ValueError as exc:
                 problems.append(f"camera {camera}: {exc}")
                 continue
             views.append(view)
-            depths[camera] = synced.messages["depth"]
+            depths[camera] = msgs["depth"]
             posed[camera] = nearest[1]
         return views, depths, posed, problems
 

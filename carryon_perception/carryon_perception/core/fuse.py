@@ -48,7 +48,7 @@ def reconcile(
                 for other_cam, other, _ in others:
                     if other_cam is cam or id(other) not in trees:
                         continue
-                    on = _share_on(segment.points, trees[id(other)], within_m)
+                    on = share_on(segment.points, trees[id(other)], within_m)
                     if on >= best_share and (segment.partial or len(segment.points) < len(other.points)):
                         best, best_share = other_label, on
             if best is not None:
@@ -68,7 +68,8 @@ def reconcile(
     return out, detached
 
 
-def _share_on(points: npt.NDArray[np.float64], tree: Any, within_m: float) -> float:
+def share_on(points: npt.NDArray[np.float64], tree: Any, within_m: float) -> float:
+    """The share of `points` within `within_m` of the points `tree` was built on."""
     distance, _ = tree.query(points, k=1, distance_upper_bound=within_m)
     return float(np.mean(np.isfinite(distance)))
 

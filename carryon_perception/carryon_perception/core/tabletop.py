@@ -27,7 +27,7 @@ from scipy.spatial import cKDTree
 
 from carryon_common.core.clouds import CameraView, ObservationUnusable
 from carryon_common.core.locations import Location, region_of
-from carryon_perception.core.fuse import reconcile
+from carryon_perception.core.fuse import reconcile, share_on
 from carryon_perception.core.planes import PlaneFinder, PlaneParams, within_extent
 from carryon_perception.core.regions import NamedMask, Recogniser, named_segments
 from carryon_perception.core.segment import Segment, SegmentParams, mark_partial, segment_image
@@ -88,7 +88,7 @@ class TabletopParams:
     leak_px: int = 8  # segments this small beside the robot in the image...
     leak_m: float = 0.03  # ...and this close to its points are robot pixels the self-filter missed
     fuse_unknown_m: float = 0.05  # unidentified segments of two cameras this close are one object
-    fuse_apart_m: float = 0.05  # segments of one label with no point this close to its largest are another object
+    fuse_apart_m: float = 0.05  # segments of one label with no point this close to its best match are another object
     seen_as_m: float = 0.015  # an unidentified segment's points this close to another camera's named object...
     seen_as_share: float = 0.5  # ...at least this share of them: it is that object
     named_min_share: float = 0.3  # a Recogniser's region names pixels only when at least this share of it
@@ -359,8 +359,7 @@ class TabletopPerception:
             for other, tree in views:
                 if other is cam or len(segment.points) == 0:
                     continue
-                distance, _ = tree.query(segment.points, k=1, distance_upper_bound=self.params.seen_as_m)
-                on = float(np.mean(np.isfinite(distance)))
+                on = share_on(segment.points, tree, self.params.seen_as_m)
                 if on >= share:
                     best, share = label, on
         return best
