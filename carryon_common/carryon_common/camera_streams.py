@@ -78,12 +78,13 @@ class CameraStreams:
         return out
 
     def near_instant(
-        self, camera: str, anchor: str, streams: Iterable[str], tolerance_s: float
+        self, camera: str, anchor: str, streams: Iterable[str], tolerance_s: float, until_s: float | None = None
     ) -> dict[str, Any] | str:
         """stream -> message: the newest `anchor` message (e.g. depth) for which every
         stamped stream of `streams` has one stamped within `tolerance_s` of it (the nearest),
         with the unstamped streams' newest; otherwise why not (a sentence naming the streams
-        that never matched)."""
+        that never matched). `until_s`: anchor messages stamped later are read only when there
+        is no other (a stream read elsewhere, e.g. the joint states, has not caught up with them)."""
         wanted = [s for s in streams if s != anchor]
         with self.lock:
             kept = {s: dict(self._msgs.get((camera, s), {})) for s in [anchor, *wanted]}
@@ -91,7 +92,9 @@ class CameraStreams:
             return f"no {anchor} received"
         out: dict[str, Any] = {s: next(reversed(list(kept[s].values()))) for s in wanted if s in UNSTAMPED and kept[s]}
         unmatched: set[str] = set()
-        for key in sorted(kept[anchor], reverse=True):
+        keys = sorted(kept[anchor], reverse=True)
+        caught_up = [k for k in keys if until_s is None or _seconds(k) <= until_s]
+        for key in caught_up or keys:
             found = {anchor: kept[anchor][key]}
             for stream in (s for s in wanted if s not in UNSTAMPED):
                 near = min(kept[stream], key=lambda k, t=key: abs(_seconds(k) - _seconds(t)), default=None)

@@ -220,7 +220,8 @@ class PerceptionNode(CarryOnNode):
             if missing:
                 problems.append(f"camera {camera}: no {', '.join(missing)} received")
                 continue
-            msgs = self.streams.near_instant(camera, "depth", _INPUTS, cfg.sync_tolerance_s)
+            newest_joints = joints.items()[-1][0] + cfg.max_joint_offset_s if len(joints) else None
+            msgs = self.streams.near_instant(camera, "depth", _INPUTS, cfg.sync_tolerance_s, until_s=newest_joints)
             if isinstance(msgs, str):
                 problems.append(f"camera {camera}: {msgs}")
                 continue

@@ -59,3 +59,11 @@ def test_nearest_and_the_queue_keeps_the_last_few() -> None:
     copy = joints.copy()
     joints.add(2.0, "m2.0")
     assert copy.items()[-1] == (1.06, "m1.06")
+
+
+def test_an_instant_the_joint_states_have_not_reached_yet_waits() -> None:
+    kept = streams(depth=(1.0, 1.1), color=(1.0, 1.1), pose=(1.0, 1.1))
+    found = kept.near_instant("wrist", "depth", ("color", "pose"), 0.02, until_s=1.05)
+    assert names(found) == {"depth": "m1.0", "color": "m1.0", "pose": "m1.0"}
+    # joint states stopped long ago: the newest instant all the same (the caller says why it cannot use it)
+    assert names(kept.near_instant("wrist", "depth", ("color", "pose"), 0.02, until_s=0.5))["depth"] == "m1.1"  # type: ignore[index]
