@@ -114,6 +114,55 @@ def test_latch_captures_the_target_as_carried_geometry() -> None:
     assert not p.snapshot(1.1).geometry.has_carried()
 
 
+def test_the_carried_object_is_placed_with_the_tool_pose_of_its_images_instant() -> None:
+    """Images arrive late: the target's points of an image taken before a 10 cm lift are
+    placed in the tool frame with the tool pose of that instant, so the carried object does
+    not smear downward; an image whose instant has no robot state near it adds nothing."""
+    p = perception(max_depth_age_s=1.0, max_mask_age_s=1.0)
+    p.set_task(TaskSpec("s", "carrot", "table", "bowl"))
+    p.update_state(state(1.0, width=0.03, command=1.0))  # grasped, tool at z 0.47
+    p.update_frame(overhead_frame("top", 1.0))
+    at_grasp = p.snapshot(1.0).geometry.spheres[p.snapshot(1.0).geometry.part == Part.CARRIED].copy()
+    lifted = RobotState(np.array([0.5, 0.0, 0.57]), DOWN, np.zeros(3), 0.03, 1.0, 1.3)
+    p.update_state(lifted)
+    p.update_frame(replace(overhead_frame("top", 1.0001)))  # the same instant, arriving after the lift
+    geometry = p.snapshot(1.3).geometry
+    carried = geometry.spheres[geometry.part == Part.CARRIED]
+    assert np.allclose(np.sort(carried, axis=0), np.sort(at_grasp, axis=0))  # nothing smeared 10 cm below
+    assert p.tool_at([1.0]) is not None and p.tool_at([1.15]) is None  # no state within 50 ms of 1.15
+    p.update_frame(overhead_frame("top", 1.15))
+    carried = p.snapshot(1.3).geometry.spheres
+    assert len(carried) == len(geometry.spheres)  # that image grew nothing
+
+
+def test_the_self_filter_removes_only_what_is_inside_the_hand_at_the_images_instant() -> None:
+    """The backstop for robot pixels perception missed: the hand's exact boxes, the fingers
+    at the measured width, posed at the image's instant. An obstacle 1.5 cm beside closed
+    fingers or 1 cm under the palm stays (a bottle's rim next to the fingers); without a
+    robot state near the image's instant nothing is removed."""
+    p = ShieldPerception(MaskGrounder(GroundingParams(stride=1)), HoldingLatch(0.004, 0.075), cameras=["top"],
+                         carried_voxel_m=0.02, max_depth_age_s=0.5, max_mask_age_s=0.5, max_state_age_s=0.5,
+                         self_filter=True, self_filter_margin_m=0.0)  # fmt: skip
+    at_image = RobotState(np.array([0.5, 0.0, 0.5]), DOWN, np.zeros(3), 0.001, 1.0, 1.0)  # fingers closed
+    p.update_state(at_image)
+    p.update_state(RobotState(np.array([0.5, 0.1, 0.5]), DOWN, np.zeros(3), 0.001, 1.0, 1.3))  # moved on since
+    local = np.array(
+        [
+            [0.01, 0.0, 0.0],  # in a finger
+            [0.0, 0.0, -0.08],  # in the palm
+            [0.0415, 0.0, 0.0],  # 1.5 cm beyond a closed finger's outer face
+            [0.08, 0.0, -0.021],  # 1 cm under the palm, beside the fingers
+        ]
+    )
+    world = at_image.position + local @ DOWN.T
+    frame = overhead_frame("top", 1.0)
+    assert p.inside_hand(frame, world).tolist() == [True, True, False, False]
+    assert not p.inside_hand(replace(frame, depth_stamp_s=2.0), world).any()  # no state of that instant
+    opened = RobotState(np.array([0.5, 0.0, 0.5]), DOWN, np.zeros(3), 0.08, 0.0, 2.0)
+    p.update_state(opened)
+    assert p.inside_hand(replace(frame, depth_stamp_s=2.0), world).tolist() == [False, True, True, False]
+
+
 def test_command_tracker_follows_the_released_steps() -> None:
     tracker = CommandTracker()
     assert tracker.gripper_command(0.0) == 0.0 and tracker.target(0.0) == (None, None)

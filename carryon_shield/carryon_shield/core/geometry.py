@@ -143,6 +143,16 @@ def _build(width_m: float, carried: FloatArray | None) -> GripperGeometry:
     return GripperGeometry(spheres, part, box, boxes)
 
 
+def inside_hand(local: FloatArray, width_m: float, margin_m: float = 0.0) -> npt.NDArray[np.bool_]:
+    """Which tool-frame points (N, 3) lie inside the hand or the fingers opened to
+    `width_m`, every box grown by `margin_m` (its exact boxes, not the covering spheres)."""
+    boxes = _fixed_parts(round(min(max(width_m, 0.0), OPEN_WIDTH_M), 3))[3]
+    inside = np.zeros(len(local), dtype=bool)
+    for lo, hi in boxes:
+        inside |= np.all((local >= lo - margin_m) & (local <= hi + margin_m), axis=1)
+    return inside
+
+
 def box_distance(points: FloatArray, lo: FloatArray, hi: FloatArray) -> FloatArray:
     """Euclidean distance (N,) of points (N, 3) to the box [lo, hi] (0 inside)."""
     out: FloatArray = np.linalg.norm(np.maximum(np.maximum(lo - points, points - hi), 0.0), axis=1)

@@ -4,7 +4,7 @@ Each entry says how the shield is fed: `mask_topics`, where its segmentation + l
 come from (`camera`: camera/<name>/segmentation + labels, perception_node's; `sim`:
 sim/camera/<name>/..., the simulator's own masks, an evaluation ORACLE; '' = none, color
 images for a text-prompted segmenter) and `self_filter` (remove points inside the hand's
-current geometry: needed when the robot's own mask may be incomplete). Factories import
+boxes at the image's instant: needed when the robot's own mask may be incomplete). Factories import
 optional dependencies lazily (text_prompted needs transformers + torch).
 """
 
@@ -29,7 +29,7 @@ class GrounderBackend:
     make: Callable[[ShieldConfig, GroundingParams], Grounder]
     mask_topics: str
     self_filter: bool
-    self_filter_margin_m: float = 0.01  # the hand's spheres grown by this much are removed
+    self_filter_margin_m: float = 0.01  # points inside the hand's boxes grown by this much are removed
 
     @property
     def uses_masks(self) -> bool:
@@ -60,8 +60,9 @@ def _text_prompted(config: ShieldConfig, params: GroundingParams) -> Grounder:
 
 for _backend in (
     # perception's robot mask may miss a few of the robot's own pixels (a model a little off the
-    # real arm): what lies inside the hand's current geometry is removed as well, not grown by a
-    # margin (a margin hid the bottle's nearest points from the hand in a test episode)
+    # real arm): what lies inside the hand's exact boxes, posed at the image's instant, is removed
+    # as well, not grown by a margin (a margin, or the boxes' covering spheres, or the pose of
+    # another instant hid the bottle's nearest points from the hand in the demo)
     GrounderBackend(
         "masks",
         "perception_node's labelled instance segmentation (camera/<name>/segmentation)",

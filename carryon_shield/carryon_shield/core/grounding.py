@@ -27,7 +27,16 @@ from scipy.spatial import cKDTree
 
 from carryon_common.core import contact_rules as rules
 from carryon_common.core.depth import backproject
-from carryon_shield.core.types import FloatArray, IntArray, ObstacleSet, PerceptionUnavailable, RgbdFrame, TaskSpec
+from carryon_shield.core.types import (
+    BoolArray,
+    FloatArray,
+    IntArray,
+    ObstacleSet,
+    PerceptionUnavailable,
+    RgbdFrame,
+    SelfFilter,
+    TaskSpec,
+)
 
 ROBOT = "robot"
 UNKNOWN = "unknown"  # pixels no mask claimed: obstacles with no name
@@ -113,12 +122,12 @@ def assemble(
     *,
     params: GroundingParams,
     stamp_s: float,
-    self_filter: FloatArray | None = None,
+    inside_robot: BoolArray | None = None,
     holding: bool = False,
     supports: rules.SupportTracker | None = None,
 ) -> ObstacleSet:
     """Named points (N, 3) -> ObstacleSet. `names_per_point[label_of_point[i]]` is point
-    i's object; `self_filter` (S, 4): spheres (x, y, z, r) around the robot's own hand;
+    i's object; `inside_robot` (N,): points the self-filter found inside the robot's hand;
     `holding`: the gripper holds the target (then nothing it passes over counts as what it
     rests on); `supports`: the grounder's memory of what the target rested on before the
     grasp (None: none, so while holding only the source's patch is exempt)."""
@@ -130,9 +139,8 @@ def assemble(
         return np.isin(label_of_point, ids) if ids else np.zeros(len(points), dtype=bool)
 
     robot = mask_of(ROBOT)
-    if self_filter is not None and len(self_filter) and len(points):
-        distance, index = cKDTree(self_filter[:, :3]).query(points)
-        robot |= distance <= self_filter[index, 3]
+    if inside_robot is not None:
+        robot |= inside_robot
     target = mask_of(task.target) & ~robot
     exempt = target | mask_of(*(rules.touchable(task) - {task.target}))
 
@@ -177,19 +185,21 @@ def fuse_labelled(
     *,
     params: GroundingParams,
     stamp_s: float,
-    self_filter: FloatArray | None,
+    self_filter: SelfFilter | None,
     holding: bool = False,
     supports: rules.SupportTracker | None = None,
 ) -> ObstacleSet:
     """Back-project every frame, label each point with `labels_of(frame, flat pixel
-    indices)` (indices into `names`), and assemble the fused obstacle set."""
-    all_points, all_labels = [], []
+    indices)` (indices into `names`), drop what `self_filter` finds inside the robot at
+    the frame's instant, and assemble the fused obstacle set."""
+    all_points, all_labels, inside = [], [], []
     for frame in frames:
         points, flat = backproject(
             frame.depth, frame.K, frame.world_from_camera, stride=params.stride, max_depth_m=params.max_depth_m
         )
         all_points.append(points)
         all_labels.append(labels_of(frame, flat))
+        inside.append(self_filter(frame, points) if self_filter is not None else np.zeros(len(points), dtype=bool))
     return assemble(
         np.concatenate(all_points),
         names,
@@ -197,7 +207,7 @@ def fuse_labelled(
         task,
         params=params,
         stamp_s=stamp_s,
-        self_filter=self_filter,
+        inside_robot=np.concatenate(inside),
         holding=holding,
         supports=supports,
     )
@@ -213,7 +223,7 @@ class Grounder(Protocol):
         self,
         frames: Sequence[RgbdFrame],
         task: TaskSpec,
-        self_filter: FloatArray | None = None,
+        self_filter: SelfFilter | None = None,
         *,
         holding: bool = False,
     ) -> ObstacleSet: ...
@@ -233,7 +243,7 @@ class MaskGrounder:
         self,
         frames: Sequence[RgbdFrame],
         task: TaskSpec,
-        self_filter: FloatArray | None = None,
+        self_filter: SelfFilter | None = None,
         *,
         holding: bool = False,
     ) -> ObstacleSet:
@@ -360,7 +370,7 @@ class TextPromptedGrounder:
         self,
         frames: Sequence[RgbdFrame],
         task: TaskSpec,
-        self_filter: FloatArray | None = None,
+        self_filter: SelfFilter | None = None,
         *,
         holding: bool = False,
     ) -> ObstacleSet:

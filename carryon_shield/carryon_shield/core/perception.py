@@ -8,18 +8,24 @@ decision reads a ready obstacle set (`snapshot(prefer_ready=True)`): grounded fr
 that are still fresh, for the current task and holding state; only when there is none (a
 new task, the grasp) does the decision ground itself. The holding
 latch is fed with every robot state; on the grasp it captures the target's points (from
-the obstacle set grounded at that moment) as the carried geometry.
+the obstacle set grounded at that moment) as the carried geometry, placed in the tool frame
+with the tool pose of the images' instant (from a short history of robot states): images
+arrive up to a second after they were taken, and a moving tool's current pose would smear
+the carried object along the motion.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
+from scipy.spatial.transform import Rotation
 
 from carryon_shield.core.filter import Snapshot
-from carryon_shield.core.geometry import OPEN_WIDTH_M, GripperGeometry, HoldingLatch, carried_spheres
+from carryon_shield.core.geometry import OPEN_WIDTH_M, GripperGeometry, HoldingLatch, carried_spheres, inside_hand
 from carryon_shield.core.grounding import Grounder, frames_by_camera
 from carryon_shield.core.types import FloatArray, ObstacleSet, PerceptionUnavailable, RgbdFrame, RobotState, TaskSpec
 
@@ -28,6 +34,13 @@ from carryon_shield.core.types import FloatArray, ObstacleSet, PerceptionUnavail
 DEFAULT_CARRIED = np.array([[0.0, 0.0, 0.03, 0.035]])
 # Target points farther than this from the tool centre point are not part of what it carries, m.
 CARRIED_REACH_M = 0.2
+# A robot state this close in time to an image is the tool pose of the image's instant, s.
+STATE_MATCH_S = 0.05
+# Cameras whose instants saw the tool farther apart than this (m, rad) do not place a carried object.
+TOOL_STILL_M = 0.005
+TOOL_STILL_RAD = 0.05
+STATE_HISTORY = 2048  # robot states kept to find the tool pose of an image's instant
+HAND_REACH_M = 0.3  # no point of the hand or fingers is farther from the tool centre point
 
 
 class ShieldPerception:
@@ -60,6 +73,8 @@ class ShieldPerception:
         self.task = TaskSpec()
         self.frames: dict[str, RgbdFrame] = {}
         self.state: RobotState | None = None
+        self._states: deque[RobotState] = deque(maxlen=STATE_HISTORY)
+        self._states_lock = threading.Lock()  # fed by the state callback, read by groundings
         self.obstacles: ObstacleSet | None = None
         self._key: tuple[object, ...] | None = None
         # What the last obstacle set was grounded for: task, holding, (camera, depth stamp, mask stamp) each.
@@ -78,6 +93,8 @@ class ShieldPerception:
 
     def update_state(self, state: RobotState) -> None:
         self.state = state
+        with self._states_lock:
+            self._states.append(state)
         _, grasped = self.latch.update(state.gripper_width_m, state.gripper_command)
         if grasped:
             self._capture_pending = True
@@ -99,12 +116,20 @@ class ShieldPerception:
                     )
         return frames
 
-    def hand_spheres_world(self, margin_m: float = 0.01) -> FloatArray:
-        """The hand and fingers now, as world spheres (S, 4) grown by `margin_m`."""
-        assert self.state is not None
-        geometry = GripperGeometry.build(OPEN_WIDTH_M)
-        centres = self.state.position + geometry.spheres[:, :3] @ self.state.rotation.T
-        return np.column_stack([centres, geometry.spheres[:, 3] + margin_m])
+    def inside_hand(self, frame: RgbdFrame, points: FloatArray) -> npt.NDArray[np.bool_]:
+        """The self-filter: which of `frame`'s world points (N, 3) lie inside the hand and
+        fingers (exact boxes grown by `self_filter_margin_m`, fingers at the measured width)
+        posed at the frame's instant. None inside when no robot state is near that instant
+        (perception's robot mask still applies): a hand posed at another instant would hide
+        the obstacles beside it."""
+        state = self.state_at(frame.depth_stamp_s)
+        if state is None or not len(points):
+            return np.zeros(len(points), dtype=bool)
+        local = (points - state.position) @ state.rotation
+        near = np.linalg.norm(local, axis=1) < HAND_REACH_M
+        out = np.zeros(len(points), dtype=bool)
+        out[near] = inside_hand(local[near], state.gripper_width_m, self.self_filter_margin_m)
+        return out
 
     def ground(self, now_s: float) -> ObstacleSet:
         """The obstacle set from fresh frames (cached until frames or task change)."""
@@ -114,8 +139,9 @@ class ShieldPerception:
             used = tuple((f.camera, f.depth_stamp_s, f.mask_stamp_s) for f in frames)
             key = (self.task, holding, *used)
             if self.obstacles is None or key != self._key:
-                self_filter = self.hand_spheres_world(self.self_filter_margin_m) if self.self_filter else None
+                self_filter = self.inside_hand if self.self_filter else None
                 obstacles = self.grounder.ground(frames, self.task, self_filter, holding=holding)
+                obstacles.image_stamps = tuple(depth_s for _, depth_s, _ in used)
                 _ = obstacles.grid  # index once per obstacle set, not per chunk
                 self.obstacles, self._key = obstacles, key
                 self._ready = (obstacles, (self.task, holding, used))  # one assignment: read whole by `ready`
@@ -158,6 +184,34 @@ class ShieldPerception:
             raise PerceptionUnavailable(f"robot state is {age:.2f} s old (limit {self.max_state_age_s:.2f} s)")
         return self.state
 
+    def state_at(self, stamp: float) -> RobotState | None:
+        """The robot state nearest `stamp` (within STATE_MATCH_S), else None."""
+        nearest: RobotState | None = None
+        with self._states_lock:
+            for state in reversed(self._states):  # newest first: images are recent
+                if abs(state.stamp_s - stamp) <= STATE_MATCH_S and (
+                    nearest is None or abs(state.stamp_s - stamp) < abs(nearest.stamp_s - stamp)
+                ):
+                    nearest = state
+                if state.stamp_s < stamp - STATE_MATCH_S:
+                    break
+        return nearest
+
+    def tool_at(self, stamps: Sequence[float]) -> tuple[FloatArray, FloatArray] | None:
+        """The tool pose (position, rotation) at the instant of images stamped `stamps`: the
+        robot state nearest each stamp, the newest of them; None when a stamp has no state
+        near it or the tool moved between the stamps."""
+        found = [self.state_at(stamp) for stamp in stamps]
+        if not found or any(s is None for s in found):
+            return None
+        states = [s for s in found if s is not None]
+        newest = max(states, key=lambda s: s.stamp_s)
+        for other in states:
+            turn = np.linalg.norm(Rotation.from_matrix(other.rotation.T @ newest.rotation).as_rotvec())
+            if np.linalg.norm(other.position - newest.position) > TOOL_STILL_M or turn > TOOL_STILL_RAD:
+                return None
+        return newest.position, newest.rotation
+
     def snapshot(self, now_s: float, *, prefer_ready: bool = False) -> Snapshot:
         """What a decision at `now_s` uses. `prefer_ready`: the set the worker grounded
         when it is still usable (`ready`), grounding here only when it is not."""
@@ -168,15 +222,20 @@ class ShieldPerception:
         if self.latch.holding and (self._capture_pending or self._captured_from != self.groundings):
             # Captured at the grasp, then grown with every new view of the target near the
             # tool (parts hidden by the fingers at grasp time show up once it is lifted).
-            near = obstacles.target_points[
-                np.linalg.norm(obstacles.target_points - state.position, axis=1) < CARRIED_REACH_M
-            ]
-            seen = carried_spheres(near, state.position, state.rotation, self.carried_voxel_m)
-            known = np.zeros((0, 4)) if self._capture_pending else self.latch.carried
-            merged = np.unique(np.concatenate([known, seen]).round(6), axis=0)
-            self.latch.carried = merged if len(merged) else DEFAULT_CARRIED.copy()
-            self._capture_pending = False
             self._captured_from = self.groundings
+            tool = self.tool_at(obstacles.image_stamps)
+            if tool is not None:
+                position, rotation = tool
+                near = obstacles.target_points[
+                    np.linalg.norm(obstacles.target_points - position, axis=1) < CARRIED_REACH_M
+                ]
+                seen = carried_spheres(near, position, rotation, self.carried_voxel_m)
+                known = np.zeros((0, 4)) if self._capture_pending else self.latch.carried
+                merged = np.unique(np.concatenate([known, seen]).round(6), axis=0)
+                self.latch.carried = merged if len(merged) else DEFAULT_CARRIED.copy()
+                self._capture_pending = False
+            elif self._capture_pending and not len(self.latch.carried):
+                self.latch.carried = DEFAULT_CARRIED.copy()  # until images of a known tool pose arrive
         width = max(state.gripper_width_m, (1.0 - state.gripper_command) * OPEN_WIDTH_M)
         geometry = GripperGeometry.build(width, self.latch.carried if self.latch.holding else None)
         return Snapshot(obstacles, state, geometry, self.latch.holding)

@@ -6,6 +6,7 @@ metres, radians, seconds (node clock; simulation time in simulation).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,6 +18,7 @@ from carryon_shield.core.kernel import PointGrid
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int32]
+BoolArray = npt.NDArray[np.bool_]
 
 
 class PerceptionUnavailable(CarryOnError):
@@ -39,6 +41,10 @@ class RgbdFrame:
     segmentation: npt.NDArray[np.integer] | None = None
     labels: dict[int, str] = field(default_factory=dict)
     mask_stamp_s: float = -np.inf
+
+
+# Which of a frame's world points (N, 3) lie inside the robot at the frame's instant (N,) bool.
+SelfFilter = Callable[["RgbdFrame", FloatArray], BoolArray]
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,7 @@ class ObstacleSet:
     target_points: FloatArray = field(default_factory=lambda: np.zeros((0, 3)))
     exempt_points: int = 0  # points dropped as target / source patch / destination / permitted
     robot_points: int = 0  # points dropped as the robot
+    image_stamps: tuple[float, ...] = ()  # depth stamp of each camera's image that went into it
     _grid: PointGrid | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
