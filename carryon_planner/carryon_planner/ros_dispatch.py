@@ -124,9 +124,13 @@ class RosPlant:
             raise DispatchError(str(exc)) from None
 
     # -- VlaPlant --------------------------------------------------------------------
-    def set_task(self, subtask: PlannedSubtask) -> None:
+    def set_task(self, subtask: PlannedSubtask, permitted: tuple[str, ...] = ()) -> None:
         request = SetTask.Request(
-            subtask_id=subtask.id, target=subtask.target, source=subtask.source, destination=subtask.destination
+            subtask_id=subtask.id,
+            target=subtask.target,
+            source=subtask.source,
+            destination=subtask.destination,
+            permitted_contacts=list(permitted),
         )
         answer = self._call(SetTask, names.SHIELD_SET_TASK, request)
         if answer.status != SetTask.Response.STATUS_OK:
@@ -270,12 +274,16 @@ class RosDispatch:
             node, config, sensors, cancelled=cancelled, completed=self.completed, on_recovering=on_recovering
         )
 
-    def run_vla(self, subtask: PlannedSubtask) -> Report:
+    def run_vla(self, subtask: PlannedSubtask, permitted: tuple[str, ...] = ()) -> Report:
         if self.cancelled():
             return Report(False, "cancelled by the operator")
         try:
             report = run_vla(
-                subtask, self.plant, budget=self.config.policy_step_budget, max_recoveries=self.config.max_recoveries
+                subtask,
+                self.plant,
+                budget=self.config.policy_step_budget,
+                max_recoveries=self.config.max_recoveries,
+                permitted=permitted,
             )
         except (Cancelled, DispatchError) as exc:
             self.plant.stop()

@@ -13,6 +13,7 @@ from carryon_planner.core.executive import (
     Verdict,
     condition_holds,
     differs_from_memory,
+    hidden_under,
     run_vla,
 )
 from carryon_planner.core.plan import Plan, PlannedSubtask
@@ -37,9 +38,11 @@ class FakeDispatch:
     seen: tuple[str, ...] = SCENE["kitchen_counter"]
     failing: set[str] = field(default_factory=set)
     calls: list[str] = field(default_factory=list)
+    permitted: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
-    def run_vla(self, subtask: PlannedSubtask) -> Report:
+    def run_vla(self, subtask: PlannedSubtask, permitted: tuple[str, ...] = ()) -> Report:
         self.calls.append(subtask.id)
+        self.permitted[subtask.id] = permitted
         return Report(subtask.id not in self.failing, "judge says so")
 
     def observe(self, subtask: PlannedSubtask) -> Report:
@@ -58,6 +61,19 @@ def test_dependency_order_and_a_condition_that_holds() -> None:
     dispatch = FakeDispatch()
     result = Executive(plan(SAY, CARROT, OPEN, OBSERVE), dispatch, SCENE).run()
     assert result.succeeded and dispatch.calls == ["s1", "s2", "s3", "s4"]
+
+
+def test_lifting_a_cover_may_touch_what_scene_memory_says_it_hides() -> None:
+    """The shield and the contact monitor are told (SetTask permitted_contacts) that the
+    subtask lifting the pink cover may touch the carrot memory places under it; other
+    subtasks get nothing extra."""
+    dispatch = FakeDispatch()
+    Executive(plan(SAY, CARROT, OPEN, OBSERVE), dispatch, SCENE).run()
+    opened = next(s for s in plan(SAY, CARROT, OPEN, OBSERVE).subtasks if s.target == "pink_cover")
+    assert dispatch.permitted[opened.id] == ("carrot",)
+    assert all(p == () for sid, p in dispatch.permitted.items() if sid != opened.id)
+    assert hidden_under({"counter": ("Carrot under pink_cover", "bread under towel")}, "towel") == ("bread",)
+    assert hidden_under(SCENE, "") == () and hidden_under(SCENE, "plate") == ()
 
 
 def test_a_false_condition_skips_the_subtask_and_its_dependents() -> None:
@@ -103,7 +119,7 @@ class FakePlant:
     _steps: int = 0
     _budget: int = 0
 
-    def set_task(self, subtask: PlannedSubtask) -> None:
+    def set_task(self, subtask: PlannedSubtask, permitted: tuple[str, ...] = ()) -> None:
         self.log.append("task")
 
     def start_policy(self, subtask: PlannedSubtask, budget: int) -> None:

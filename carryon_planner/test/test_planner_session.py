@@ -99,7 +99,7 @@ class FakeDispatch:
     hooks: DispatchHooks
     calls: list[str] = field(default_factory=list)
 
-    def run_vla(self, subtask: PlannedSubtask) -> Report:
+    def run_vla(self, subtask: PlannedSubtask, permitted: tuple[str, ...] = ()) -> Report:
         self.calls.append(subtask.id)
         self.hooks.on_recovering(subtask.id, True, "dropped it")
         self.hooks.on_recovering(subtask.id, False, "")

@@ -52,7 +52,9 @@ class Report:
 class Dispatch(Protocol):
     """The execution loop as the executive sees it (one call per subtask, blocking)."""
 
-    def run_vla(self, subtask: PlannedSubtask) -> Report: ...
+    def run_vla(self, subtask: PlannedSubtask, permitted: tuple[str, ...] = ()) -> Report:
+        """`permitted`: objects the subtask may touch besides its target, source support and
+        destination (what a cover being lifted hides: `hidden_under`)."""
 
     def observe(self, subtask: PlannedSubtask) -> Report: ...
 
@@ -112,6 +114,18 @@ def condition_holds(condition: str, seen: Mapping[str, tuple[str, ...]]) -> bool
 def _subject(item: str) -> str:
     words = item.lower().split()
     return words[0] if words else ""
+
+
+def hidden_under(scene: Mapping[str, tuple[str, ...]], target: str) -> tuple[str, ...]:
+    """What scene memory says lies under `target` ("carrot under pink_cover"): the objects a
+    subtask lifting that cover off may touch (docs/shield.md, "What a subtask may touch")."""
+    out: list[str] = []
+    for items in scene.values():
+        for item in items:
+            words = item.lower().split()
+            if target and len(words) == 3 and words[1] == "under" and words[2] == target.lower():
+                out.append(item.split()[0])
+    return tuple(sorted(set(out)))
 
 
 def differs_from_memory(
@@ -235,7 +249,7 @@ class Executive:
 
     def _dispatch(self, subtask: PlannedSubtask) -> Report:
         if subtask.kind == "vla":
-            return self.dispatch.run_vla(subtask)
+            return self.dispatch.run_vla(subtask, hidden_under(self.scene, subtask.target))
         if subtask.kind == "observe":
             return self.dispatch.observe(subtask)
         if subtask.kind == "say":
@@ -262,8 +276,9 @@ class Verdict(enum.Enum):
 class VlaPlant(Protocol):
     """The pieces `run_vla` drives (ROS action/service clients, or fakes)."""
 
-    def set_task(self, subtask: PlannedSubtask) -> None:
-        """Tell the shield (and the judge) what the subtask's target, source and destination are."""
+    def set_task(self, subtask: PlannedSubtask, permitted: tuple[str, ...] = ()) -> None:
+        """Tell the shield (and the judge) what the subtask's target, source and destination are,
+        and what else it may touch (`permitted`)."""
 
     def start_policy(self, subtask: PlannedSubtask, budget: int) -> None:
         """Start RunPolicy with this step budget (returns at once)."""
@@ -281,12 +296,19 @@ class VlaPlant(Protocol):
         """Run a recovery skill; (resume?, message)."""
 
 
-def run_vla(subtask: PlannedSubtask, plant: VlaPlant, *, budget: int, max_recoveries: int) -> Report:
+def run_vla(
+    subtask: PlannedSubtask,
+    plant: VlaPlant,
+    *,
+    budget: int,
+    max_recoveries: int,
+    permitted: tuple[str, ...] = (),
+) -> Report:
     """The execution loop for one VLA subtask: run the policy while the judge watches; on
     success stop; on failure suspend, recover, and resume the original instruction with the
     remaining budget, at most `max_recoveries` times. When the budget is spent, the last
     verdict decides (running = failed: it did not finish in time)."""
-    plant.set_task(subtask)
+    plant.set_task(subtask, permitted)
     remaining = budget
     recoveries = 0
     plant.start_policy(subtask, remaining)

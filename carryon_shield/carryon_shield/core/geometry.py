@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import enum
 import functools
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -159,17 +158,43 @@ def box_distance(points: FloatArray, lo: FloatArray, hi: FloatArray) -> FloatArr
     return out
 
 
+CARRIED_PAD_M = 0.005  # a carried object's spheres reach this far beyond its outermost seen points
+
+
 def carried_spheres(
     target_points: FloatArray, tool_position: FloatArray, tool_rotation: FloatArray, cell_m: float
 ) -> FloatArray:
     """The carried object's spheres (S, 4) in the tool frame from its world points (K, 3)
     seen at grasp time with the tool at (tool_position, tool_rotation)."""
-    if len(target_points) == 0:
+    return spheres_of((target_points - tool_position) @ tool_rotation, cell_m)
+
+
+def spheres_of(points: FloatArray, cell_m: float) -> FloatArray:
+    """Spheres (S, 4) covering points (K, 3): one per occupied `cell_m` cell, centred on its
+    points' centroid, reaching CARRIED_PAD_M beyond the farthest of them (centred on the
+    surface, not the cell: a 2 cm cell's corner sphere put a cover's rim 2.7 cm under itself)."""
+    if len(points) == 0:
         return np.zeros((0, 4))
-    local = (target_points - tool_position) @ tool_rotation
-    cells = np.unique(np.floor(local / cell_m).astype(np.int64), axis=0)
-    centres = (cells + 0.5) * cell_m
-    return np.column_stack([centres, np.full(len(centres), 0.5 * math.sqrt(3.0) * cell_m)])
+    cells = np.floor(points / cell_m).astype(np.int64)
+    _, inverse, counts = np.unique(cells, axis=0, return_inverse=True, return_counts=True)
+    inverse = inverse.reshape(-1)
+    sums = np.zeros((len(counts), 3))
+    np.add.at(sums, inverse, points)
+    centres = sums / counts[:, None]
+    reach = np.zeros(len(counts))
+    np.maximum.at(reach, inverse, np.linalg.norm(points - centres[inverse], axis=1))
+    return np.column_stack([centres, reach + CARRIED_PAD_M])
+
+
+def merge_points(known: FloatArray, seen: FloatArray, spacing_m: float) -> FloatArray:
+    """Tool-frame points of a carried object seen so far: `known` plus `seen`, one per
+    `spacing_m` cell (the first kept), so views of the same part do not pile up."""
+    points = np.concatenate([known, seen]) if len(known) else seen
+    if len(points) == 0:
+        return np.zeros((0, 3))
+    _, first = np.unique(np.floor(points / spacing_m).astype(np.int64), axis=0, return_index=True)
+    out: FloatArray = points[np.sort(first)]
+    return out
 
 
 class HoldingLatch:
@@ -185,6 +210,7 @@ class HoldingLatch:
         self.max_width_m = max_width_m
         self.holding = False
         self.carried: FloatArray = np.zeros((0, 4))
+        self.carried_points: FloatArray = np.zeros((0, 3))  # tool frame, what the spheres cover
 
     def update(self, width_m: float, command: float) -> tuple[bool, bool]:
         """Feed one measurement; returns (holding, just_grasped)."""
@@ -195,4 +221,5 @@ class HoldingLatch:
             self.holding = True
         if not self.holding:
             self.carried = np.zeros((0, 4))
+            self.carried_points = np.zeros((0, 3))
         return self.holding, self.holding and not was

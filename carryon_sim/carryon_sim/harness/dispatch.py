@@ -117,7 +117,7 @@ class SimPlant:
         self.log: list[str] = []
 
     # -- VlaPlant ------------------------------------------------------------------
-    def set_task(self, subtask: PlannedSubtask) -> None:
+    def set_task(self, subtask: PlannedSubtask, permitted: tuple[str, ...] = ()) -> None:  # noqa: ARG002 - no monitor here
         self._baseline = observe_world(self.world, None, next(self._ids), cameras=())
         truth = facts_from_truth(self._baseline.truth or {}, self.shapes)
         tracker = tracker_for(goal_of(subtask.as_subtask(), self.shapes.role), truth, threshold_m=self.progress_m)
@@ -197,8 +197,10 @@ class SimDispatch:
     said: list[str] = field(default_factory=list)
     observed: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
 
-    def run_vla(self, subtask: PlannedSubtask) -> Report:
-        return run_vla(subtask, self.plant, budget=self.budget_steps, max_recoveries=self.max_recoveries)
+    def run_vla(self, subtask: PlannedSubtask, permitted: tuple[str, ...] = ()) -> Report:
+        return run_vla(
+            subtask, self.plant, budget=self.budget_steps, max_recoveries=self.max_recoveries, permitted=permitted
+        )
 
     def observe(self, subtask: PlannedSubtask) -> Report:
         location = subtask.target
