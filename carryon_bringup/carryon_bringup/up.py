@@ -73,10 +73,16 @@ def executable_path(launch: NodeLaunch) -> Path:
     return exe
 
 
+def nice_prefix(launch: NodeLaunch) -> list[str]:
+    """`nice -n N` before a node's command when the graph gives it a niceness (both launchers)."""
+    return ["nice", "-n", str(launch.nice)] if launch.nice else []
+
+
 def command_for(launch: NodeLaunch, log_level: str | None = None) -> list[str]:
     """The command line of one node: the same executable, name, namespace and parameter
-    files that `ros2 launch` uses for the same NodeLaunch."""
+    files (and `nice` prefix) that `ros2 launch` uses for the same NodeLaunch."""
     cmd = [
+        *nice_prefix(launch),
         str(executable_path(launch)),
         "--ros-args",
         "-r",

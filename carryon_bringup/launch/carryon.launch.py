@@ -13,7 +13,7 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction, Shutdown
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from carryon_bringup.up import load_spec
+from carryon_bringup.up import load_spec, nice_prefix
 
 
 def _nodes(context, *_args, **_kwargs):
@@ -32,6 +32,7 @@ def _nodes(context, *_args, **_kwargs):
             namespace=launch.namespace,
             parameters=[str(path) for path in launch.params_files],
             output="screen",
+            prefix=" ".join(nice_prefix(launch)) or None,  # like `carryon up`: graph.yaml's `nice`
             emulate_tty=True,
             additional_env={"CARRYON_CONFIG_DIR": str(spec.config_dir)},
             respawn=launch.restart.max_restarts > 0,

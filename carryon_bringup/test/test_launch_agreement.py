@@ -68,17 +68,21 @@ def _launched_nodes(monkeypatch: pytest.MonkeyPatch, arguments: dict[str, str]) 
     return [node.kwargs for node in opaque.kwargs["function"]({**declared, **arguments})]
 
 
-def _as_command(node: dict[str, Any]) -> tuple[str, str, str, str, list[str]]:
-    """What launch_ros runs for a Node: lib/<package>/<executable> --ros-args -r __node -r __ns --params-file ..."""
-    return node["package"], node["executable"], node["name"], f"/{node['namespace']}", node["parameters"]
+def _as_command(node: dict[str, Any]) -> tuple[str, str, str, str, list[str], str]:
+    """What launch_ros runs for a Node: [prefix] lib/<package>/<executable> --ros-args -r __node -r __ns
+    --params-file ..."""
+    prefix = node["prefix"] or ""
+    return node["package"], node["executable"], node["name"], f"/{node['namespace']}", node["parameters"], prefix
 
 
-def _parse_up_command(cmd: list[str]) -> tuple[str, str, str, str, list[str]]:
+def _parse_up_command(cmd: list[str]) -> tuple[str, str, str, str, list[str], str]:
+    start = 3 if cmd[0] == "nice" else 0
+    prefix, cmd = " ".join(cmd[:start]), cmd[start:]
     exe = Path(cmd[0])
     args = cmd[cmd.index("--ros-args") + 1 :]
     remaps = dict(args[i + 1].split(":=") for i, a in enumerate(args) if a == "-r")
     params = [args[i + 1] for i, a in enumerate(args) if a == "--params-file"]
-    return exe.parent.name, exe.name, remaps["__node"], remaps["__ns"], params
+    return exe.parent.name, exe.name, remaps["__node"], remaps["__ns"], params, prefix
 
 
 @pytest.mark.parametrize("profile", ["sim", "robot"])
@@ -91,6 +95,8 @@ def test_launch_file_and_carryon_up_start_the_same_processes(
     up = [_parse_up_command(command_for(launch)) for launch in spec.launches(profile)]
     assert [_as_command(node) for node in launched] == up
     assert len(up) == len(spec.launches(profile))
+    niced = {launch.name: launch.nice for launch in spec.launches(profile) if launch.nice}
+    assert niced.get("perception_node", 0) > 0 and "shield_node" not in niced  # heavy work behind the control path
     for node, launch in zip(launched, spec.launches(profile), strict=True):
         assert node["respawn"] == (launch.restart.max_restarts > 0)
         # Like `carryon up`, a node that exits for good shuts the whole launch down.

@@ -44,6 +44,13 @@ class NodeEntry(BaseModel):
     config_class: str = Field(description="module:Class of the node's NodeConfig, used to validate params.")
     params: tuple[str, ...] = Field((), description="Parameter files, relative to the config folder.")
     restart: RestartPolicy = RestartPolicy()
+    nice: int = Field(
+        0,
+        ge=0,
+        le=19,
+        description="Scheduling niceness of the process (`nice -n`): heavy work that may wait (perception, "
+        "the judge) runs behind the control path (driver, policy, shield) on a small machine.",
+    )
 
 
 class Profile(BaseModel):
@@ -89,6 +96,7 @@ class NodeLaunch:
     config_class: str
     params_files: tuple[Path, ...]
     restart: RestartPolicy = field(default_factory=RestartPolicy)
+    nice: int = 0  # `nice -n` of the process (0: as the launcher)
 
     def load_config(self, overrides: Mapping[str, Any] | None = None) -> NodeConfig:
         """Validate this node's parameter files (plus overrides) with its config class."""
@@ -181,6 +189,7 @@ class GraphSpec:
                     config_class=entry.config_class,
                     params_files=tuple(self.config_dir / f for f in files),
                     restart=entry.restart,
+                    nice=entry.nice,
                 )
             )
         return out
