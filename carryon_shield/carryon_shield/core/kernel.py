@@ -118,6 +118,13 @@ def _check_kernel(  # noqa: PLR0917 - numba compiles positional arguments only
             tool_hi[a] = max(tool_hi[a], spheres[s, a] + spheres[s, 3] + near_range)
     mid = 0.5 * (tool_lo + tool_hi)
     half = 0.5 * (tool_hi - tool_lo)
+    # The carried spheres' own box, grown the same: points outside it skip the sphere loop.
+    carried_lo = np.full(3, np.inf)
+    carried_hi = np.full(3, -np.inf)
+    for a in range(3):
+        for s in range(spheres.shape[0]):
+            carried_lo[a] = min(carried_lo[a], spheres[s, a] - spheres[s, 3] - near_range)
+            carried_hi[a] = max(carried_hi[a], spheres[s, a] + spheres[s, 3] + near_range)
     checked = n
     for i in range(n):
         best_distance = near_range  # points outside the grown box are at least this far
@@ -158,6 +165,9 @@ def _check_kernel(  # noqa: PLR0917 - numba compiles positional arguments only
                         g = d - thresholds[box_part[b]]
                         if g < best_margin:
                             best_margin, best_part, best_point = g, box_part[b], k
+                    near_carried = carried_lo[0] <= lx <= carried_hi[0] and carried_lo[1] <= ly <= carried_hi[1]
+                    if not (near_carried and carried_lo[2] <= lz <= carried_hi[2]):
+                        continue
                     for s in range(spheres.shape[0]):
                         sx, sy, sz = lx - spheres[s, 0], ly - spheres[s, 1], lz - spheres[s, 2]
                         d = max(math.sqrt(sx * sx + sy * sy + sz * sz) - spheres[s, 3], 0.0)
