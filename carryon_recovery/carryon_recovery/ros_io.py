@@ -89,7 +89,7 @@ class MotionParams:
     tolerance_m: float = 0.015
     perception_timeout_s: float = 3.0
     shield_timeout_s: float = 3.0
-    stride: int = 2
+    stride: int = 1  # every pixel: a carrot seen by a 256 px camera is ~60 pixels (every 2nd: 15 points)
     retries: int = 10  # re-sends of a chunk the shield rejected for stale / missing perception
     retry_s: float = 0.3  # wait before a re-send, s
     max_retreats: int = 6  # shield retreats / partial releases after which a motion is given up

@@ -220,6 +220,19 @@ def test_grasp_candidates_avoid_a_finger_between_the_object_and_an_obstacle() ->
     assert np.allclose(grasp_candidates(carrot, version, 0.42, low)[0].grasp[:2], [0.5, 0.0], atol=1e-3)
 
 
+def test_top_down_fingers_are_pre_shaped_to_the_object() -> None:
+    """The fingers open to the carrot's 32 mm plus 15 mm either side, not 8 cm: a carrot
+    lying 3 cm from a plate's rim or a bottle leaves no room for fingers opened all the way."""
+    version = SkillLibrary(SEED).load("regrasp")
+    for candidate in grasp_candidates(carrot_points((0.5, 0.0)), version, 0.42):
+        assert abs(candidate.aperture_m - 0.062) < 0.002
+        assert abs(candidate.open_command - (1.0 - candidate.aperture_m / 0.08)) < 1e-9
+    cloche = np.array([[0.5 + 0.07 * np.cos(a), 0.07 * np.sin(a), 0.44] for a in np.linspace(0, 6.2, 40)])
+    knob = np.array([[0.5 + dx, dy, 0.5] for dx in (-0.01, 0.0, 0.01) for dy in (-0.01, 0.0, 0.01)])
+    aperture = grasp_candidates(np.vstack([cloche, knob]), version, 0.42)[0].aperture_m
+    assert aperture < 0.08 and abs(aperture - 2 * (0.01 + 0.015)) < 0.002  # by its knob
+
+
 def test_side_candidates_only_for_tall_objects() -> None:
     version = SkillLibrary(SEED).load("regrasp")  # candidate_order: [top_down, side]
     assert {c.kind for c in grasp_candidates(carrot_points((0.5, 0.1)), version, 0.42)} == {"top_down"}

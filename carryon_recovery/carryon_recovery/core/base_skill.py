@@ -228,14 +228,14 @@ def _grasp_and_carry(
 ) -> tuple[bool, str]:
     on_phase("approach")
     path = transit(io.tool_position(), c.pre_grasp, seen.obstacles)
-    ok, why = io.move(path, c.rotation, OPEN)
-    io.set_gripper(OPEN)
+    ok, why = io.move(path, c.rotation, c.open_command)
+    io.set_gripper(c.open_command)
     if not record.add(
         "approach", ok, planned={"pre_grasp": _r(c.pre_grasp)}, measured={"tool": _r(io.tool_position())}, note=why
     ):
         return False, f"approach: {why}"
     on_phase("grasp")
-    ok, why = io.move(line(c.pre_grasp, c.grasp, 0.005), c.rotation, OPEN)
+    ok, why = io.move(line(c.pre_grasp, c.grasp, 0.005), c.rotation, c.open_command)
     width = io.set_gripper(CLOSED)
     record.add(
         "grasp",

@@ -30,6 +30,12 @@ class Candidate:
     grasp: FloatArray  # tool centre point at the grasp
     rotation: FloatArray
     pre_grasp: FloatArray
+    aperture_m: float = 0.08  # how far the fingers open for the approach and descent (pre-shaped)
+
+    @property
+    def open_command(self) -> float:
+        """The gripper command (0 open .. 1 closed) of the pre-shaped opening."""
+        return 1.0 - min(max(self.aperture_m / GRIPPER_OPENING_M, 0.0), 1.0)
 
 
 GRIPPER_OPENING_M = 0.08  # the Panda's fingers open this far
@@ -80,7 +86,8 @@ def grasp_candidates(
     seen point), at most 5 mm under its top; an object too wide to close on (a cloche) is
     grasped by the top `KNOB_SLICE_M` of its points instead (its knob). The centre comes
     first unless a finger there would come within `CLEAR_M` of an obstacle (an object lying
-    against a bottle): then they go by finger clearance, the freest first.
+    against a bottle): then they go by finger clearance, the freest first. The fingers are
+    pre-shaped: opened to the object's width plus `FINGER_MARGIN_M` either side, not 8 cm.
 
     side: for objects at least `SIDE_MIN_HEIGHT_M` tall (a can, a cup; a low object's side
     is too close to the table for the hand) and at most `SIDE_MAX_WIDTH_M` wide (the fingers
@@ -127,7 +134,12 @@ def _top_down(
         spots += [centre[:2] + long * length / 4.0, centre[:2] - long * length / 4.0]
     rotation = tool_rotation(yaw)
     lift = np.array([0.0, 0.0, version.value("approach_offset_m")])
-    candidates = [Candidate("top_down", np.array([x, y, z]), rotation, np.array([x, y, z]) + lift) for x, y in spots]
+    # Pre-shaped: open only the object's width plus a finger's room either side (a carrot
+    # beside a plate or a bottle leaves no room for fingers opened 8 cm).
+    aperture = min(GRIPPER_OPENING_M, 2.0 * (half_width + FINGER_MARGIN_M))
+    candidates = [
+        Candidate("top_down", np.array([x, y, z]), rotation, np.array([x, y, z]) + lift, aperture) for x, y in spots
+    ]
     clearance = [finger_clearance(c.grasp, narrow, half_width, obstacles, bottom) for c in candidates]
     if clearance[0] < CLEAR_M:
         order = sorted(range(len(candidates)), key=lambda i: -clearance[i])
