@@ -97,10 +97,7 @@ class ShieldConfig(NodeConfig):
         0.075, gt=0.0, description="Holding latch: fingers wider than this hold nothing (open), metres."
     )
     carried_voxel_m: float = Field(
-        0.01,
-        gt=0.0,
-        description="Carried-object geometry: one sphere per cell of this size, on its points' centroid, "
-        "reaching 5 mm beyond the farthest of them, metres.",
+        0.02, gt=0.0, description="Carried-object geometry: its points are summarised by spheres of this cell, metres."
     )
     response_model_file: str = Field(
         "",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -158,9 +159,6 @@ def box_distance(points: FloatArray, lo: FloatArray, hi: FloatArray) -> FloatArr
     return out
 
 
-CARRIED_PAD_M = 0.005  # a carried object's spheres reach this far beyond its outermost seen points
-
-
 def carried_spheres(
     target_points: FloatArray, tool_position: FloatArray, tool_rotation: FloatArray, cell_m: float
 ) -> FloatArray:
@@ -170,20 +168,15 @@ def carried_spheres(
 
 
 def spheres_of(points: FloatArray, cell_m: float) -> FloatArray:
-    """Spheres (S, 4) covering points (K, 3): one per occupied `cell_m` cell, centred on its
-    points' centroid, reaching CARRIED_PAD_M beyond the farthest of them (centred on the
-    surface, not the cell: a 2 cm cell's corner sphere put a cover's rim 2.7 cm under itself)."""
+    """Spheres (S, 4) covering points (K, 3): one per occupied `cell_m` cell, centred on the
+    cell and containing it. Deliberately generous: what the cameras saw of a held object is
+    its top and sides, and it may turn in the fingers; spheres hugging the seen points (1 cm,
+    +5 mm) let a carried carrot's unseen underside hit the bottle in 5 of 10 safety episodes."""
     if len(points) == 0:
         return np.zeros((0, 4))
-    cells = np.floor(points / cell_m).astype(np.int64)
-    _, inverse, counts = np.unique(cells, axis=0, return_inverse=True, return_counts=True)
-    inverse = inverse.reshape(-1)
-    sums = np.zeros((len(counts), 3))
-    np.add.at(sums, inverse, points)
-    centres = sums / counts[:, None]
-    reach = np.zeros(len(counts))
-    np.maximum.at(reach, inverse, np.linalg.norm(points - centres[inverse], axis=1))
-    return np.column_stack([centres, reach + CARRIED_PAD_M])
+    cells = np.unique(np.floor(points / cell_m).astype(np.int64), axis=0)
+    centres = (cells + 0.5) * cell_m
+    return np.column_stack([centres, np.full(len(centres), 0.5 * math.sqrt(3.0) * cell_m)])
 
 
 def merge_points(known: FloatArray, seen: FloatArray, spacing_m: float) -> FloatArray:
