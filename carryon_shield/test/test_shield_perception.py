@@ -16,8 +16,6 @@ from carryon_shield.core.geometry import (
     box_distance,
     box_spheres,
     carried_spheres,
-    merge_points,
-    spheres_of,
 )
 from carryon_shield.core.grounding import GroundingParams, MaskGrounder
 from carryon_shield.core.perception import CommandTracker, ShieldPerception
@@ -51,10 +49,11 @@ def test_carried_spheres_cover_the_points_and_views_do_not_pile_up() -> None:
     (one per 2 cm cell, containing it); a second view of the same part adds nothing."""
     y, z = np.meshgrid(np.arange(0.0, 0.1, 0.01), np.arange(0.0, 0.05, 0.01))
     wall = np.column_stack([np.full(y.size, 0.001), y.ravel(), z.ravel()])
-    spheres = spheres_of(wall, 0.02)
+    spheres = carried_spheres(wall, np.zeros(3), np.eye(3), 0.02)
     inside = np.linalg.norm(wall[:, None, :] - spheres[None, :, :3], axis=2) <= spheres[None, :, 3] + 1e-9
     assert inside.any(axis=1).all() and len(spheres) == 5 * 3
-    assert len(merge_points(wall, wall + 0.001, 0.004)) == len(wall)
+    again = carried_spheres(wall + 0.001, np.zeros(3), np.eye(3), 0.02)
+    assert len(np.unique(np.concatenate([spheres, again]).round(6), axis=0)) == len(spheres)
 
 
 def test_carried_object_spheres_move_with_the_tool() -> None:

@@ -163,31 +163,17 @@ def carried_spheres(
     target_points: FloatArray, tool_position: FloatArray, tool_rotation: FloatArray, cell_m: float
 ) -> FloatArray:
     """The carried object's spheres (S, 4) in the tool frame from its world points (K, 3)
-    seen at grasp time with the tool at (tool_position, tool_rotation)."""
-    return spheres_of((target_points - tool_position) @ tool_rotation, cell_m)
-
-
-def spheres_of(points: FloatArray, cell_m: float) -> FloatArray:
-    """Spheres (S, 4) covering points (K, 3): one per occupied `cell_m` cell, centred on the
-    cell and containing it. Deliberately generous: what the cameras saw of a held object is
-    its top and sides, and it may turn in the fingers; spheres hugging the seen points (1 cm,
-    +5 mm) let a carried carrot's unseen underside hit the bottle in 5 of 10 safety episodes."""
-    if len(points) == 0:
+    seen with the tool at (tool_position, tool_rotation): one per occupied `cell_m` cell,
+    centred on the cell and containing it. Deliberately generous: what the cameras saw of a
+    held object is its top and sides, and it may turn in the fingers; spheres hugging the
+    seen points (1 cm, +5 mm) let a carried carrot's unseen underside hit the bottle in 5 of
+    10 safety episodes."""
+    if len(target_points) == 0:
         return np.zeros((0, 4))
-    cells = np.unique(np.floor(points / cell_m).astype(np.int64), axis=0)
+    local = (target_points - tool_position) @ tool_rotation
+    cells = np.unique(np.floor(local / cell_m).astype(np.int64), axis=0)
     centres = (cells + 0.5) * cell_m
     return np.column_stack([centres, np.full(len(centres), 0.5 * math.sqrt(3.0) * cell_m)])
-
-
-def merge_points(known: FloatArray, seen: FloatArray, spacing_m: float) -> FloatArray:
-    """Tool-frame points of a carried object seen so far: `known` plus `seen`, one per
-    `spacing_m` cell (the first kept), so views of the same part do not pile up."""
-    points = np.concatenate([known, seen]) if len(known) else seen
-    if len(points) == 0:
-        return np.zeros((0, 3))
-    _, first = np.unique(np.floor(points / spacing_m).astype(np.int64), axis=0, return_index=True)
-    out: FloatArray = points[np.sort(first)]
-    return out
 
 
 class HoldingLatch:
@@ -203,7 +189,6 @@ class HoldingLatch:
         self.max_width_m = max_width_m
         self.holding = False
         self.carried: FloatArray = np.zeros((0, 4))
-        self.carried_points: FloatArray = np.zeros((0, 3))  # tool frame, what the spheres cover
 
     def update(self, width_m: float, command: float) -> tuple[bool, bool]:
         """Feed one measurement; returns (holding, just_grasped)."""
@@ -214,5 +199,4 @@ class HoldingLatch:
             self.holding = True
         if not self.holding:
             self.carried = np.zeros((0, 4))
-            self.carried_points = np.zeros((0, 3))
         return self.holding, self.holding and not was

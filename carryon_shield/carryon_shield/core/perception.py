@@ -25,14 +25,7 @@ import numpy.typing as npt
 from scipy.spatial.transform import Rotation
 
 from carryon_shield.core.filter import Snapshot
-from carryon_shield.core.geometry import (
-    OPEN_WIDTH_M,
-    GripperGeometry,
-    HoldingLatch,
-    inside_hand,
-    merge_points,
-    spheres_of,
-)
+from carryon_shield.core.geometry import OPEN_WIDTH_M, GripperGeometry, HoldingLatch, carried_spheres, inside_hand
 from carryon_shield.core.grounding import Grounder, frames_by_camera
 from carryon_shield.core.types import FloatArray, ObstacleSet, PerceptionUnavailable, RgbdFrame, RobotState, TaskSpec
 
@@ -41,7 +34,6 @@ from carryon_shield.core.types import FloatArray, ObstacleSet, PerceptionUnavail
 DEFAULT_CARRIED = np.array([[0.0, 0.0, 0.03, 0.035]])
 # Target points farther than this from the tool centre point are not part of what it carries, m.
 CARRIED_REACH_M = 0.2
-CARRIED_SPACING_M = 0.004  # a carried object's tool-frame points are kept one per cell of this size
 # A robot state this close in time to an image is the tool pose of the image's instant, s.
 STATE_MATCH_S = 0.05
 # Cameras whose instants saw the tool farther apart than this (m, rad) do not place a carried object.
@@ -237,10 +229,10 @@ class ShieldPerception:
                 near = obstacles.target_points[
                     np.linalg.norm(obstacles.target_points - position, axis=1) < CARRIED_REACH_M
                 ]
-                known = np.zeros((0, 3)) if self._capture_pending else self.latch.carried_points
-                merged = merge_points(known, (near - position) @ rotation, CARRIED_SPACING_M)
-                self.latch.carried_points = merged
-                self.latch.carried = spheres_of(merged, self.carried_voxel_m) if len(merged) else DEFAULT_CARRIED.copy()
+                seen = carried_spheres(near, position, rotation, self.carried_voxel_m)
+                known = np.zeros((0, 4)) if self._capture_pending else self.latch.carried
+                merged = np.unique(np.concatenate([known, seen]).round(6), axis=0)  # a cell seen twice: once
+                self.latch.carried = merged if len(merged) else DEFAULT_CARRIED.copy()
                 self._capture_pending = False
             elif self._capture_pending and not len(self.latch.carried):
                 self.latch.carried = DEFAULT_CARRIED.copy()  # until images of a known tool pose arrive
