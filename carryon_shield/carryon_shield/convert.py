@@ -64,11 +64,12 @@ def cloud_points(msg: PointCloud2) -> FloatArray:
 
 
 # Marker ids in the "shield" namespace: one of each per decision, replaced every chunk.
-RELEASED, BLOCKED, RETREAT, NEAREST, LABEL = range(5)
+RELEASED, BLOCKED, RETREAT, NEAREST, LABEL, CARRIED = range(6)
 _GREEN = ColorRGBA(r=0.1, g=0.8, b=0.2, a=1.0)
 _RED = ColorRGBA(r=0.9, g=0.1, b=0.1, a=1.0)
 _ORANGE = ColorRGBA(r=1.0, g=0.55, b=0.0, a=1.0)
 _WHITE = ColorRGBA(r=1.0, g=1.0, b=1.0, a=1.0)
+_BLUE = ColorRGBA(r=0.2, g=0.4, b=1.0, a=0.5)
 
 
 def _marker(kind: int, marker_id: int, frame_id: str, stamp: TimeMsg, *, color: ColorRGBA, scale: float) -> Marker:
@@ -122,3 +123,15 @@ def decision_markers(decision: ShieldDecision, stamp: TimeMsg) -> MarkerArray:
         label.action = Marker.DELETE
     out.markers.append(label)
     return out
+
+
+def carried_marker(spheres: FloatArray, frame_id: str, stamp: TimeMsg) -> Marker:
+    """The carried object as the shield models it: its spheres (S, 4: centre x, y, z and
+    radius, world frame) as a translucent blue sphere list; deleted when nothing is held."""
+    radius = float(spheres[:, 3].max()) if len(spheres) else 0.0
+    marker = _marker(Marker.SPHERE_LIST, CARRIED, frame_id or "world", stamp, color=_BLUE, scale=2.0 * radius)
+    if len(spheres):
+        marker.points = _points(spheres[:, :3])
+    else:
+        marker.action = Marker.DELETE
+    return marker

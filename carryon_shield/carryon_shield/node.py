@@ -321,8 +321,19 @@ class ShieldNode(CarryOnNode):
             self.safe_pub.publish(common_convert.chunk_to_msg(decision.released, stamp))
         decision = replace(decision, compute_time_s=time.perf_counter() - started)
         self.event_pub.publish(convert.decision_to_event(decision, stamp))
-        self.marker_pub.publish(convert.decision_markers(decision, stamp))
+        markers = convert.decision_markers(decision, stamp)
+        markers.markers.append(convert.carried_marker(self._carried_in_world(), decision.frame_id, stamp))
+        self.marker_pub.publish(markers)
         self._publish_cloud()
+
+    def _carried_in_world(self) -> np.ndarray:
+        """The carried object's spheres (S, 4) placed at the tool's latest pose; none when
+        nothing is held."""
+        state, carried = self.perception.state, self.perception.latch.carried
+        if state is None or not self.perception.latch.holding or not len(carried):
+            return np.zeros((0, 4))
+        centres = state.position + carried[:, :3] @ state.rotation.T
+        return np.column_stack([centres, carried[:, 3]])
 
     def _record_release(self, released: Any, now_s: float) -> None:
         state = self.perception.state

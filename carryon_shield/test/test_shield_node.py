@@ -217,6 +217,7 @@ def test_shield_filters_chunks_from_fake_sensors(ros, wait_until) -> None:  # ty
     assert shown[0].action == Marker.ADD and shown[1].action == Marker.ADD  # released and blocked paths
     assert len(shown[0].points) == blocked.released_steps + 1
     assert shown[3].action == Marker.ADD and shown[2].action == Marker.DELETE  # nearest point; no retreat
+    assert shown[5].action == Marker.DELETE  # nothing held: no carried object shown
 
     # Away from the bottle (towards -x): clear, released whole.
     clear = send(2, -0.01)
@@ -227,6 +228,20 @@ def test_shield_filters_chunks_from_fake_sensors(ros, wait_until) -> None:  # ty
     points = cloud_points(clouds[-1])
     assert len(points) == blocked.obstacle_points or len(points) > 0
     assert np.isclose(points[:, 2].max(), 0.62, atol=1e-3)  # the bottle top is in the cloud
+
+
+def test_the_carried_object_is_shown_as_its_spheres() -> None:
+    from builtin_interfaces.msg import Time
+    from visualization_msgs.msg import Marker
+
+    from carryon_shield.convert import CARRIED, carried_marker
+
+    spheres = np.array([[0.5, 0.1, 0.45, 0.0173], [0.52, 0.1, 0.45, 0.0173]])
+    marker = carried_marker(spheres, "world", Time(sec=3))
+    assert marker.id == CARRIED and marker.type == Marker.SPHERE_LIST and marker.action == Marker.ADD
+    assert [(p.x, p.y, p.z) for p in marker.points] == [(0.5, 0.1, 0.45), (0.52, 0.1, 0.45)]
+    assert np.isclose(marker.scale.x, 2 * 0.0173) and marker.header.frame_id == "world"
+    assert carried_marker(np.zeros((0, 4)), "world", Time(sec=3)).action == Marker.DELETE
 
 
 def test_disabled_shield_passes_chunks_through_and_reports(ros, wait_until) -> None:  # type: ignore[no-untyped-def]

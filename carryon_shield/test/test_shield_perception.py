@@ -147,6 +147,29 @@ def test_the_carried_object_is_placed_with_the_tool_pose_of_its_images_instant()
     assert len(carried) == len(geometry.spheres)  # that image grew nothing
 
 
+def test_an_image_from_before_the_grasp_places_the_target_with_the_grasps_tool_pose() -> None:
+    """The target stood still until the fingers closed on it: an image taken during the
+    approach, 8 cm above the grasp, and grounded only after the grasp, places the carried
+    object with the tool pose of the grasp, not that of the image's instant (which put it
+    8 cm too low in the tool frame)."""
+    p = perception(max_depth_age_s=1.0, max_mask_age_s=1.0)
+    p.set_task(TaskSpec("s", "carrot", "table", "bowl"))
+    reference = perception(max_depth_age_s=1.0, max_mask_age_s=1.0)
+    reference.set_task(TaskSpec("s", "carrot", "table", "bowl"))
+    reference.update_state(state(1.0, width=0.03, command=1.0))  # grasped, tool at z 0.47
+    reference.update_frame(overhead_frame("top", 1.0))
+    geometry = reference.snapshot(1.0).geometry
+    expected = geometry.spheres[geometry.part == Part.CARRIED]
+
+    approach = RobotState(np.array([0.5, 0.0, 0.55]), DOWN, np.zeros(3), 0.08, 0.0, 0.6)
+    p.update_state(approach)
+    p.update_frame(overhead_frame("top", 0.6))  # taken during the approach, arrives after the grasp
+    p.update_state(state(1.0, width=0.03, command=1.0))  # grasped at z 0.47
+    geometry = p.snapshot(1.0).geometry
+    carried = geometry.spheres[geometry.part == Part.CARRIED]
+    assert np.allclose(np.sort(carried, axis=0), np.sort(expected, axis=0))
+
+
 def test_the_self_filter_removes_only_what_is_inside_the_hand_at_the_images_instant() -> None:
     """The backstop for robot pixels perception missed: the hand's exact boxes, the fingers
     at the measured width, posed at the image's instant. An obstacle 1.5 cm beside closed

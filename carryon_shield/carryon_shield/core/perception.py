@@ -11,7 +11,10 @@ latch is fed with every robot state; on the grasp it captures the target's point
 the obstacle set grounded at that moment) as the carried geometry, placed in the tool frame
 with the tool pose of the images' instant (from a short history of robot states): images
 arrive up to a second after they were taken, and a moving tool's current pose would smear
-the carried object along the motion.
+the carried object along the motion. An image taken before the grasp shows the target where
+it stood still until the fingers closed on it: it is placed with the tool pose of the grasp
+(with the pose of its own instant, a view from the approach 8 cm above put the carried
+cover 9 cm under the real one, and the shield would not let it be set down).
 """
 
 from __future__ import annotations
@@ -82,6 +85,7 @@ class ShieldPerception:
         self._grounding = threading.Lock()  # one grounding at a time (worker and decision)
         self._capture_pending = False
         self._captured_from = -1
+        self._grasped_at_s = -np.inf  # stamp of the robot state at which the holding latch set
         self.groundings = 0  # how many obstacle sets were built (tests, benchmarks)
 
     def set_task(self, task: TaskSpec) -> None:
@@ -98,6 +102,7 @@ class ShieldPerception:
         _, grasped = self.latch.update(state.gripper_width_m, state.gripper_command)
         if grasped:
             self._capture_pending = True
+            self._grasped_at_s = state.stamp_s
 
     def _check_fresh(self, now_s: float) -> list[RgbdFrame]:
         self._check_state(now_s)
@@ -223,7 +228,8 @@ class ShieldPerception:
             # Captured at the grasp, then grown with every new view of the target near the
             # tool (parts hidden by the fingers at grasp time show up once it is lifted).
             self._captured_from = self.groundings
-            tool = self.tool_at(obstacles.image_stamps)
+            # Before the grasp the target stood still: an older image places it with the grasp's pose.
+            tool = self.tool_at([max(stamp, self._grasped_at_s) for stamp in obstacles.image_stamps])
             if tool is not None:
                 position, rotation = tool
                 near = obstacles.target_points[
