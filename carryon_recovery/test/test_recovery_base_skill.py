@@ -18,8 +18,8 @@ from carryon_arm.core.kinematics import load_robot
 from carryon_common.core.chunk import Chunk, ChunkSource
 from carryon_common.core.openai_client import OpenAiClient
 from carryon_planner.core.executive import Executive
-from carryon_recovery.core.base_skill import Seen, run_base_skill
-from carryon_recovery.core.grasp import TRANSIT_MARGIN_M, grasp_candidates, transit
+from carryon_recovery.core.base_skill import Seen, run_base_skill, support_height
+from carryon_recovery.core.grasp import TRANSIT_MARGIN_M, finger_clearance, grasp_candidates, nudge_away, transit
 from carryon_recovery.core.library import SkillLibrary, SkillVersion
 from carryon_recovery.core.motion import builtin_motion
 from carryon_recovery.core.reflection import reflect
@@ -212,12 +212,43 @@ def test_grasp_candidates_avoid_a_finger_between_the_object_and_an_obstacle() ->
     assert len(free) == 3 and np.allclose(free[0].grasp[:2], [0.5, 0.0], atol=1e-3)  # the centre first
     assert {round(float(c.grasp[0]), 3) for c in free[1:]} == {0.477, 0.523}  # a quarter of its length either way
     # A bottle against the carrot's side near its +x end: the finger there would be squeezed in.
-    bottle = np.array([[x, y, 0.5] for x in (0.515, 0.525, 0.535) for y in (0.034, 0.044)])
+    bottle = np.array([[x, y, z] for x in (0.515, 0.525, 0.535) for y in (0.034, 0.044) for z in (0.43, 0.47, 0.5)])
     crowded = grasp_candidates(carrot, version, 0.42, bottle)
-    assert crowded[0].grasp[0] < 0.49  # the end away from the bottle first
-    assert crowded[-1].grasp[0] > 0.51  # the end at the bottle last
-    low = np.array([[0.5, 0.03, 0.425]])  # a flat thing under the fingers is no obstacle to them
+    assert len(crowded) == 3 and crowded[0].grasp[0] < 0.49  # the end away from the bottle first
+    assert all(finger_clearance(c, bottle, 0.42) >= 0.008 for c in crowded)  # none the shield would refuse
+    low = np.array([[0.5, 0.03, 0.422]])  # a mat on the table, under the fingertips: no obstacle to them
     assert np.allclose(grasp_candidates(carrot, version, 0.42, low)[0].grasp[:2], [0.5, 0.0], atol=1e-3)
+
+
+def plate_points(centre: tuple[float, float], radius: float = 0.09) -> np.ndarray:
+    """A flat plate's visible points: a 1 cm high disc on the table (z 0.42 to 0.43)."""
+    r, a = np.meshgrid(np.linspace(0.0, radius, 10), np.linspace(0.0, 2 * np.pi, 48))
+    return np.column_stack([centre[0] + (r * np.cos(a)).ravel(), centre[1] + (r * np.sin(a)).ravel(),
+                            np.full(r.size, 0.43)])  # fmt: skip
+
+
+def test_a_carrot_along_a_plates_rim_is_nudged_away_before_the_grasp() -> None:
+    """A carrot lying 3.9 cm from a plate's rim, along it: straight across it, one finger
+    would stand within the shield's 8 mm of the rim, and turning the fingers does not help.
+    The closed fingers fit into the gap: the nudge pushes it away from the plate, after which
+    a grasp is free."""
+    version = SkillLibrary(SEED).load("regrasp")
+    carrot = carrot_points((0.55, 0.325))
+    plate = plate_points((0.55, 0.47))
+    table = np.array([[x, y, 0.42] for x in np.linspace(0.4, 0.7, 31) for y in np.linspace(0.2, 0.6, 41)])
+    clouds = {"carrot": carrot - [0, 0, 0.014], "plate": plate, "table": table}
+    assert support_height(clouds, "carrot") == pytest.approx(0.42)  # the table beside it, not the plate's rim
+    candidates = grasp_candidates(carrot, version, 0.42, plate)
+    assert max(finger_clearance(c, plate, 0.42) for c in candidates) < 0.008
+    nudge = nudge_away(carrot, np.vstack([plate, table]), 0.42, 0.03, 0.08)
+    assert nudge is not None and nudge.clearance_m >= 0.008
+    push = nudge.end - nudge.start
+    assert push[1] < -0.02 and abs(push[0]) < 0.1 * abs(push[1])  # away from the plate
+    assert nudge.start[1] > 0.325 + 0.016 and nudge.start[2] == pytest.approx(0.42 + 0.008 - 0.011)
+    moved = carrot - [0.0, 0.03, 0.0]
+    assert max(finger_clearance(c, plate, 0.42) for c in grasp_candidates(moved, version, 0.42, plate)) >= 0.008
+    assert nudge_away(carrot_points((0.55, 0.2)), plate, 0.42, 0.03, 0.08) is None  # nothing crowds it
+    assert nudge_away(carrot_points((0.55, 0.358)), plate, 0.42, 0.03, 0.08) is None  # no room for the fingers
 
 
 def test_top_down_fingers_are_pre_shaped_to_the_object() -> None:

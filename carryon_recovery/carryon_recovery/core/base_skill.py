@@ -20,13 +20,27 @@ Grasp candidates and transit paths are core/grasp.py.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
+from scipy.spatial import cKDTree
 
-from carryon_recovery.core.grasp import DOWN, TRANSIT_MARGIN_M, Candidate, FloatArray, grasp_candidates, line, transit
+from carryon_recovery.core.grasp import (
+    CLEAR_M,
+    DOWN,
+    REFUSED_M,
+    TRANSIT_MARGIN_M,
+    Candidate,
+    FloatArray,
+    finger_clearance,
+    grasp_candidates,
+    line,
+    nudge_away,
+    transit,
+)
 from carryon_recovery.core.library import SkillVersion
 from carryon_recovery.core.reflection import Attempt, Operation
 from carryon_recovery.core.types import Outcome
@@ -62,19 +76,27 @@ class RecoveryIO(Protocol):
         """Measured tool centre point (3,)."""
 
 
-def support_height(clouds: dict[str, FloatArray], target: str, radius_m: float = 0.08) -> float | None:
+SUPPORT_REACH_M = 0.015  # what the target rests on shows this close (xy) to one of its own points
+
+
+def support_height(clouds: dict[str, FloatArray], target: str, reach_m: float = SUPPORT_REACH_M) -> float | None:
     """Height of what the target rests on: the highest of the other objects' points (the
-    robot's excluded) within `radius_m` of the target's centre and below its lowest point
-    (median of the top 10 %), or None when nothing is seen there."""
+    robot's excluded) lying under or right beside the target's own points (within `reach_m`
+    xy of one) and below its lowest point (median of the top 10 %), or None when nothing is
+    seen there. Beside means touching: a plate's rim 4 cm from a carrot on the table is not
+    what it rests on."""
     points = clouds[target]
-    centre, bottom = points[:, :2].mean(axis=0), float(points[:, 2].min())
+    tree = cKDTree(points[:, :2])
+    bottom = float(points[:, 2].min())
     below = []
     for name, cloud in clouds.items():
-        if name in (target, "robot"):
+        if name in (target, "robot") or not len(cloud):
             continue
-        near = cloud[(np.linalg.norm(cloud[:, :2] - centre, axis=1) < radius_m) & (cloud[:, 2] < bottom)]
-        if len(near):
-            below.append(near[:, 2])
+        under = cloud[cloud[:, 2] < bottom]
+        if len(under):
+            near = np.asarray(tree.query(under[:, :2], distance_upper_bound=reach_m)[0]) <= reach_m
+            if near.any():
+                below.append(under[near, 2])
     if not below:
         return None
     heights = np.sort(np.concatenate(below))
@@ -161,15 +183,14 @@ def run_base_skill(
             record.add("relocalize", False, note=f"{target} not found (try {attempt + 1}/{tries})")
             why = f"{target} not found"
             continue
+        candidates = _relocalized(version, record, seen)
+        if "nudge" in version.procedure and _nudge(version, io, record, seen, candidates, on_phase=on_phase):
+            on_phase("relocalize")
+            renewed = io.perceive(target, destination)
+            if renewed is not None and len(renewed.target) >= 3:
+                seen = renewed
+                candidates = _relocalized(version, record, seen)
         obstacles = seen.obstacles
-        support = None if seen.support_z is None else _r(seen.support_z)
-        record.add(
-            "relocalize",
-            True,
-            measured={"target_center": _r(seen.target.mean(axis=0)), "points": len(seen.target), "support_z": support},
-        )
-        candidates = grasp_candidates(seen.target, version, seen.support_z, seen.obstacles)
-        record.add("grasp_candidates", bool(candidates), measured={"count": len(candidates)})
         for candidate in candidates:
             last = candidate
             ok, why = _grasp_and_carry(version, io, record, candidate, seen, on_phase=on_phase)
@@ -211,6 +232,58 @@ def run_base_skill(
         instruction=instruction,
         attempt_id=attempt_id,
     )
+
+
+def _relocalized(version: SkillVersion, record: RunRecord, seen: Seen) -> list[Candidate]:
+    """Record what relocalization saw; the grasp candidates from it."""
+    support = None if seen.support_z is None else _r(seen.support_z)
+    record.add(
+        "relocalize",
+        True,
+        measured={"target_center": _r(seen.target.mean(axis=0)), "points": len(seen.target), "support_z": support},
+    )
+    candidates = grasp_candidates(seen.target, version, seen.support_z, seen.obstacles)
+    record.add("grasp_candidates", bool(candidates), measured={"count": len(candidates)})
+    return candidates
+
+
+def _nudge(
+    version: SkillVersion,
+    io: RecoveryIO,
+    record: RunRecord,
+    seen: Seen,
+    candidates: list[Candidate],
+    *,
+    on_phase: Callable[[str], None],
+) -> bool:
+    """When every top-down grasp would put a finger within the shield's refusal distance of
+    an obstacle (a carrot lying 3 cm from a plate's rim), push the object away from it
+    first with the closed fingers put down in the gap (pre-grasp manipulation). True when
+    the push was made (then perceive again); False when none was needed or possible."""
+    top_down = [c for c in candidates if c.kind == "top_down"]
+    lowest = float(seen.target[:, 2].min())
+    floor = lowest if seen.support_z is None else min(seen.support_z, lowest)
+    best = max((finger_clearance(c, seen.obstacles, floor) for c in top_down), default=math.inf)
+    if best >= REFUSED_M:
+        return False
+    plan = nudge_away(seen.target, seen.obstacles, floor, CLEAR_M - best + 0.01, version.value("approach_offset_m"))
+    if plan is None:
+        record.add("nudge", False, measured={"finger_clearance_m": _r(best)}, note="no room for the fingers beside it")
+        return False
+    on_phase("nudge")
+    path = np.vstack([transit(io.tool_position(), plan.pre, seen.obstacles), line(plan.pre, plan.start, 0.005)])
+    ok, why = io.move(path, plan.rotation, CLOSED)
+    if ok:
+        ok, why = io.move(line(plan.start, plan.end, 0.005), plan.rotation, CLOSED)
+    io.move(line(io.tool_position(), plan.up), plan.rotation, CLOSED)  # up again, whatever happened
+    record.add(
+        "nudge",
+        ok,
+        planned={"start": _r(plan.start), "end": _r(plan.end)},
+        measured={"finger_clearance_m": _r(best), "tool": _r(io.tool_position())},
+        note=why,
+    )
+    return True  # even a push cut short may have moved it: look again
 
 
 def _holding(version: SkillVersion, width: float) -> bool:

@@ -40,23 +40,43 @@ class Candidate:
 
 GRIPPER_OPENING_M = 0.08  # the Panda's fingers open this far
 FINGER_MARGIN_M = 0.015  # room a finger needs beside the object, metres
-CLEAR_M = 0.02  # fingers this far (xy) from every obstacle point: the centre grasp is kept first
+CLEAR_M = 0.02  # fingers this far from every obstacle point: the centre grasp is kept first
+REFUSED_M = 0.008  # fingers closer than this to an obstacle: the shield would refuse the grasp (finger_threshold_m)
+TURNS_RAD = (0.0, 0.5, -0.5)  # finger axis turned about the vertical from across the narrow axis (crowded only)
+MAX_TOP_DOWN = 3  # top-down candidates tried per attempt (each costs an approach and a descent)
 
 
-def finger_clearance(
-    grasp: FloatArray, across: FloatArray, half_width: float, obstacles: FloatArray | None, floor_z: float
-) -> float:
-    """Horizontal distance from the two fingertips of a top-down grasp (at `grasp`, closing
-    along the unit xy vector `across`, opened `half_width` + margin either side) to the
-    nearest obstacle point standing above `floor_z`; inf when none is seen."""
+# The Panda's fingers in the tool frame (as the shield models them): each spans this far
+# outward from its inner face along the finger axis (tool x), across it (tool y), and from
+# above the tool centre point to its tip below it (tool z points down), metres.
+FINGER_DEPTH_M = 0.026
+FINGER_HALF_WIDTH_M = 0.010
+FINGER_TOP_M, FINGER_TIP_M = -0.044, 0.011
+
+
+SUPPORT_SLACK_M = 0.003  # points this little above the support surface are that surface
+
+
+def finger_clearance(candidate: Candidate, obstacles: FloatArray | None, floor_z: float) -> float:
+    """Distance from the two fingers of a top-down `candidate` at its grasp (opened to its
+    aperture) to the nearest obstacle point standing above the surface the object rests on
+    (`floor_z`: the table, or the plate it lies on) and no lower than the fingertips; inf
+    when none is seen."""
     if obstacles is None or not len(obstacles):
         return math.inf
-    standing = obstacles[obstacles[:, 2] > floor_z + 0.01, :2]
-    if not len(standing):
+    standing = obstacles[obstacles[:, 2] > floor_z + SUPPORT_SLACK_M]
+    local = (standing - candidate.grasp) @ candidate.rotation
+    local = local[local[:, 2] <= FINGER_TIP_M]  # tool z points down: not below the fingertips
+    if not len(local):
         return math.inf
-    offset = (half_width + FINGER_MARGIN_M) * across
-    fingers = np.array([grasp[:2] + offset, grasp[:2] - offset])
-    return float(np.min(np.linalg.norm(standing[None, :, :] - fingers[:, None, :], axis=2)))
+    inner = 0.5 * candidate.aperture_m
+    nearest = math.inf
+    for side in (1.0, -1.0):
+        lo = np.array([inner if side > 0 else -inner - FINGER_DEPTH_M, -FINGER_HALF_WIDTH_M, FINGER_TOP_M])
+        hi = np.array([inner + FINGER_DEPTH_M if side > 0 else -inner, FINGER_HALF_WIDTH_M, FINGER_TIP_M])
+        gap = np.maximum(np.maximum(lo - local, local - hi), 0.0)
+        nearest = min(nearest, float(np.min(np.linalg.norm(gap, axis=1))))
+    return nearest
 
 
 MAX_CLOSE_WIDTH_M = GRIPPER_OPENING_M - 2 * FINGER_MARGIN_M  # a top-down grasp closes on at most this ...
@@ -84,10 +104,14 @@ def grasp_candidates(
     points' centre — and for an elongated object also a quarter of its length either way
     along it — `grasp_height_m` above the surface it rests on (`support_z`; else its lowest
     seen point), at most 5 mm under its top; an object too wide to close on (a cloche) is
-    grasped by the top `KNOB_SLICE_M` of its points instead (its knob). The centre comes
-    first unless a finger there would come within `CLEAR_M` of an obstacle (an object lying
-    against a bottle): then they go by finger clearance, the freest first. The fingers are
-    pre-shaped: opened to the object's width plus `FINGER_MARGIN_M` either side, not 8 cm.
+    grasped by the top `KNOB_SLICE_M` of its points instead (its knob). Each spot also with
+    the fingers turned `TURNS_RAD` about the vertical (a carrot lying along a plate's rim:
+    straight across it, one finger stands on the rim; turned, both find room). The straight
+    centre comes first unless a finger there would come within `CLEAR_M` of an obstacle
+    (an object lying against a bottle or a plate): then they go by finger clearance, the
+    freest first, and those the shield would refuse (`REFUSED_M`) only when none is free;
+    at most `MAX_TOP_DOWN`. The fingers are pre-shaped: opened to the width between them
+    plus `FINGER_MARGIN_M` either side, not 8 cm.
 
     side: for objects at least `SIDE_MIN_HEIGHT_M` tall (a can, a cup; a low object's side
     is too close to the table for the hand) and at most `SIDE_MAX_WIDTH_M` wide (the fingers
@@ -125,26 +149,111 @@ def _top_down(
         # too wide to close on (a cloche): grasp what stands on its top — a knob, a handle
         points, centre, z = crown, crown.mean(axis=0), top - 0.5 * KNOB_SLICE_M
         narrow, long, half_width = _axes(points, centre)
-    yaw = math.atan2(-narrow[0], narrow[1])  # finger axis (tool x) along `narrow`
     xy = points[:, :2] - centre[:2]
     along = xy @ long
     spots = [centre[:2]]
     length = float(np.percentile(along, 97) - np.percentile(along, 3))
     if length > 2.0 * 2.0 * half_width:  # elongated (a carrot: 92 x 32 mm): also grasp nearer its ends
         spots += [centre[:2] + long * length / 4.0, centre[:2] - long * length / 4.0]
-    rotation = tool_rotation(yaw)
     lift = np.array([0.0, 0.0, version.value("approach_offset_m")])
-    # Pre-shaped: open only the object's width plus a finger's room either side (a carrot
-    # beside a plate or a bottle leaves no room for fingers opened 8 cm).
-    aperture = min(GRIPPER_OPENING_M, 2.0 * (half_width + FINGER_MARGIN_M))
-    candidates = [
-        Candidate("top_down", np.array([x, y, z]), rotation, np.array([x, y, z]) + lift, aperture) for x, y in spots
-    ]
-    clearance = [finger_clearance(c.grasp, narrow, half_width, obstacles, bottom) for c in candidates]
-    if clearance[0] < CLEAR_M:
-        order = sorted(range(len(candidates)), key=lambda i: -clearance[i])
-        candidates = [candidates[i] for i in order]
-    return candidates
+
+    def at(turn: float) -> list[Candidate]:
+        c, s = math.cos(turn), math.sin(turn)
+        axis = np.array([c * narrow[0] - s * narrow[1], s * narrow[0] + c * narrow[1]])  # finger axis in xy
+        rotation = tool_rotation(math.atan2(-axis[0], axis[1]))  # tool x along `axis`
+        out = []
+        for spot in spots:
+            grasp_xy, half = _slice(points, spot, axis)
+            if half is not None:
+                # Pre-shaped: open only the width between the fingers plus a finger's room either
+                # side (a carrot beside a plate or a bottle leaves no room for fingers opened 8 cm).
+                aperture = min(GRIPPER_OPENING_M, 2.0 * (half + FINGER_MARGIN_M))
+                grasp = np.array([grasp_xy[0], grasp_xy[1], z])
+                out.append(Candidate("top_down", grasp, rotation, grasp + lift, aperture))
+        return out
+
+    candidates = at(TURNS_RAD[0])
+    if not candidates or finger_clearance(candidates[0], obstacles, bottom) >= CLEAR_M:
+        return candidates[:MAX_TOP_DOWN]  # the straight centre is free: as they come
+    # Crowded: the fingers also turned either way; the freest first, and none the shield
+    # would refuse while any is free.
+    candidates += [c for turn in TURNS_RAD[1:] for c in at(turn)]
+    clearance = [finger_clearance(c, obstacles, bottom) for c in candidates]
+    order = sorted(range(len(candidates)), key=lambda i: -clearance[i])
+    if clearance[order[0]] >= REFUSED_M:
+        order = [i for i in order if clearance[i] >= REFUSED_M]
+    return [candidates[i] for i in order[:MAX_TOP_DOWN]]
+
+
+def _slice(points: FloatArray, spot: FloatArray, axis: FloatArray) -> tuple[FloatArray, float | None]:
+    """What the fingers close on at `spot` with the finger axis `axis` (unit xy): the
+    object's points between the finger pads, centred along the axis; its half width along
+    the axis (95th percentile), None when no point lies between the pads."""
+    offset = points[:, :2] - spot
+    across = offset @ np.array([-axis[1], axis[0]])
+    between = offset[np.abs(across) <= FINGER_HALF_WIDTH_M + 0.005] @ axis
+    if len(between) < 3:
+        return spot, None
+    middle = 0.5 * (float(np.percentile(between, 97)) + float(np.percentile(between, 3)))
+    half = float(np.percentile(np.abs(between - middle), 95))
+    return spot + middle * axis, half
+
+
+NUDGE_TIP_ABOVE_M = 0.008  # fingertips this far above the surface the object rests on while nudging it
+NUDGE_GAP_M = 0.003  # the closed fingers start this far from the object's side
+NUDGE_REACH_M = 0.06  # only an obstacle this close (xy) to the object is nudged away from
+NUDGE_MIN_M, NUDGE_MAX_M = 0.02, 0.06  # how far the object is pushed
+
+
+@dataclass(frozen=True)
+class Nudge:
+    """Push the object away from what crowds it, with the closed fingers put down in the gap
+    between them: pre (above start) -> start -> end -> up (above end). Tool y (the fingers'
+    2 cm side) points along the push, so the closed fingers' 5 cm side lies along the gap."""
+
+    rotation: FloatArray
+    pre: FloatArray
+    start: FloatArray
+    end: FloatArray
+    up: FloatArray
+    clearance_m: float  # the closed fingers at `start` from the nearest obstacle point
+
+
+def nudge_away(
+    points: FloatArray, obstacles: FloatArray | None, floor_z: float, distance_m: float, approach_m: float
+) -> Nudge | None:
+    """A nudge of the object (its points) `distance_m` (clipped to NUDGE_MIN_M..NUDGE_MAX_M)
+    straight away from the nearest obstacle point standing beside it (within NUDGE_REACH_M,
+    higher than the fingertips will be), when the closed fingers fit into the gap at least
+    `REFUSED_M` from it; None when nothing crowds the object or the fingers do not fit."""
+    if obstacles is None or not len(obstacles) or len(points) < 3:
+        return None
+    tip_z = floor_z + NUDGE_TIP_ABOVE_M
+    standing = obstacles[obstacles[:, 2] > tip_z]
+    if not len(standing):
+        return None
+    gaps = np.linalg.norm(standing[:, None, :2] - points[None, :, :2], axis=2)
+    k, i = np.unravel_index(int(np.argmin(gaps)), gaps.shape)
+    if gaps[k, i] > NUDGE_REACH_M:
+        return None
+    centre = points[:, :2].mean(axis=0)
+    push = centre - standing[k, :2]
+    if float(np.linalg.norm(push)) < 1e-6:
+        return None
+    push /= float(np.linalg.norm(push))
+    edge = float(np.min((points[:, :2] - centre) @ push))  # the object's side facing the obstacle (< 0)
+    start_xy = centre + push * (edge - NUDGE_GAP_M - FINGER_HALF_WIDTH_M)
+    tcp_z = tip_z - FINGER_TIP_M
+    rotation = tool_rotation(math.atan2(push[1], push[0]))  # tool x across the push, tool y along it
+    start = np.array([start_xy[0], start_xy[1], tcp_z])
+    closed = Candidate("nudge", start, rotation, start, aperture_m=0.0)
+    clearance = finger_clearance(closed, obstacles, floor_z)
+    if clearance < REFUSED_M:
+        return None
+    shift = float(np.clip(distance_m, NUDGE_MIN_M, NUDGE_MAX_M))
+    end = start + np.array([push[0], push[1], 0.0]) * shift
+    rise = np.array([0.0, 0.0, approach_m])
+    return Nudge(rotation, start + rise, start, end, end + rise, clearance)
 
 
 def _axes(points: FloatArray, centre: FloatArray) -> tuple[FloatArray, FloatArray, float]:

@@ -36,6 +36,7 @@ from carryon_common.core.errors import ConfigError
 OPERATIONS = (
     "relocalize",
     "grasp_candidates",
+    "nudge",
     "approach",
     "grasp",
     "lift",
