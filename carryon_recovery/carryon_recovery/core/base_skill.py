@@ -29,14 +29,13 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from carryon_recovery.core.grasp import (
-    CLEAR_M,
     DOWN,
-    REFUSED_M,
+    SLACK_M,
     TRANSIT_MARGIN_M,
     Candidate,
     FloatArray,
-    finger_clearance,
     grasp_candidates,
+    grasp_margin,
     line,
     nudge_away,
     transit,
@@ -186,14 +185,25 @@ def run_base_skill(
         candidates = _relocalized(version, record, seen)
         if "nudge" in version.procedure and _nudge(version, io, record, seen, candidates, on_phase=on_phase):
             on_phase("relocalize")
-            renewed = io.perceive(target, destination)
-            if renewed is not None and len(renewed.target) >= 3:
-                seen = renewed
+            nudged = io.perceive(target, destination)
+            if nudged is not None and len(nudged.target) >= 3:
+                seen = nudged
                 candidates = _relocalized(version, record, seen)
         obstacles = seen.obstacles
-        for candidate in candidates:
+        queue, renewed = list(candidates), False
+        while queue:
+            candidate = queue.pop(0)
             last = candidate
-            ok, why = _grasp_and_carry(version, io, record, candidate, seen, on_phase=on_phase)
+            ok, why, disturbed = _grasp_and_carry(version, io, record, candidate, seen, on_phase=on_phase)
+            if disturbed and not renewed and not cancelled():
+                # Lifted and lost: it lies elsewhere now, so the other candidates (made where it
+                # was) would close on nothing. Look again, once per try.
+                renewed = True
+                on_phase("relocalize")
+                look = io.perceive(target, destination)
+                if look is not None and len(look.target) >= 3:
+                    seen, obstacles = look, look.obstacles
+                    queue = _relocalized(version, record, seen)
             if ok:
                 message = "holding at the stand-off pose: resume the instruction"
                 return _finish(
@@ -257,18 +267,18 @@ def _nudge(
     on_phase: Callable[[str], None],
 ) -> bool:
     """When every top-down grasp would put a finger within the shield's refusal distance of
-    an obstacle (a carrot lying 3 cm from a plate's rim), push the object away from it
+    an obstacle (a carrot lying 4 cm from a plate's rim), push the object away from it
     first with the closed fingers put down in the gap (pre-grasp manipulation). True when
     the push was made (then perceive again); False when none was needed or possible."""
     top_down = [c for c in candidates if c.kind == "top_down"]
     lowest = float(seen.target[:, 2].min())
     floor = lowest if seen.support_z is None else min(seen.support_z, lowest)
-    best = max((finger_clearance(c, seen.obstacles, floor) for c in top_down), default=math.inf)
-    if best >= REFUSED_M:
+    best = max((grasp_margin(c, seen.obstacles, floor) for c in top_down), default=math.inf)
+    if best >= SLACK_M:
         return False
-    plan = nudge_away(seen.target, seen.obstacles, floor, CLEAR_M - best + 0.01, version.value("approach_offset_m"))
+    plan = nudge_away(seen.target, seen.obstacles, floor, SLACK_M - best + 0.02, version.value("approach_offset_m"))
     if plan is None:
-        record.add("nudge", False, measured={"finger_clearance_m": _r(best)}, note="no room for the fingers beside it")
+        record.add("nudge", False, measured={"grasp_margin_m": _r(best)}, note="no room for the hand beside it")
         return False
     on_phase("nudge")
     path = np.vstack([transit(io.tool_position(), plan.pre, seen.obstacles), line(plan.pre, plan.start, 0.005)])
@@ -280,7 +290,7 @@ def _nudge(
         "nudge",
         ok,
         planned={"start": _r(plan.start), "end": _r(plan.end)},
-        measured={"finger_clearance_m": _r(best), "tool": _r(io.tool_position())},
+        measured={"grasp_margin_m": _r(best), "tool": _r(io.tool_position())},
         note=why,
     )
     return True  # even a push cut short may have moved it: look again
@@ -298,7 +308,9 @@ def _grasp_and_carry(
     seen: Seen,
     *,
     on_phase: Callable[[str], None],
-) -> tuple[bool, str]:
+) -> tuple[bool, str, bool]:
+    """Approach, grasp, lift, check, carry to the stand-off: (held at the stand-off, why
+    not, whether the object was lifted and lost — it lies elsewhere now)."""
     on_phase("approach")
     path = transit(io.tool_position(), c.pre_grasp, seen.obstacles)
     ok, why = io.move(path, c.rotation, c.open_command)
@@ -306,7 +318,7 @@ def _grasp_and_carry(
     if not record.add(
         "approach", ok, planned={"pre_grasp": _r(c.pre_grasp)}, measured={"tool": _r(io.tool_position())}, note=why
     ):
-        return False, f"approach: {why}"
+        return False, f"approach: {why}", False
     on_phase("grasp")
     ok, why = io.move(line(c.pre_grasp, c.grasp, 0.005), c.rotation, c.open_command)
     width = io.set_gripper(CLOSED)
@@ -318,7 +330,7 @@ def _grasp_and_carry(
         note=why,
     )
     if not ok:
-        return False, f"descent: {why}"
+        return False, f"descent: {why}", False
     on_phase("lift")
     lifted = c.grasp + np.array([0.0, 0.0, version.value("lift_height_m")])
     ok, why = io.move(line(io.tool_position(), lifted), c.rotation, CLOSED)
@@ -326,7 +338,7 @@ def _grasp_and_carry(
     on_phase("check_holding")
     width = io.set_gripper(CLOSED)
     if not record.add("check_holding", _holding(version, width), measured={"gripper_width_m": _r(width)}):
-        return False, f"not holding after the lift (width {width:.4f} m)"
+        return False, f"not holding after the lift (width {width:.4f} m)", True
     if seen.destination is not None and len(seen.destination):
         on_phase("transport")
         dest = seen.destination.mean(axis=0)
@@ -338,11 +350,11 @@ def _grasp_and_carry(
             "transport_standoff", ok, planned={"tcp": _r(standoff)}, measured={"tcp": _r(io.tool_position())}, note=why
         )
         if not ok:
-            return False, f"transport: {why}"
+            return False, f"transport: {why}", False
         width = io.set_gripper(CLOSED)
         if not record.add("check_holding", _holding(version, width), measured={"gripper_width_m": _r(width)}):
-            return False, f"dropped during transport (width {width:.4f} m)"
-    return True, ""
+            return False, f"dropped during transport (width {width:.4f} m)", True
+    return True, "", False
 
 
 def _finish(

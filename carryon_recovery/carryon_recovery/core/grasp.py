@@ -11,6 +11,8 @@ import numpy as np
 import numpy.typing as npt
 
 from carryon_recovery.core.library import SkillVersion
+from carryon_shield.core.config import ShieldConfig
+from carryon_shield.core.geometry import FINGER_DEPTH_M, FINGER_Y, FINGER_Z, HAND_BOXES
 
 FloatArray = npt.NDArray[np.float64]
 DOWN = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])  # tool z down, finger axis along world y
@@ -40,43 +42,43 @@ class Candidate:
 
 GRIPPER_OPENING_M = 0.08  # the Panda's fingers open this far
 FINGER_MARGIN_M = 0.015  # room a finger needs beside the object, metres
-CLEAR_M = 0.02  # fingers this far from every obstacle point: the centre grasp is kept first
-REFUSED_M = 0.008  # fingers closer than this to an obstacle: the shield would refuse the grasp (finger_threshold_m)
+# The shield's distances (its defaults, config/nodes/shield_node.yaml): fingers and hand
+# closer than these to an obstacle are refused.
+FINGER_THRESHOLD_M = ShieldConfig.model_fields["finger_threshold_m"].default
+HAND_THRESHOLD_M = ShieldConfig.model_fields["hand_threshold_m"].default
+SLACK_M = 0.005  # a pose needs this beyond them (the tracking error the shield predicts, its own view)
 TURNS_RAD = (0.0, 0.5, -0.5)  # finger axis turned about the vertical from across the narrow axis (crowded only)
 MAX_TOP_DOWN = 3  # top-down candidates tried per attempt (each costs an approach and a descent)
-
-
-# The Panda's fingers in the tool frame (as the shield models them): each spans this far
-# outward from its inner face along the finger axis (tool x), across it (tool y), and from
-# above the tool centre point to its tip below it (tool z points down), metres.
-FINGER_DEPTH_M = 0.026
-FINGER_HALF_WIDTH_M = 0.010
-FINGER_TOP_M, FINGER_TIP_M = -0.044, 0.011
 
 
 SUPPORT_SLACK_M = 0.003  # points this little above the support surface are that surface
 
 
-def finger_clearance(candidate: Candidate, obstacles: FloatArray | None, floor_z: float) -> float:
-    """Distance from the two fingers of a top-down `candidate` at its grasp (opened to its
-    aperture) to the nearest obstacle point standing above the surface the object rests on
-    (`floor_z`: the table, or the plate it lies on) and no lower than the fingertips; inf
-    when none is seen."""
+def _box_distance(local: FloatArray, lo: FloatArray, hi: FloatArray) -> float:
+    if not len(local):
+        return math.inf
+    gap = np.maximum(np.maximum(lo - local, local - hi), 0.0)
+    return float(np.min(np.linalg.norm(gap, axis=1)))
+
+
+def grasp_margin(candidate: Candidate, obstacles: FloatArray | None, floor_z: float) -> float:
+    """How far the hand at `candidate`'s grasp (fingers opened to its aperture) stays beyond
+    the shield's distances: the smaller of (fingers' distance - FINGER_THRESHOLD_M) and
+    (palm's and flange's distance - HAND_THRESHOLD_M) to the obstacle points standing above
+    the surface the object rests on (`floor_z`: the table, or the plate it lies on); the
+    hand as the shield models it (its boxes). inf when no obstacle is seen; below SLACK_M
+    the shield would likely refuse the pose."""
     if obstacles is None or not len(obstacles):
         return math.inf
     standing = obstacles[obstacles[:, 2] > floor_z + SUPPORT_SLACK_M]
     local = (standing - candidate.grasp) @ candidate.rotation
-    local = local[local[:, 2] <= FINGER_TIP_M]  # tool z points down: not below the fingertips
-    if not len(local):
-        return math.inf
-    inner = 0.5 * candidate.aperture_m
-    nearest = math.inf
-    for side in (1.0, -1.0):
-        lo = np.array([inner if side > 0 else -inner - FINGER_DEPTH_M, -FINGER_HALF_WIDTH_M, FINGER_TOP_M])
-        hi = np.array([inner + FINGER_DEPTH_M if side > 0 else -inner, FINGER_HALF_WIDTH_M, FINGER_TIP_M])
-        gap = np.maximum(np.maximum(lo - local, local - hi), 0.0)
-        nearest = min(nearest, float(np.min(np.linalg.norm(gap, axis=1))))
-    return nearest
+    inner, (y0, y1), (z0, z1) = 0.5 * candidate.aperture_m, FINGER_Y, FINGER_Z
+    fingers = min(
+        _box_distance(local, np.array([inner, y0, z0]), np.array([inner + FINGER_DEPTH_M, y1, z1])),
+        _box_distance(local, np.array([-inner - FINGER_DEPTH_M, y0, z0]), np.array([-inner, y1, z1])),
+    )
+    hand = min(_box_distance(local, np.array(lo), np.array(hi)) for lo, hi in HAND_BOXES)
+    return min(fingers - float(FINGER_THRESHOLD_M), hand - float(HAND_THRESHOLD_M))
 
 
 MAX_CLOSE_WIDTH_M = GRIPPER_OPENING_M - 2 * FINGER_MARGIN_M  # a top-down grasp closes on at most this ...
@@ -104,14 +106,13 @@ def grasp_candidates(
     points' centre — and for an elongated object also a quarter of its length either way
     along it — `grasp_height_m` above the surface it rests on (`support_z`; else its lowest
     seen point), at most 5 mm under its top; an object too wide to close on (a cloche) is
-    grasped by the top `KNOB_SLICE_M` of its points instead (its knob). Each spot also with
-    the fingers turned `TURNS_RAD` about the vertical (a carrot lying along a plate's rim:
-    straight across it, one finger stands on the rim; turned, both find room). The straight
-    centre comes first unless a finger there would come within `CLEAR_M` of an obstacle
-    (an object lying against a bottle or a plate): then they go by finger clearance, the
-    freest first, and those the shield would refuse (`REFUSED_M`) only when none is free;
-    at most `MAX_TOP_DOWN`. The fingers are pre-shaped: opened to the width between them
-    plus `FINGER_MARGIN_M` either side, not 8 cm.
+    grasped by the top `KNOB_SLICE_M` of its points instead (its knob). Those the shield
+    would accept come first (`grasp_margin`, the hand as the shield models it, at least
+    `SLACK_M`): straight across the object, the centre first; when a straight one would be
+    refused (a finger on a bottle or a plate's rim), also with the fingers turned `TURNS_RAD`
+    about the vertical; those it would refuse only when it would accept none, the freest
+    first. At most `MAX_TOP_DOWN`. The fingers are pre-shaped: opened to the width between
+    them plus `FINGER_MARGIN_M` either side, not 8 cm.
 
     side: for objects at least `SIDE_MIN_HEIGHT_M` tall (a can, a cup; a low object's side
     is too close to the table for the hand) and at most `SIDE_MAX_WIDTH_M` wide (the fingers
@@ -157,32 +158,36 @@ def _top_down(
         spots += [centre[:2] + long * length / 4.0, centre[:2] - long * length / 4.0]
     lift = np.array([0.0, 0.0, version.value("approach_offset_m")])
 
-    def at(turn: float) -> list[Candidate]:
+    def at(turn: float) -> list[tuple[int, Candidate]]:
         c, s = math.cos(turn), math.sin(turn)
         axis = np.array([c * narrow[0] - s * narrow[1], s * narrow[0] + c * narrow[1]])  # finger axis in xy
         rotation = tool_rotation(math.atan2(-axis[0], axis[1]))  # tool x along `axis`
         out = []
-        for spot in spots:
+        for spot_index, spot in enumerate(spots):
             grasp_xy, half = _slice(points, spot, axis)
             if half is not None:
                 # Pre-shaped: open only the width between the fingers plus a finger's room either
                 # side (a carrot beside a plate or a bottle leaves no room for fingers opened 8 cm).
                 aperture = min(GRIPPER_OPENING_M, 2.0 * (half + FINGER_MARGIN_M))
                 grasp = np.array([grasp_xy[0], grasp_xy[1], z])
-                out.append(Candidate("top_down", grasp, rotation, grasp + lift, aperture))
+                out.append((spot_index, Candidate("top_down", grasp, rotation, grasp + lift, aperture)))
         return out
 
-    candidates = at(TURNS_RAD[0])
-    if not candidates or finger_clearance(candidates[0], obstacles, bottom) >= CLEAR_M:
-        return candidates[:MAX_TOP_DOWN]  # the straight centre is free: as they come
-    # Crowded: the fingers also turned either way; the freest first, and none the shield
-    # would refuse while any is free.
-    candidates += [c for turn in TURNS_RAD[1:] for c in at(turn)]
-    clearance = [finger_clearance(c, obstacles, bottom) for c in candidates]
-    order = sorted(range(len(candidates)), key=lambda i: -clearance[i])
-    if clearance[order[0]] >= REFUSED_M:
-        order = [i for i in order if clearance[i] >= REFUSED_M]
-    return [candidates[i] for i in order[:MAX_TOP_DOWN]]
+    # Those the shield would accept (`grasp_margin` at least SLACK_M) straight across the object
+    # first, nearest its middle first: a carrot held by an end or at a slant slips out on the
+    # way. The fingers turned only when a straight grasp would be refused; the rest only when
+    # no grasp would be accepted, the freest first.
+    ranked: list[tuple[tuple[float, ...], Candidate]] = []
+    for turn_index, turn in enumerate(TURNS_RAD):
+        if turn_index and all(key[0] == 0 for key, _ in ranked):
+            break
+        for spot_index, candidate in at(turn):
+            margin = grasp_margin(candidate, obstacles, bottom)
+            ranked.append(((0, turn_index, spot_index) if margin >= SLACK_M else (1, -margin), candidate))
+    ranked.sort(key=lambda item: item[0])
+    if ranked and ranked[0][0][0] == 0:
+        ranked = [item for item in ranked if item[0][0] == 0]
+    return [candidate for _, candidate in ranked[:MAX_TOP_DOWN]]
 
 
 def _slice(points: FloatArray, spot: FloatArray, axis: FloatArray) -> tuple[FloatArray, float | None]:
@@ -191,7 +196,7 @@ def _slice(points: FloatArray, spot: FloatArray, axis: FloatArray) -> tuple[Floa
     the axis (95th percentile), None when no point lies between the pads."""
     offset = points[:, :2] - spot
     across = offset @ np.array([-axis[1], axis[0]])
-    between = offset[np.abs(across) <= FINGER_HALF_WIDTH_M + 0.005] @ axis
+    between = offset[np.abs(across) <= FINGER_Y[1] + 0.005] @ axis
     if len(between) < 3:
         return spot, None
     middle = 0.5 * (float(np.percentile(between, 97)) + float(np.percentile(between, 3)))
@@ -199,10 +204,10 @@ def _slice(points: FloatArray, spot: FloatArray, axis: FloatArray) -> tuple[Floa
     return spot + middle * axis, half
 
 
-NUDGE_TIP_ABOVE_M = 0.008  # fingertips this far above the surface the object rests on while nudging it
-NUDGE_GAP_M = 0.003  # the closed fingers start this far from the object's side
+NUDGE_TIP_ABOVE_M = 0.008  # fingertips at least this far above the surface the object rests on while nudging it
 NUDGE_REACH_M = 0.06  # only an obstacle this close (xy) to the object is nudged away from
 NUDGE_MIN_M, NUDGE_MAX_M = 0.02, 0.06  # how far the object is pushed
+NUDGE_SHIFTS_M = (0.0, 0.025, -0.025, 0.04, -0.04)  # where along the gap the fingers go down (room for the palm)
 
 
 @dataclass(frozen=True)
@@ -216,20 +221,23 @@ class Nudge:
     start: FloatArray
     end: FloatArray
     up: FloatArray
-    clearance_m: float  # the closed fingers at `start` from the nearest obstacle point
+    margin_m: float  # `grasp_margin` of the closed hand at `start`
 
 
 def nudge_away(
     points: FloatArray, obstacles: FloatArray | None, floor_z: float, distance_m: float, approach_m: float
 ) -> Nudge | None:
     """A nudge of the object (its points) `distance_m` (clipped to NUDGE_MIN_M..NUDGE_MAX_M)
-    straight away from the nearest obstacle point standing beside it (within NUDGE_REACH_M,
-    higher than the fingertips will be), when the closed fingers fit into the gap at least
-    `REFUSED_M` from it; None when nothing crowds the object or the fingers do not fit."""
+    straight away from the nearest obstacle point standing beside it (within NUDGE_REACH_M):
+    the closed fingers go down against the object's side facing it, their tips at half its
+    height (at least NUDGE_TIP_ABOVE_M: the palm then clears a plate's rim), at the place
+    along the gap (`NUDGE_SHIFTS_M`, within the object's length) where the hand keeps the
+    largest `grasp_margin`; None when nothing crowds the object or the hand does not fit
+    anywhere (margin below SLACK_M)."""
     if obstacles is None or not len(obstacles) or len(points) < 3:
         return None
-    tip_z = floor_z + NUDGE_TIP_ABOVE_M
-    standing = obstacles[obstacles[:, 2] > tip_z]
+    tip_z = floor_z + max(NUDGE_TIP_ABOVE_M, 0.5 * (float(points[:, 2].max()) - floor_z))
+    standing = obstacles[obstacles[:, 2] > floor_z + SUPPORT_SLACK_M]
     if not len(standing):
         return None
     gaps = np.linalg.norm(standing[:, None, :2] - points[None, :, :2], axis=2)
@@ -241,19 +249,29 @@ def nudge_away(
     if float(np.linalg.norm(push)) < 1e-6:
         return None
     push /= float(np.linalg.norm(push))
-    edge = float(np.min((points[:, :2] - centre) @ push))  # the object's side facing the obstacle (< 0)
-    start_xy = centre + push * (edge - NUDGE_GAP_M - FINGER_HALF_WIDTH_M)
-    tcp_z = tip_z - FINGER_TIP_M
+    along = np.array([-push[1], push[0]])
+    extent = (points[:, :2] - centre) @ along
     rotation = tool_rotation(math.atan2(push[1], push[0]))  # tool x across the push, tool y along it
-    start = np.array([start_xy[0], start_xy[1], tcp_z])
-    closed = Candidate("nudge", start, rotation, start, aperture_m=0.0)
-    clearance = finger_clearance(closed, obstacles, floor_z)
-    if clearance < REFUSED_M:
+    best: tuple[float, FloatArray] | None = None
+    for shift in NUDGE_SHIFTS_M:
+        if not extent.min() <= shift <= extent.max():
+            continue
+        side = points[np.abs(extent - shift) <= FINGER_Y[1]]  # what the fingers' 2 cm meet there
+        if not len(side):
+            continue
+        edge = float(np.min((side[:, :2] - centre) @ push))  # its side facing the obstacle (< 0)
+        xy = centre + along * shift + push * (edge - FINGER_Y[1])  # the closed fingers against it
+        start = np.array([xy[0], xy[1], tip_z + FINGER_Z[1]])  # tool z points down: the tips are below
+        margin = grasp_margin(Candidate("nudge", start, rotation, start, aperture_m=0.0), obstacles, floor_z)
+        if best is None or margin > best[0]:
+            best = (margin, start)
+    if best is None or best[0] < SLACK_M:
         return None
-    shift = float(np.clip(distance_m, NUDGE_MIN_M, NUDGE_MAX_M))
-    end = start + np.array([push[0], push[1], 0.0]) * shift
+    margin, start = best
+    shift_m = float(np.clip(distance_m, NUDGE_MIN_M, NUDGE_MAX_M))
+    end = start + np.array([push[0], push[1], 0.0]) * shift_m
     rise = np.array([0.0, 0.0, approach_m])
-    return Nudge(rotation, start + rise, start, end, end + rise, clearance)
+    return Nudge(rotation, start + rise, start, end, end + rise, margin)
 
 
 def _axes(points: FloatArray, centre: FloatArray) -> tuple[FloatArray, FloatArray, float]:
