@@ -10,6 +10,7 @@ or in an unknown frame, and any exception inside the shield, releases nothing.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import traceback
@@ -346,5 +347,11 @@ class ShieldNode(CarryOnNode):
         self.tracker.record(released.gripper, positions, rotations, dt=released.dt, now_s=now_s)
 
 
+# The grounding worker and the image callbacks hold the GIL in slices of this length: a
+# chunk's decision waits at most about this long for it (Python's default: 5 ms).
+GIL_SWITCH_INTERVAL_S = 0.0005
+
+
 def main() -> int:
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     return run_node(ShieldNode)

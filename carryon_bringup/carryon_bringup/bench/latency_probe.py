@@ -1,5 +1,10 @@
 """The client side of `carryon bench latency`, run in the graph's ROS domain: times each
-stage of the running graph and prints the samples as JSON (milliseconds)."""
+stage of the running graph and prints the samples as JSON (milliseconds).
+
+policy -> released is timed from DDS's source timestamps (the publishers' own clock
+readings as each message was written, same host), not from when this probe's executor
+took the messages: a busy probe took some releases before their policy chunks, which gave
+negative latencies."""
 
 from __future__ import annotations
 
@@ -8,6 +13,8 @@ import json
 import sys
 import time
 from typing import Any
+
+from rclpy.subscription import MessageInfo
 
 from carryon_common.calls import RosSession
 from carryon_common.core import names
@@ -23,19 +30,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=20)
     args = parser.parse_args(argv)
     ns = f"/{args.namespace}/"
-    policy_rx: dict[int, float] = {}
-    shield_rx: dict[int, float] = {}
+    policy_tx: dict[int, int] = {}  # chunk id -> source timestamp, ns
+    shield_tx: dict[int, int] = {}
     compute_ms: list[float] = []
     infer_ms: list[float] = []
     out: dict[str, Any] = {}
     with RosSession("latency_probe") as session:
         node = session.node
-        node.create_subscription(
-            ActionChunk, ns + names.POLICY_CHUNK, lambda m: policy_rx.setdefault(int(m.chunk_id), time.monotonic()), 50
-        )
-        node.create_subscription(
-            ActionChunk, ns + names.SHIELD_CHUNK, lambda m: shield_rx.setdefault(int(m.chunk_id), time.monotonic()), 50
-        )
+
+        def sent(into: dict[int, int]) -> Any:
+            def callback(msg: ActionChunk, info: MessageInfo) -> None:
+                into.setdefault(int(msg.chunk_id), int(info["source_timestamp"]))
+
+            return callback
+
+        node.create_subscription(ActionChunk, ns + names.POLICY_CHUNK, sent(policy_tx), 50)
+        node.create_subscription(ActionChunk, ns + names.SHIELD_CHUNK, sent(shield_tx), 50)
         node.create_subscription(
             ShieldEvent, ns + names.SHIELD_EVENTS, lambda m: compute_ms.append(1e3 * m.compute_time_s), 50
         )
@@ -51,10 +61,10 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(20):  # the last chunks' messages
             session.executor.spin_once(timeout_sec=0.05)
         out["policy_infer_ms"] = infer_ms
-        out["policy_to_released_ms"] = [1e3 * (shield_rx[i] - policy_rx[i]) for i in shield_rx if i in policy_rx]
+        out["policy_to_released_ms"] = [1e-6 * (shield_tx[i] - policy_tx[i]) for i in shield_tx if i in policy_tx]
         out["shield_compute_ms"] = compute_ms
-        out["chunks"] = len(policy_rx)
-        out["released_chunks"] = len(shield_rx)
+        out["chunks"] = len(policy_tx)
+        out["released_chunks"] = len(shield_tx)
         subtask = Subtask(
             id="lat", kind="vla", objective="the cover is off", instruction="open the pink cover", target="pink_cover"
         )
