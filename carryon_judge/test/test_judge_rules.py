@@ -42,6 +42,20 @@ def test_held_inside_or_near_the_destination_is_not_success() -> None:
     assert near.status == VerdictStatus.RUNNING
 
 
+def test_inside_a_destination_that_is_lifted_or_held_is_not_success() -> None:
+    """The fingers caught the bowl's rim with the carrot and lifted both: the carrot is in
+    the bowl for the moment and falls out when it is let go (a simulated run: the judge said
+    success, the carrot ended 40 cm away)."""
+    base = scene(BOWL, fact("carrot", 0.55, -0.15))
+    carrot_in = fact("carrot", 0.55, -0.3, inside="bowl", z=0.47)
+    lifted = place(base, scene(fact("bowl", 0.55, -0.3, height=0.05, z=0.47), carrot_in))
+    assert lifted.status == VerdictStatus.RUNNING and "lifted" in lifted.reason
+    held = fact("bowl", 0.55, -0.3, height=0.05, held=True)
+    assert place(base, scene(held, fact("carrot", 0.55, -0.3, inside="bowl"))).status == VerdictStatus.RUNNING
+    set_down = place(base, scene(fact("bowl", 0.58, -0.28, height=0.05), fact("carrot", 0.58, -0.28, inside="bowl")))
+    assert set_down.status == VerdictStatus.SUCCESS  # nudged on the table, not lifted: still the bowl it was
+
+
 def test_different_object_in_destination_rules_success_out() -> None:
     base = scene(BOWL, fact("carrot", 0.55, 0.3), fact("meat", 0.55, 0.45))
     verdict = place(base, scene(BOWL, fact("carrot", 0.55, 0.3), fact("meat", 0.55, -0.3, inside="bowl")))

@@ -156,6 +156,9 @@ def _timeout(since_progress_s: float, params: RuleParams, reason: str) -> Decisi
     return Decision(VerdictStatus.RUNNING, reason)
 
 
+LIFTED_M = 0.01  # a destination whose bottom is this much above where it stood is lifted, metres
+
+
 def _place(spec: GoalSpec, base: SceneFacts, now: SceneFacts, since: float, params: RuleParams) -> Decision:
     target, dest = spec.target, spec.destination
     cur, was = now.visible(target), base.visible(target)
@@ -163,6 +166,12 @@ def _place(spec: GoalSpec, base: SceneFacts, now: SceneFacts, since: float, para
         return _timeout(since, params, f"destination {dest} not visible; success cannot be confirmed")
     if cur is None:
         return _timeout(since, params, f"target {target} not visible; success ruled out (identity uncertain)")
+    dest_now, dest_was = now.visible(dest), base.visible(dest)
+    assert dest_now is not None
+    if dest_now.held or (dest_was is not None and dest_now.bottom_z - dest_was.bottom_z > LIFTED_M):
+        # A bowl caught in the fingers with the carrot and lifted: "inside" it for the moment,
+        # the carrot falls out (or the bowl with it) as soon as it is let go.
+        return _timeout(since, params, f"destination {dest} is lifted off where it stood; success cannot be confirmed")
     placed_now = cur.inside == dest and not cur.held
     placed_before = was is not None and was.inside == dest and not was.held
     moved = was is not None and float(np.linalg.norm(cur.center - was.center)) > params.moved_m
