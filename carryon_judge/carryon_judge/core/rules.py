@@ -162,12 +162,11 @@ LIFTED_M = 0.01  # a destination whose bottom is this much above where it stood 
 def _place(spec: GoalSpec, base: SceneFacts, now: SceneFacts, since: float, params: RuleParams) -> Decision:
     target, dest = spec.target, spec.destination
     cur, was = now.visible(target), base.visible(target)
-    if now.visible(dest) is None:
+    dest_now, dest_was = now.visible(dest), base.visible(dest)
+    if dest_now is None:
         return _timeout(since, params, f"destination {dest} not visible; success cannot be confirmed")
     if cur is None:
         return _timeout(since, params, f"target {target} not visible; success ruled out (identity uncertain)")
-    dest_now, dest_was = now.visible(dest), base.visible(dest)
-    assert dest_now is not None
     if dest_now.held or (dest_was is not None and dest_now.bottom_z - dest_was.bottom_z > LIFTED_M):
         # A bowl caught in the fingers with the carrot and lifted: "inside" it for the moment,
         # the carrot falls out (or the bowl with it) as soon as it is let go.

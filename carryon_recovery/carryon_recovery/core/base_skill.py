@@ -183,12 +183,14 @@ def run_base_skill(
             why = f"{target} not found"
             continue
         candidates = _relocalized(version, record, seen)
-        if "nudge" in version.procedure and _nudge(version, io, record, seen, candidates, on_phase=on_phase):
+
+        def look_again() -> tuple[Seen, list[Candidate]] | None:
             on_phase("relocalize")
-            nudged = io.perceive(target, destination)
-            if nudged is not None and len(nudged.target) >= 3:
-                seen = nudged
-                candidates = _relocalized(version, record, seen)
+            look = io.perceive(target, destination)
+            return None if look is None or len(look.target) < 3 else (look, _relocalized(version, record, look))
+
+        if "nudge" in version.procedure and _nudge(version, io, record, seen, candidates, on_phase=on_phase):
+            seen, candidates = look_again() or (seen, candidates)
         obstacles = seen.obstacles
         queue, renewed = list(candidates), False
         while queue:
@@ -199,11 +201,8 @@ def run_base_skill(
                 # Lifted and lost: it lies elsewhere now, so the other candidates (made where it
                 # was) would close on nothing. Look again, once per try.
                 renewed = True
-                on_phase("relocalize")
-                look = io.perceive(target, destination)
-                if look is not None and len(look.target) >= 3:
-                    seen, obstacles = look, look.obstacles
-                    queue = _relocalized(version, record, seen)
+                seen, queue = look_again() or (seen, queue)
+                obstacles = seen.obstacles
             if ok:
                 message = "holding at the stand-off pose: resume the instruction"
                 return _finish(

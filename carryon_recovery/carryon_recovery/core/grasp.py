@@ -9,10 +9,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+from scipy.spatial import cKDTree
 
 from carryon_recovery.core.library import SkillVersion
 from carryon_shield.core.config import ShieldConfig
-from carryon_shield.core.geometry import FINGER_DEPTH_M, FINGER_Y, FINGER_Z, HAND_BOXES
+from carryon_shield.core.geometry import FINGER_Y, FINGER_Z, HAND_BOXES, box_distance, finger_boxes
 
 FloatArray = npt.NDArray[np.float64]
 DOWN = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])  # tool z down, finger axis along world y
@@ -54,13 +55,6 @@ MAX_TOP_DOWN = 3  # top-down candidates tried per attempt (each costs an approac
 SUPPORT_SLACK_M = 0.003  # points this little above the support surface are that surface
 
 
-def _box_distance(local: FloatArray, lo: FloatArray, hi: FloatArray) -> float:
-    if not len(local):
-        return math.inf
-    gap = np.maximum(np.maximum(lo - local, local - hi), 0.0)
-    return float(np.min(np.linalg.norm(gap, axis=1)))
-
-
 def grasp_margin(candidate: Candidate, obstacles: FloatArray | None, floor_z: float) -> float:
     """How far the hand at `candidate`'s grasp (fingers opened to its aperture) stays beyond
     the shield's distances: the smaller of (fingers' distance - FINGER_THRESHOLD_M) and
@@ -71,13 +65,14 @@ def grasp_margin(candidate: Candidate, obstacles: FloatArray | None, floor_z: fl
     if obstacles is None or not len(obstacles):
         return math.inf
     standing = obstacles[obstacles[:, 2] > floor_z + SUPPORT_SLACK_M]
+    if not len(standing):
+        return math.inf
     local = (standing - candidate.grasp) @ candidate.rotation
-    inner, (y0, y1), (z0, z1) = 0.5 * candidate.aperture_m, FINGER_Y, FINGER_Z
-    fingers = min(
-        _box_distance(local, np.array([inner, y0, z0]), np.array([inner + FINGER_DEPTH_M, y1, z1])),
-        _box_distance(local, np.array([-inner - FINGER_DEPTH_M, y0, z0]), np.array([-inner, y1, z1])),
-    )
-    hand = min(_box_distance(local, np.array(lo), np.array(hi)) for lo, hi in HAND_BOXES)
+
+    def nearest(boxes: list[tuple[tuple[float, float, float], tuple[float, float, float]]]) -> float:
+        return min(float(box_distance(local, np.array(lo), np.array(hi)).min()) for lo, hi in boxes)
+
+    fingers, hand = nearest(finger_boxes(candidate.aperture_m)), nearest(list(HAND_BOXES))
     return min(fingers - float(FINGER_THRESHOLD_M), hand - float(HAND_THRESHOLD_M))
 
 
@@ -240,9 +235,9 @@ def nudge_away(
     standing = obstacles[obstacles[:, 2] > floor_z + SUPPORT_SLACK_M]
     if not len(standing):
         return None
-    gaps = np.linalg.norm(standing[:, None, :2] - points[None, :, :2], axis=2)
-    k, i = np.unravel_index(int(np.argmin(gaps)), gaps.shape)
-    if gaps[k, i] > NUDGE_REACH_M:
+    gaps = np.asarray(cKDTree(points[:, :2]).query(standing[:, :2])[0])  # each standing point to the object
+    k = int(np.argmin(gaps))
+    if gaps[k] > NUDGE_REACH_M:
         return None
     centre = points[:, :2].mean(axis=0)
     push = centre - standing[k, :2]
