@@ -47,13 +47,14 @@ from carryon_common.camera_streams import CameraStreams
 from carryon_common.core import names
 from carryon_common.core.clouds import CameraView, ObservationUnusable
 from carryon_common.core.status import NodeState, ServiceStatus, implemented
-from carryon_common.node import CarryOnNode, run_node
-from carryon_interfaces.msg import MemoryChange, PerceivedScene, SegmentationLabels
+from carryon_common.node import CarryOnNode, latched_qos, run_node
+from carryon_interfaces.msg import MemoryChange, PerceivedScene, PlanState, SegmentationLabels
 from carryon_interfaces.srv import GetReferenceImages
 from carryon_perception import convert
 from carryon_perception.core import references
 from carryon_perception.core.build import CatalogLabeller, build_perception
 from carryon_perception.core.config import PerceptionConfig
+from carryon_perception.core.open_vocab import OpenVocabRecogniser, task_prompts
 from carryon_perception.core.sync import StampedQueue
 from carryon_perception.core.tabletop import TabletopPerception
 
@@ -98,6 +99,10 @@ class PerceptionNode(CarryOnNode):
         self.scene_pub = self.create_publisher(PerceivedScene, names.PERCEPTION_SCENE, 10)
         self.create_timer(1.0 / cfg.rate_hz, self._on_tick, callback_group=MutuallyExclusiveCallbackGroup())
         self.frames = 0
+        self._prompt_note = ""
+        if isinstance(self.perception.recogniser, OpenVocabRecogniser):
+            self._prompt_note = f"open_vocab prompts: {', '.join(self.perception.recogniser.prompts) or 'none'}"
+            self.create_subscription(PlanState, names.PLAN_STATE, self._on_plan_state, latched_qos(10))
         self._init_references()
         self._report([])
 
@@ -196,6 +201,27 @@ class PerceptionNode(CarryOnNode):
             self._refresh_status()
         self.get_logger().info(self._reference_note)
         self.references = found
+
+    # -- what the open_vocab detector asks for ------------------------------------------
+    def _on_plan_state(self, msg: PlanState) -> None:
+        """While a plan executes, the detector asks for the objects its subtasks name (the
+        active subtask's first) before the configured ones; the configured ones alone
+        otherwise."""
+        recogniser = self.perception.recogniser
+        assert isinstance(recogniser, OpenVocabRecogniser)
+        named: list[str] = []
+        if msg.state == PlanState.STATE_EXECUTING:
+            for state in sorted(msg.subtasks, key=lambda s: s.subtask.id != msg.active_subtask_id):
+                named += [state.subtask.target, state.subtask.destination, state.subtask.source]
+        prompts, left_out = task_prompts(recogniser.base_prompts, named, self.perception.locations)
+        if prompts == recogniser.prompts:
+            return
+        recogniser.prompts = prompts
+        places = f" (not objects: {', '.join(left_out)})" if left_out else ""
+        with self._status_lock:
+            self._prompt_note = f"open_vocab prompts: {', '.join(prompts) or 'none'}"
+            self._refresh_status()
+        self.get_logger().info(f"plan {msg.plan_id or '-'}: {self._prompt_note}{places}")
 
     def _take_pending_labeller(self) -> None:
         with self.lock:
@@ -297,10 +323,11 @@ class PerceptionNode(CarryOnNode):
             if left_out:
                 more = f" (+{len(left_out) - _MAX_SHOWN} more, see the log)" if len(left_out) > _MAX_SHOWN else ""
                 problems = [*problems, f"reference images left out: {'; '.join(left_out[:_MAX_SHOWN])}{more}"]
+            notes = [note for note in (self._reference_note, self._prompt_note) if note]
             if problems:
-                self.set_state(NodeState.DEGRADED, "; ".join([*problems, self._reference_note]))
+                self.set_state(NodeState.DEGRADED, "; ".join([*problems, *notes]))
             else:
-                self.set_state(NodeState.READY, f"ready; {self._reference_note}")
+                self.set_state(NodeState.READY, "; ".join(["ready", *notes]))
 
 
 def main() -> int:

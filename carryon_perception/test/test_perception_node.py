@@ -16,8 +16,10 @@ from std_msgs.msg import Float64
 
 from carryon_common import convert as common_convert
 from carryon_common.core.status import NodeState
-from carryon_interfaces.msg import PerceivedScene, SegmentationLabels
+from carryon_common.node import latched_qos
+from carryon_interfaces.msg import PerceivedScene, PlanState, SegmentationLabels, Subtask, SubtaskState
 from carryon_perception.core.build import build_tabletop
+from carryon_perception.core.open_vocab import OpenVocabRecogniser
 from carryon_perception.node import PerceptionNode
 from carryon_sim.convert import camera_msgs
 from carryon_sim.core.cameras import CameraFrame, CameraRig
@@ -192,3 +194,27 @@ def test_a_camera_without_a_pose_of_its_instant_is_left_out(ros, config_dir, wai
     assert not listener.images["wrist"] and listener.images["scene"]
     assert any("camera wrist" in d and "no pose stamped within 20 ms" in d for d in listener.scenes[-1].diagnostics)
     assert node.health().state == NodeState.DEGRADED and "camera wrist" in node.health().message
+
+
+def test_the_open_vocab_detector_asks_for_what_the_running_plan_names(ros, config_dir, wait_until) -> None:  # type: ignore[no-untyped-def]
+    perception = build_tabletop(config_dir, "food_serving", ["bowl", "plate"])
+    # The recogniser's model is never called here: no camera publishes.
+    perception.recogniser = OpenVocabRecogniser((None, None, None, None), None, ["bowl", "plate"])
+    node = PerceptionNode(perception, namespace="carryon", context=ros.context)
+    ros.add(node)
+    peer = ros.peer("fake_planner")
+    plans = peer.create_publisher(PlanState, "planner/plan_state", latched_qos(10))
+
+    def plan(state: int, active: str) -> PlanState:
+        fetch = Subtask(id="fetch", kind="vla", target="carrot", source="kitchen_counter", destination="bowl")
+        serve = Subtask(id="serve", kind="vla", target="meat", destination="plate")
+        steps = [SubtaskState(subtask=fetch), SubtaskState(subtask=serve)]
+        return PlanState(plan_id="p1", state=state, subtasks=steps, active_subtask_id=active)
+
+    assert "open_vocab prompts: bowl, plate" in node.health().message
+    plans.publish(plan(PlanState.STATE_EXECUTING, "serve"))
+    # the active subtask's objects first; kitchen_counter is a place (a region), not an object
+    assert wait_until(lambda: perception.recogniser.prompts == ("meat", "plate", "carrot", "bowl"), 10.0)
+    assert wait_until(lambda: "open_vocab prompts: meat, plate, carrot, bowl" in node.health().message, 5.0)
+    plans.publish(plan(PlanState.STATE_SUCCEEDED, ""))
+    assert wait_until(lambda: perception.recogniser.prompts == ("bowl", "plate"), 10.0)

@@ -17,7 +17,7 @@ from perception_fixtures import BLOCKS_JOINTS, SIZE, Box, NoRobot, overhead, tin
 from carryon_common.core.clouds import CameraView
 from carryon_common.core.errors import ConfigError, UnknownNameError
 from carryon_perception.core.build import PERCEPTION_BACKENDS, build_perception
-from carryon_perception.core.open_vocab import OpenVocabRecogniser, Unnamed, check_prompts
+from carryon_perception.core.open_vocab import OpenVocabRecogniser, Unnamed, check_prompts, task_prompts
 from carryon_perception.core.regions import NamedMask
 from carryon_perception.core.tabletop import TabletopPerception
 from carryon_perception.core.types import FIRST_TRACK_ID, ROBOT_ID, TABLE_ID, is_unknown
@@ -114,6 +114,36 @@ def test_prompts_must_be_object_names() -> None:
     for bad in ("robot", "table", "unknown_3", "support_1", ""):
         with pytest.raises(ConfigError, match="prompt"):
             check_prompts([bad])
+
+
+def test_a_task_asks_first_for_the_objects_it_names_and_never_for_a_place() -> None:
+    prompts, left_out = task_prompts(
+        ["bowl", "bottle"], ["carrot", "bowl", "kitchen_counter", "", "robot", "carrot"], places={"kitchen_counter"}
+    )
+    assert prompts == ("carrot", "bowl", "bottle")  # the task's objects first, then the rest once
+    assert left_out == ("kitchen_counter", "robot")
+    assert task_prompts(["bowl"], []) == (("bowl",), ())  # no task: the configured prompts
+
+
+def test_recognise_asks_for_the_prompts_of_its_call_even_when_a_task_replaces_them() -> None:
+    class Detector:  # answers for the queries it was given: every prompt found, box by index
+        def __init__(self, owner: OpenVocabRecogniser) -> None:
+            self.owner = owner
+            self.queries: list[str] = []
+
+        def detect(self, rgb: np.ndarray, prompts: Sequence[str]) -> list[tuple[str, float, tuple[float, ...]]]:
+            self.queries = list(prompts)
+            self.owner.prompts = ["bottle"]  # a new plan arrives while this image is looked at
+            return [(name, 0.9, (0.0, 0.0, 8.0, 8.0)) for name in prompts]
+
+    recogniser = OpenVocabRecogniser((None, None, None, None), None, ["carrot", "bowl"])
+    assert recogniser.base_prompts == ("carrot", "bowl")
+    detector = Detector(recogniser)
+    recogniser._detect = detector.detect  # type: ignore[method-assign]
+    recogniser._segment = lambda rgb, boxes: [np.ones(rgb.shape[:2], dtype=bool) for _ in boxes]  # type: ignore[method-assign]
+    named = recogniser.recognise(overhead([BOWL, CARROT]))
+    assert detector.queries == ["carrot", "bowl"] and [r.label for r in named] == ["carrot", "bowl"]
+    assert recogniser.prompts == ("bottle",) and recogniser.base_prompts == ("carrot", "bowl")
 
 
 # -- config errors (no model needed) -------------------------------------------------------------

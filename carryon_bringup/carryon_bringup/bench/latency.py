@@ -77,7 +77,14 @@ def run(options: BenchOptions) -> BenchResult:
     bar_chart(
         options.run_dir / "latency.png", "latency per stage (p50, p99)", [s[0] for s in stages], plotted, unit="ms"
     )
-    result.add("chunks_released", samples.get("released_chunks", 0), "chunks", f"of {samples.get('chunks', 0)}")
+    refused = samples.get("refused") or []
+    why = "; ".join(sorted(set(refused)))[:300]
+    result.add(
+        "chunks_released",
+        samples.get("released_chunks", 0),
+        "chunks",
+        f"of {samples.get('chunks', 0)}" + (f"; refused: {why}" if why else ""),
+    )
     result.details["samples"] = samples
     return result
 

@@ -46,9 +46,14 @@ def main(argv: list[str] | None = None) -> int:
 
         node.create_subscription(ActionChunk, ns + names.POLICY_CHUNK, sent(policy_tx), 50)
         node.create_subscription(ActionChunk, ns + names.SHIELD_CHUNK, sent(shield_tx), 50)
-        node.create_subscription(
-            ShieldEvent, ns + names.SHIELD_EVENTS, lambda m: compute_ms.append(1e3 * m.compute_time_s), 50
-        )
+        refused: list[str] = []
+
+        def event(msg: ShieldEvent) -> None:
+            compute_ms.append(1e3 * msg.compute_time_s)
+            if msg.released_steps == 0:
+                refused.append(msg.reason)
+
+        node.create_subscription(ShieldEvent, ns + names.SHIELD_EVENTS, event, 50)
         node.create_subscription(
             InferenceTiming, ns + names.POLICY_TIMING, lambda m: infer_ms.append(1e3 * m.infer_s), 50
         )
@@ -65,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         out["shield_compute_ms"] = compute_ms
         out["chunks"] = len(policy_tx)
         out["released_chunks"] = len(shield_tx)
+        out["refused"] = refused
         subtask = Subtask(
             id="lat", kind="vla", objective="the cover is off", instruction="open the pink cover", target="pink_cover"
         )

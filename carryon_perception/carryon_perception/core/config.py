@@ -103,7 +103,8 @@ class PerceptionConfig(NodeConfig):
     open_vocab_prompts: list[str] = Field(
         [],
         description="open_vocab: object names the detector looks for besides `objects` (or, when that is [], "
-        "every catalog entry); each name is the label of what it finds.",
+        "every catalog entry); each name is the label of what it finds. While a plan executes, the objects its "
+        "subtasks name are asked for first.",
     )
     open_vocab_prompt_template: str = Field(
         "a photo of a {}",

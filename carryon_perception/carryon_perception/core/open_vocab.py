@@ -14,7 +14,7 @@ detector does not name is segmented by depth and colour and stays `unknown_<n>`.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +85,28 @@ def check_prompts(prompts: Sequence[str]) -> tuple[str, ...]:
     return out
 
 
+def task_prompts(
+    base: Sequence[str], task_names: Sequence[str], places: Collection[str] = ()
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What the detector asks for during a task: the objects the task names (the active
+    subtask's first), then `base` (the configured prompts and the scene's objects). Returns
+    (prompts, left out): a named place (`places`: the locations perception reports regions
+    of, e.g. kitchen_counter) is a region of the table, not an object to look for, and an
+    empty or reserved name is no object name."""
+    asked: list[str] = []
+    left_out: list[str] = []
+    for name in dict.fromkeys(n.strip() for n in task_names):
+        if not name:
+            continue
+        try:
+            check_prompts([name])
+        except ConfigError:
+            left_out.append(name)
+            continue
+        (left_out if name in places else asked).append(name)
+    return check_prompts([*asked, *base]), tuple(left_out)
+
+
 class OpenVocabRecogniser:
     """A `Recogniser` over a local OWLv2 detector and a SAM-family segmenter.
 
@@ -110,6 +132,7 @@ class OpenVocabRecogniser:
         self.detector_processor, self.detector, self.segmenter_processor, self.segmenter = models
         self._torch = torch
         self._prompts = check_prompts(prompts)
+        self.base_prompts = self._prompts  # without a task (`task_prompts`' base)
         self.score_threshold = score_threshold
         self.template = template
         self.device = device
@@ -158,10 +181,11 @@ class OpenVocabRecogniser:
         )
 
     def recognise(self, view: CameraView) -> list[NamedMask]:
-        if not self.prompts or view.rgb is None:
+        prompts = self.prompts  # once: a new task may replace them meanwhile (perception_node)
+        if not prompts or view.rgb is None:
             return []
         rgb = np.ascontiguousarray(view.rgb)
-        found = self._detect(rgb)
+        found = self._detect(rgb, prompts)
         if not found:
             return []
         masks = self._segment(rgb, [box for _, _, box in found])
@@ -172,10 +196,12 @@ class OpenVocabRecogniser:
                 out.append(NamedMask(label, score, inside))
         return out
 
-    def _detect(self, rgb: npt.NDArray[np.uint8]) -> list[tuple[str, float, tuple[float, float, float, float]]]:
+    def _detect(
+        self, rgb: npt.NDArray[np.uint8], prompts: Sequence[str]
+    ) -> list[tuple[str, float, tuple[float, float, float, float]]]:
         """(name, score, box x0, y0, x1, y1 in pixels) of the best box of each name."""
         height, width = rgb.shape[:2]
-        queries = [self.template.format(name.replace("_", " ")) for name in self.prompts]
+        queries = [self.template.format(name.replace("_", " ")) for name in prompts]
         inputs = self.detector_processor(text=[queries], images=rgb, return_tensors="pt", truncation=True)
         with self._torch.inference_mode():
             outputs = self.detector(**inputs.to(self.device))
@@ -189,11 +215,11 @@ class OpenVocabRecogniser:
         ):
             x0, y0 = max(0.0, raw[0]), max(0.0, raw[1])
             x1, y1 = min(float(width), raw[2]), min(float(height), raw[3])
-            if x1 - x0 < 1.0 or y1 - y0 < 1.0 or not 0 <= index < len(self.prompts):
+            if x1 - x0 < 1.0 or y1 - y0 < 1.0 or not 0 <= index < len(prompts):
                 continue  # off the image, or padding
             if score > best.get(index, (-1.0,))[0]:
                 best[index] = (float(score), (x0, y0, x1, y1))
-        return [(self.prompts[i], score, box) for i, (score, box) in sorted(best.items())]
+        return [(prompts[i], score, box) for i, (score, box) in sorted(best.items())]
 
     def _segment(
         self, rgb: npt.NDArray[np.uint8], boxes: list[tuple[float, float, float, float]]
