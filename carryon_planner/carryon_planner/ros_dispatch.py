@@ -10,9 +10,11 @@
 * `observe` reports what perception sees at a named location (`observe_source:
   perception`, both profiles): it waits for `observe_scenes` perception/scenes taken after
   the request and lists the objects in the location's region that at least half of them
-  show (from the planner's own `locations_file`; core/observe.py). No fresh scene, or
-  cameras that could not be perceived in most scenes, fail the observe with the reason
-  ("could not see"). `none` fails every observe subtask.
+  show (from the planner's own `locations_file`; core/observe.py). When most scenes say
+  no camera sees the region (`observe_look`), recovery_node's `look` skill first moves
+  the wrist camera over it (through the shield), then the scenes are read again. No fresh
+  scene, cameras that could not be perceived in most scenes, or a failed look motion fail
+  the observe with the reason ("could not see"). `none` fails every observe subtask.
 * `say` hands the sentence to `on_say` (the Assist feedback and the node's log).
 * A VLA subtask the judge calls a success is handed to `on_succeeded` (planner_node
   records where its target now is in scene memory).
@@ -306,27 +308,54 @@ class RosDispatch:
         if location not in regions:
             known = ", ".join(sorted(regions)) or "none"
             return Report(False, f"observe: unknown location {location!r} (named locations: {known})")
-        scenes = self._fresh_scenes(self.config.observe_scenes)
+        looks, why, out_of_view = self._look_at(location, regions)
+        if looks is None and out_of_view and self.config.observe_look and not self.cancelled():
+            moved, how = self._look_motion(subtask)
+            if not moved:
+                return Report(False, f"observe: could not see {location}: {why}; the look motion failed: {how}")
+            looks, why, _ = self._look_at(location, regions)
         if self.cancelled():
             return Report(False, "cancelled by the operator")
-        if not scenes:
-            why = "no perception/scene since the request (is perception_node running?)"
+        if looks is None:  # most scenes could not see it: say why, as the latest did
             return Report(False, f"observe: could not see {location}: {why}")
-        looks, why = [], ""
+        items = agree(looks)
+        return Report(True, describe_look(location, items), {location: items})
+
+    def _look_at(self, location: str, regions: dict[str, Location]) -> tuple[list[Any] | None, str, bool]:
+        """What the next `observe_scenes` perception/scenes show at `location`: (the looks,
+        or None when most scenes could not see it; why not, as the latest said; whether it
+        was out of every camera's view)."""
+        scenes = self._fresh_scenes(self.config.observe_scenes)
+        if not scenes:
+            return None, "no perception/scene since the request (is perception_node running?)", False
+        looks, why, out_of_view = [], "", False
         for scene in scenes:
             if not scene.objects and scene.diagnostics:
-                why = "; ".join(scene.diagnostics)
+                why, out_of_view = "; ".join(scene.diagnostics), False
             elif location in scene.out_of_view_locations:
-                why = "no camera sees its region now (out of view or behind the arm; there is no look motion yet)"
+                why, out_of_view = "no camera sees its region now (out of view or behind the arm)", True
             else:
                 seen = [_seen(o) for o in scene.objects]
                 planes = [p.label for p in scene.planes] or ["table"]
                 min_size = self.config.observe_min_unidentified_m
                 looks.append(visible_items(seen, location, regions, planes=planes, min_unidentified_m=min_size))
-        if len(looks) * 2 < len(scenes):  # most scenes could not see it: say why, as the latest did
-            return Report(False, f"observe: could not see {location}: {why}")
-        items = agree(looks)
-        return Report(True, describe_look(location, items), {location: items})
+        return (None if len(looks) * 2 < len(scenes) else looks), why, out_of_view
+
+    def _look_motion(self, subtask: PlannedSubtask) -> tuple[bool, str]:
+        """recovery_node's `look` skill over the observed location (its target)."""
+        goal = Recover.Goal(subtask=planned_subtask_to_msg(subtask), skill=names.LOOK_SKILL, version=0)
+        goal.failure_reason = f"no camera sees {subtask.target}"
+        try:
+            run = self.node.start_goal(Recover, names.RECOVER, goal, self.config.action_timeout_s)
+        except ServiceUnavailable as exc:
+            return False, f"recovery_node unavailable: {exc}"
+        deadline = time.monotonic() + self.config.recover_timeout_s
+        while (ended := run.wait(_POLL_S)) is None:
+            if self.cancelled() or time.monotonic() > deadline:
+                run.cancel(self.config.action_timeout_s)
+                return False, "cancelled" if self.cancelled() else "it did not finish in time"
+        result = ended[1]
+        return result.outcome == Recover.Result.OUTCOME_RESUME, result.message
 
     def _fresh_scenes(self, count: int) -> list[PerceivedScene]:
         """Up to `count` perception/scenes stamped after now (the previous motion has ended),

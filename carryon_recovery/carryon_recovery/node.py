@@ -17,6 +17,10 @@ the input of `carryon reflect --attempts`.
 The request's rules (skill and version, robot state, e-stop, the attempt record) are
 core/runner.py; this node maps the action, topics and files onto them.
 
+A goal with skill `look` (the planner's observe of a location no camera sees) moves the
+tool over the goal's target location (`locations_file`), fingers down, so the wrist
+camera sees it (core/look.py): OUTCOME_RESUME when it got there, else OUTCOME_ABORTED.
+
 Motion backends (core/motion.py), chosen by name from motion_backends.py or injected:
 `builtin` checks every step of a path by IK on the arm's model (robot_file) before it
 moves, so an unreachable path fails early into the fallback; `moveit_py` (robot PCs with
@@ -42,13 +46,17 @@ from carryon_arm.core.kinematics import load_robot
 from carryon_common.convert import CAMERA_STREAM_TYPES
 from carryon_common.core import names
 from carryon_common.core.config import config_path
+from carryon_common.core.errors import CarryOnError
+from carryon_common.core.locations import load_locations, locations_path
 from carryon_common.core.status import implemented
 from carryon_common.node import CarryOnNode, run_node
 from carryon_interfaces.action import Recover
 from carryon_interfaces.msg import ActionChunk, ShieldEvent
 from carryon_recovery import convert
+from carryon_recovery.core.base_skill import RecoveryIO
 from carryon_recovery.core.config import RecoveryConfig
 from carryon_recovery.core.library import SkillLibrary
+from carryon_recovery.core.look import run_look
 from carryon_recovery.core.motion import MotionBackend
 from carryon_recovery.core.reflection import Attempt
 from carryon_recovery.core.runner import RecoveryRequest, recover
@@ -60,6 +68,7 @@ CAPABILITIES = (
     implemented("recovery.recover", "base re-grasp skill: localise, grasp, check holding, transport, resume"),
     implemented("recovery.motion.builtin", "Cartesian interpolation + IK check on the URDF model, every step shielded"),
     implemented("recovery.motion.moveit_py", "MoveIt 2 plans the path (robot PCs), every step shielded"),
+    implemented("recovery.look", "skill look: the wrist camera over a named location (planner's observe)"),
     implemented("recovery.library", "versioned skills/recovery/<skill>/vN.yaml with lineage"),
     implemented("recovery.reflection", "offline reflection producing new skill versions (carryon reflect)"),
 )
@@ -185,7 +194,16 @@ class RecoveryNode(CarryOnNode):
             on_phase=on_phase,
             record=self._record,
             log=self.get_logger().info,
+            look=self._look,
         )
+
+    def _look(self, io: RecoveryIO, location: str) -> tuple[Outcome, str]:
+        cfg: RecoveryConfig = self.config
+        try:
+            locations = load_locations(locations_path(cfg.locations_file))
+        except CarryOnError as exc:
+            return Outcome.ABORTED, f"look: {exc}"
+        return run_look(io, location, locations, tool_height_m=cfg.look_tool_height_m)
 
     def _record(self, attempt: Attempt) -> None:
         cfg: RecoveryConfig = self.config

@@ -67,6 +67,7 @@ VERDICT = "judge/verdict"  # msg Verdict
 
 # Recovery.
 RECOVER = "recovery/recover"  # action Recover
+LOOK_SKILL = "look"  # Recover skill: the wrist camera over the goal's target location (the planner's observe)
 
 # Perception: camera/<name>/segmentation + labels (below) and the fused scene.
 PERCEPTION_SCENE = "perception/scene"  # msg PerceivedScene: objects (label, track id, points, support, region), planes

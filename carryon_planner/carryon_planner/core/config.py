@@ -72,6 +72,11 @@ class PlannerConfig(NodeConfig):
         description="Consecutive perception/scenes one observe combines: an item is in the look when at least half "
         "of them show it (one frame's segmentation does not decide a replan).",
     )
+    observe_look: bool = Field(
+        True,
+        description="When no camera sees an observed location, move the wrist camera over it first (recovery_node's "
+        "`look` skill, through the shield), then look again; false = the observe reports it could not see.",
+    )
     observe_min_unidentified_m: float = Field(
         0.03,
         ge=0.0,

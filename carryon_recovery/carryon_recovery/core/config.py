@@ -42,3 +42,14 @@ class RecoveryConfig(NodeConfig):
         description="Append every attempt's record here as JSON lines, for `carryon reflect --attempts` "
         "('' = recovery_attempts.jsonl in the run folder of `carryon up`, else in the working directory).",
     )
+    locations_file: str = Field(
+        "",
+        description="Named locations the `look` skill goes over (planner's observe of a location no camera sees); "
+        "the same file as planner_node.locations_file ('' = planner/locations.yaml).",
+    )
+    look_tool_height_m: float = Field(
+        0.72,
+        gt=0.0,
+        description="World height of the tool centre point while it looks at a location, fingers down (the wrist "
+        "camera then sees the region from about 0.4 m above the simulated table at 0.42 m).",
+    )

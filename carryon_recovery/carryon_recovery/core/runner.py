@@ -21,6 +21,7 @@ from typing import Protocol
 from carryon_common.core.errors import CarryOnError
 from carryon_recovery.core.base_skill import RecoveryIO, run_base_skill
 from carryon_recovery.core.library import SkillLibrary
+from carryon_recovery.core.look import LOOK_SKILL
 from carryon_recovery.core.reflection import Attempt
 from carryon_recovery.core.types import Outcome, RecoveryResult
 
@@ -54,6 +55,9 @@ class RecoveryRequest:
     version: int = 0
 
 
+Look = Callable[[RecoveryIO, str], tuple[Outcome, str]]
+
+
 def recover(
     library: SkillLibrary,
     request: RecoveryRequest,
@@ -65,10 +69,15 @@ def recover(
     on_phase: Callable[[str], None] = lambda _phase: None,
     record: Callable[[Attempt], None] = lambda _attempt: None,
     log: Callable[[str], None] = lambda _line: None,
+    look: Look | None = None,
 ) -> RecoveryResult:
     """Run one recovery (see the module docstring); never raises for a failed step.
-    `new_attempt_id` is asked once the skill is loaded; `on_phase` gets each phase."""
+    `new_attempt_id` is asked once the skill is loaded; `on_phase` gets each phase.
+    Skill `look` is no library skill: `look(io, request.target)` moves the wrist camera
+    over the named location (core/look.py); ABORTED when there is no `look`."""
     skill = request.skill or default_skill
+    if skill == LOOK_SKILL:
+        return _look(request, make_io, look, on_phase, log)
     try:
         version = library.load(skill, request.version or None)
     except CarryOnError as exc:
@@ -101,3 +110,21 @@ def recover(
         f"{io.chunks_blocked} not released whole by the shield)"
     )
     return RecoveryResult(outcome, message, io.steps, skill, version.version)
+
+
+def _look(
+    request: RecoveryRequest,
+    make_io: Callable[[], CountingIO],
+    look: Look | None,
+    on_phase: Callable[[str], None],
+    log: Callable[[str], None],
+) -> RecoveryResult:
+    if look is None:
+        return RecoveryResult(Outcome.ABORTED, "no look motion on this robot", 0, LOOK_SKILL, 0)
+    io = make_io()
+    log(f"looking at {request.target} for {request.subtask_id}")
+    on_phase("look")
+    outcome, message = look(io, request.target)
+    if io.estopped:
+        outcome, message = Outcome.ABORTED, f"emergency stop: {message}"
+    return RecoveryResult(outcome, f"{message} ({io.steps} steps)", io.steps, LOOK_SKILL, 0)
