@@ -140,16 +140,16 @@ def test_refused_steps_hold_the_arm_with_the_reason(kinematics: ArmKinematics) -
     command = run.tick(0.05)
     assert command is not None and command.hold and np.allclose(command.q, HOME)
     assert "outside the workspace" in run.rejections[-1].reason and run.mode == Mode.HOLDING
-    run.submit(chunk([[0.9, 0.55, 1.15]]), 0.1)  # inside the box, beyond the reach
+    run.submit(chunk([[0.9, 0.55, 1.15]]), 0.1)  # inside the box, 75 cm from the arm in one step
     command = run.tick(0.15)
     assert command is not None and command.hold
-    assert "unreachable" in run.rejections[-1].reason or "jump" in run.rejections[-1].reason
+    assert "in one step (limit 50 mm)" in run.rejections[-1].reason
 
 
 def test_large_joint_jumps_are_refused(kinematics: ArmKinematics) -> None:
-    run = executor(kinematics, max_joint_step_rad=0.05)
+    run = executor(kinematics, max_joint_step_rad=0.02)
     start, _ = kinematics.forward(HOME)
-    run.submit(chunk([list(start + np.array([0.0, 0.15, 0.0]))]), 0.0)
+    run.submit(chunk([list(start + np.array([0.0, 0.04, 0.0]))]), 0.0)  # within the motion limits
     command = run.tick(0.05)
     assert command is not None and command.hold and "jump" in run.rejections[-1].reason
 
@@ -204,12 +204,12 @@ def test_wrong_frames_are_refused(kinematics: ArmKinematics) -> None:
 
 def test_pose_targets_carry_the_step_without_ik(kinematics: ArmKinematics) -> None:
     run = executor(kinematics, interface="pose_target")
-    run.submit(chunk([[0.5, 0.1, 0.7]], gripper=0.5), 0.0)
+    run.submit(chunk([[0.48, 0.02, 0.8]], gripper=0.5), 0.0)  # 4 cm from home: within the motion limits
     command = run.tick(0.05)
-    assert command is not None and np.allclose(command.position, [0.5, 0.1, 0.7])
+    assert command is not None and np.allclose(command.position, [0.48, 0.02, 0.8])
     assert command.gripper_width_m == pytest.approx(0.04)
     position, rotation = kinematics.to_base(command.position, command.rotation)
-    assert np.allclose(position, [0.5, 0.1, 0.28])  # base on the table top at z = 0.42
+    assert np.allclose(position, [0.48, 0.02, 0.38])  # base on the table top at z = 0.42
     assert np.allclose(rotation, HOME_ROTATION)
 
 

@@ -74,3 +74,41 @@ def test_enum_values_match_the_interface() -> None:
 
     assert Convention.ABSOLUTE == ActionChunk.CONVENTION_ABSOLUTE
     assert ChunkSource.RETREAT == ActionChunk.SOURCE_RETREAT
+
+
+# -- motion limits (carryon_common.core.driver): what no driver executes, whoever sent it ------------
+@pytest.mark.parametrize(
+    ("overrides", "reason"),
+    [
+        ({"positions": np.zeros((10_000, 3)), "rotations": np.zeros((10_000, 3)), "gripper": np.zeros(10_000)},
+         "10000 steps: more than the limit of 200"),
+        ({"dt": 1e9}, r"dt 1e\+09 s is outside the limits"),
+        ({"dt": 1e-4}, "outside the limits"),
+        ({"positions": np.array([[0, 0, 0], [0, 0, 0.08], [0, 0, 0], [0, 0, 0]], dtype=float)},
+         "step 1: the tool would move 80 mm in one step"),
+        ({"convention": Convention.ABSOLUTE,
+          "positions": np.array([[0.5, 0, 0.6], [0.5, 0, 0.6], [0.5, 0.35, 0.6], [0.5, 0.35, 0.6]])},
+         "step 2: the tool would move 350 mm in one step"),
+        ({"dt": 0.01, "positions": np.tile([0.0, 0.015, 0.0], (4, 1))}, r"1\.50 m/s \(limit 1 m/s\)"),
+    ],
+)  # fmt: skip
+def test_chunks_beyond_the_motion_limits_are_not_executable(overrides: dict[str, object], reason: str) -> None:
+    from carryon_common.core.driver import check_executable
+
+    bad = make_chunk(**overrides)
+    bad.validate()  # well-formed: only the limits refuse it
+    with pytest.raises(InvalidChunk, match=reason):
+        check_executable(bad, estop=False)
+
+
+def test_a_step_is_checked_against_the_previous_target_too() -> None:
+    from carryon_common.core.driver import MotionLimits, check_executable, step_beyond_limits
+
+    check_executable(make_chunk(), estop=False)  # 1-3 mm steps at 20 Hz: fine
+    here = np.array([0.5, 0.0, 0.6])
+    assert step_beyond_limits(here, here + np.array([0.0, 0.0, 0.01]), 0.05) is None
+    assert "350 mm" in str(step_beyond_limits(here, here + np.array([0.0, 0.35, 0.0]), 0.05))
+    assert "m/s" in str(step_beyond_limits(here, here + np.array([0.0, 0.02, 0.0]), 0.01))
+    assert step_beyond_limits(here, here + np.array([0.0, 0.2, 0.0]), 0.5, MotionLimits(max_step_m=0.3)) is None
+    with pytest.raises(InvalidChunk, match="emergency stop"):  # the e-stop is named first
+        check_executable(make_chunk(dt=1e9), estop=True)

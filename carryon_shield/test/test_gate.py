@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from carryon_common.core.chunk import Chunk, ChunkSource, Convention
@@ -59,6 +61,13 @@ def test_stale_and_future_observations_are_rejected() -> None:
 
 def test_invalid_chunk_is_rejected_before_the_filter() -> None:
     assert gate().decide(chunk(n=0), now_s=100.0).decision == Decision.REJECTED_INVALID
+
+
+def test_a_chunk_beyond_the_motion_limits_is_rejected_before_the_filter() -> None:
+    long = gate().decide(chunk(n=10_000), now_s=100.0)
+    assert long.decision == Decision.REJECTED_INVALID and "more than the limit of 200" in long.reason
+    slow = gate().decide(dataclasses.replace(chunk(), dt=1e9), now_s=100.0)
+    assert slow.decision == Decision.REJECTED_INVALID and "dt" in slow.reason
 
 
 def test_decision_values_match_the_interface() -> None:

@@ -91,3 +91,17 @@ def test_estop_holds_and_refuses_new_chunks(world: World) -> None:
     assert np.linalg.norm(world.ee_pose()[0] - held) < 0.002
     with pytest.raises(InvalidChunk, match="emergency stop"):
         driver.submit(chunk(np.tile([0.005, 0.0, 0.0], (3, 1))), world.time)
+
+
+def test_a_step_beyond_the_motion_limits_from_the_last_target_holds_the_arm(world: World) -> None:
+    world.reset(0)
+    driver = Driver(world, watchdog_s=0.25)
+    start = world.ee_pose()[0]
+    jump = start + np.array([0.0, 0.35, 0.0])  # one absolute step 35 cm away: 7 m/s at 20 Hz
+    driver.submit(chunk(np.array([jump]), convention=Convention.ABSOLUTE), world.time)
+    run(world, driver, 0.3)
+    assert driver.state == DriverState.HOLDING and driver.steps_executed == 0
+    assert "350 mm in one step" in driver.rejections[-1].reason
+    assert np.linalg.norm(world.ee_pose()[0] - start) < 0.002
+    with pytest.raises(InvalidChunk, match="more than the limit"):
+        driver.submit(chunk(np.zeros((10_000, 3))), world.time)

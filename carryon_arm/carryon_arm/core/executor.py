@@ -1,11 +1,12 @@
 """Executes released chunks on a real arm, step by step, the way sim_node does in simulation.
 
 Every control period `tick` takes the next step of the current chunk as an absolute tool
-target (delta steps add to the last commanded target), checks it (workspace box, IK error,
-joint jump from the measured joints) and returns the command for the controller. The arm
-holds — the command becomes the measured joints / tool pose — when a step fails a check,
-when no step arrived for `watchdog_s`, when the joint states go stale, and on e-stop; a
-new chunk replaces what is left of the previous one. Times are seconds on one clock.
+target (delta steps add to the last commanded target), checks it (workspace box, step
+length and speed from the last target as MotionLimits allow, IK error, joint jump from
+the measured joints) and returns the command for the controller. The arm holds — the
+command becomes the measured joints / tool pose — when a step fails a check, when no step
+arrived for `watchdog_s`, when the joint states go stale, and on e-stop; a new chunk
+replaces what is left of the previous one. Times are seconds on one clock.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy.typing as npt
 from carryon_arm.core.config import ArmAdapterConfig
 from carryon_arm.core.kinematics import ArmKinematics
 from carryon_common.core.chunk import Chunk, InvalidChunk, ToolTarget, tool_targets
-from carryon_common.core.driver import DriverState, Rejection, check_executable
+from carryon_common.core.driver import DriverState, Rejection, check_executable, step_beyond_limits
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -114,6 +115,9 @@ class ChunkExecutor:
         step = self._queue.popleft()
         if np.any(step.position < self._lo) or np.any(step.position > self._hi):
             return self._refuse(step, f"target {np.round(step.position, 3).tolist()} m is outside the workspace", now_s)
+        too_far = None if self._target is None else step_beyond_limits(self._target[0], step.position, self._dt)
+        if too_far is not None:  # each step again, whatever the chunk's check said (MotionLimits)
+            return self._refuse(step, too_far, now_s)
         command = self._command(step)
         if isinstance(command, str):
             return self._refuse(step, command, now_s)

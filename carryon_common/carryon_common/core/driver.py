@@ -7,11 +7,69 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from carryon_common.core.chunk import WORLD_FRAME, Chunk, InvalidChunk
+import numpy as np
+import numpy.typing as npt
+
+from carryon_common.core.chunk import WORLD_FRAME, Chunk, Convention, InvalidChunk
 
 # Reachable box for the tool centre point, metres, `world` frame (above the table top).
 WORKSPACE_MIN = (0.15, -0.6, 0.425)
 WORKSPACE_MAX = (0.95, 0.6, 1.2)
+
+
+@dataclass(frozen=True)
+class MotionLimits:
+    """Hard limits on what may be executed, whoever sent it: the shield refuses a chunk
+    beyond them (REJECTED_INVALID) and every driver checks them again, the chunk when it
+    is queued and each step before it is executed.
+
+    The defaults leave room for every policy CarryOn runs (chunks of 8 to 100 steps at
+    10-50 Hz, recovery at 0.12 m/s) and stop what no arm should do: a 10,000-step chunk,
+    `dt` of a day, a 35 cm jump between two steps (3 m/s at 20 Hz)."""
+
+    max_steps: int = 200  # steps in one chunk
+    min_dt_s: float = 0.005  # seconds per step
+    max_dt_s: float = 0.5
+    max_step_m: float = 0.05  # tool translation from one target to the next
+    max_speed_m_s: float = 1.0  # that translation over the chunk's dt
+
+
+LIMITS = MotionLimits()
+
+
+def check_limits(chunk: Chunk, limits: MotionLimits = LIMITS) -> None:
+    """The chunk-level limits (InvalidChunk says which). Step sizes are checked between the
+    chunk's own steps (each DELTA step; consecutive ABSOLUTE ones); the first ABSOLUTE step
+    against the previous target is each driver's (`step_beyond_limits`)."""
+    if len(chunk) > limits.max_steps:
+        raise InvalidChunk(f"{len(chunk)} steps: more than the limit of {limits.max_steps} in one chunk")
+    if not limits.min_dt_s <= chunk.dt <= limits.max_dt_s:
+        raise InvalidChunk(f"dt {chunk.dt:g} s is outside the limits [{limits.min_dt_s:g}, {limits.max_dt_s:g}] s")
+    positions = np.asarray(chunk.positions, dtype=np.float64)
+    moves = positions if chunk.convention == Convention.DELTA else np.diff(positions, axis=0)
+    if len(moves):
+        lengths = np.linalg.norm(moves, axis=1)
+        worst = int(np.argmax(lengths))
+        step = worst if chunk.convention == Convention.DELTA else worst + 1
+        reason = _too_far(float(lengths[worst]), chunk.dt, limits)
+        if reason is not None:
+            raise InvalidChunk(f"step {step}: {reason}")
+
+
+def step_beyond_limits(
+    previous: npt.NDArray[np.float64], target: npt.NDArray[np.float64], dt: float, limits: MotionLimits = LIMITS
+) -> str | None:
+    """Why a driver must not go from the `previous` tool target to `target` in one step of
+    `dt` seconds, or None."""
+    return _too_far(float(np.linalg.norm(np.asarray(target) - np.asarray(previous))), dt, limits)
+
+
+def _too_far(length_m: float, dt: float, limits: MotionLimits) -> str | None:
+    if length_m > limits.max_step_m:
+        return f"the tool would move {length_m * 1000:.0f} mm in one step (limit {limits.max_step_m * 1000:.0f} mm)"
+    if length_m / dt > limits.max_speed_m_s:
+        return f"the tool would move at {length_m / dt:.2f} m/s (limit {limits.max_speed_m_s:g} m/s)"
+    return None
 
 
 class DriverState(enum.StrEnum):
@@ -29,10 +87,11 @@ class Rejection:
     reason: str
 
 
-def check_executable(chunk: Chunk, *, estop: bool) -> None:
+def check_executable(chunk: Chunk, *, estop: bool, limits: MotionLimits = LIMITS) -> None:
     """What a robot driver checks before it queues a released chunk; InvalidChunk says why not."""
+    if estop:
+        raise InvalidChunk("emergency stop engaged")
     chunk.validate()
     if chunk.frame_id != WORLD_FRAME:
         raise InvalidChunk(f"frame {chunk.frame_id!r} is not supported (expected {WORLD_FRAME!r})")
-    if estop:
-        raise InvalidChunk("emergency stop engaged")
+    check_limits(chunk, limits)

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from carryon_common.core.chunk import Chunk, InvalidChunk
+from carryon_common.core.driver import check_limits
 
 
 class Decision(enum.IntEnum):
@@ -90,6 +91,7 @@ class ShieldGate:
             )
         try:
             chunk.validate()
+            check_limits(chunk)  # what no driver would execute either (carryon_common.core.driver)
         except InvalidChunk as exc:
             return self.reject(chunk.chunk_id, chunk.subtask_id, total, Decision.REJECTED_INVALID, str(exc))
         age = now_s - chunk.observation_stamp_s

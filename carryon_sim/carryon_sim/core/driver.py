@@ -3,8 +3,9 @@
 Every control period the driver takes the next step of the current chunk, turns it
 into an absolute tool target (delta steps add to the last commanded target), solves IK
 and sets the joint and gripper targets. A step it cannot execute (wrong frame, outside
-the workspace, IK failure) ends the chunk and the arm holds; so does the watchdog when
-no step arrived for `watchdog_s`. Times are simulation seconds.
+the workspace, beyond the motion limits of carryon_common.core.driver.MotionLimits, IK
+failure) ends the chunk and the arm holds; so does the watchdog when no step arrived for
+`watchdog_s`. Times are simulation seconds.
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ import collections
 import numpy as np
 
 from carryon_common.core.chunk import Chunk, ToolTarget, tool_targets
-from carryon_common.core.driver import WORKSPACE_MAX, WORKSPACE_MIN, DriverState, Rejection, check_executable
+from carryon_common.core.driver import (
+    WORKSPACE_MAX,
+    WORKSPACE_MIN,
+    DriverState,
+    Rejection,
+    check_executable,
+    step_beyond_limits,
+)
 from carryon_sim.core.ik import ArmIk
 from carryon_sim.core.world import World
 
@@ -35,6 +43,7 @@ class Driver:
         self.estop = False
         self._queue: collections.deque[ToolTarget] = collections.deque()
         self._last_step_s = 0.0
+        self._dt = 0.05
         self.hold()
 
     def hold(self) -> None:
@@ -47,6 +56,7 @@ class Driver:
         """Queue a released chunk (replacing what is left of the previous one)."""
         check_executable(chunk, estop=self.estop)
         self._queue = collections.deque(tool_targets(chunk, self._target_pos, self._target_rot))
+        self._dt = chunk.dt
         self._last_step_s = now_s
         self.state = DriverState.EXECUTING
 
@@ -65,6 +75,10 @@ class Driver:
         step = self._queue.popleft()
         if np.any(step.position < _LO) or np.any(step.position > _HI):
             self._reject(step, f"target {np.round(step.position, 3).tolist()} m is outside the workspace")
+            return
+        too_far = step_beyond_limits(self._target_pos, step.position, self._dt)
+        if too_far is not None:  # each step again, whatever the chunk's check said (MotionLimits)
+            self._reject(step, too_far)
             return
         solution = self.ik.solve(self.world.arm_q(), step.position, step.rotation)
         if solution.position_error_m > MAX_IK_ERROR_M:
