@@ -69,6 +69,7 @@ CAPABILITIES = (
     implemented("sim.schedules", "scripted perturbation schedules in scene files (perturbations: at_s, kind, ...)"),
 )
 _CAMERAS = {"scene": SCENE_CAMERA, "wrist": WRIST_CAMERA}
+_TRUTH_STREAMS = (2, 3)  # segmentation and labels in each camera's publishers (convert.camera_msgs' order)
 _PERTURBATION_KINDS = {
     SimPerturb.Request.KIND_DROP: "drop",
     SimPerturb.Request.KIND_DISPLACE: "displace",
@@ -227,10 +228,15 @@ class SimNode(CarryOnNode):
     def _publish_cameras(self, rig: CameraRig) -> None:
         stamp = self._stamp()
         for camera, mujoco_name in _CAMERAS.items():
-            frame = rig.render(self.world.data, mujoco_name)
+            publishers = self.camera_pubs[camera]
+            # The truth masks (sim/camera/...) only while a benchmark or test listens: a third
+            # of the rendering time otherwise spent on what no robot has.
+            truth = any(publishers[i].get_subscription_count() > 0 for i in _TRUTH_STREAMS)
+            frame = rig.render(self.world.data, mujoco_name, segmentation=truth)
             msgs = convert.camera_msgs(frame, f"{camera}_camera_optical", stamp)
-            for publisher, msg in zip(self.camera_pubs[camera], msgs, strict=True):
-                publisher.publish(msg)
+            for index, (publisher, msg) in enumerate(zip(publishers, msgs, strict=True)):
+                if truth or index not in _TRUTH_STREAMS:
+                    publisher.publish(msg)
 
     def _reject(self, reason: str) -> None:
         self.get_logger().warning(f"command rejected, arm holds: {reason}")

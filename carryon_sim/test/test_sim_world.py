@@ -124,6 +124,10 @@ def test_segmentation_labels_match_the_objects_and_the_hidden_carrot_is_hidden(f
         assert "carrot" not in visible and "robot" in visible and "table" in visible
         wrist = rig.render(food.data, WRIST_CAMERA)
         assert wrist.rgb.shape == (240, 320, 3) and wrist.depth.dtype == np.float32
+        # Without the truth masks (sim_node when nobody listens to sim/camera/...): same images, no masks.
+        bare = rig.render(food.data, SCENE_CAMERA, segmentation=False)
+        assert np.array_equal(bare.depth, frame.depth) and np.array_equal(bare.rgb, frame.rgb)
+        assert bare.segmentation.shape == frame.segmentation.shape and not bare.segmentation.any()
     finally:
         rig.close()
 

@@ -83,8 +83,11 @@ class CameraRig:
         out[:3, 3] = data.cam_xpos[cam]
         return out
 
-    def render(self, data: mujoco.MjData, camera: str, *, rgb: bool = True) -> CameraFrame:
-        """Color (optional), depth and segmentation of `camera` for the state in `data`."""
+    def render(
+        self, data: mujoco.MjData, camera: str, *, rgb: bool = True, segmentation: bool = True
+    ) -> CameraFrame:
+        """Color (optional), depth and segmentation (optional: all 0 without) of `camera`
+        for the state in `data`."""
         r = self._renderer
         color = np.zeros((self.height, self.width, 3), dtype=np.uint8)
         if rgb:
@@ -95,17 +98,19 @@ class CameraRig:
         depth = r.render().astype(np.float32)
         r.disable_depth_rendering()
         depth[depth >= self.model.stat.extent * self.model.vis.map.zfar * 0.99] = 0.0  # nothing hit
-        r.enable_segmentation_rendering()
-        r.update_scene(data, camera, scene_option=self._option)
-        seg = r.render()
-        r.disable_segmentation_rendering()
-        geom_ids = np.where(seg[..., 1] == int(mujoco.mjtObj.mjOBJ_GEOM), seg[..., 0], self.model.ngeom)
-        segmentation = self._instance_of_geom[geom_ids]
+        instances = np.zeros((self.height, self.width), dtype=np.int32)
+        if segmentation:
+            r.enable_segmentation_rendering()
+            r.update_scene(data, camera, scene_option=self._option)
+            seg = r.render()
+            r.disable_segmentation_rendering()
+            geom_ids = np.where(seg[..., 1] == int(mujoco.mjtObj.mjOBJ_GEOM), seg[..., 0], self.model.ngeom)
+            instances = self._instance_of_geom[geom_ids]
         return CameraFrame(
             camera,
             color,
             depth,
-            segmentation,
+            instances,
             dict(self.labels),
             self.intrinsics(camera),
             self.pose(data, camera),
