@@ -342,7 +342,13 @@ class RosDispatch:
         return (None if len(looks) * 2 < len(scenes) else looks), why, out_of_view
 
     def _look_motion(self, subtask: PlannedSubtask) -> tuple[bool, str]:
-        """recovery_node's `look` skill over the observed location (its target)."""
+        """recovery_node's `look` skill over the observed location (its target). The shield
+        first gets this subtask with nothing exempt: the last subtask's target is an
+        obstacle again."""
+        try:
+            self.plant.set_task(subtask.model_copy(update={"target": ""}))
+        except DispatchError as exc:
+            return False, str(exc)
         goal = Recover.Goal(subtask=planned_subtask_to_msg(subtask), skill=names.LOOK_SKILL, version=0)
         goal.failure_reason = f"no camera sees {subtask.target}"
         try:

@@ -16,6 +16,7 @@ from carryon_common.core import names
 from carryon_common.node import CarryOnNode
 from carryon_interfaces.action import Recover
 from carryon_interfaces.msg import PerceivedObject, PerceivedScene
+from carryon_interfaces.srv import SetTask
 from carryon_planner.core.config import PlannerConfig
 from carryon_planner.core.plan import PlannedSubtask
 from carryon_planner.ros_dispatch import RosDispatch, Sensors
@@ -33,9 +34,16 @@ class Robot:
         self.goals: list[tuple[str, str]] = []
         peer = ros.peer("fake_recovery")
         self.server = ActionServer(peer, Recover, names.RECOVER, execute_callback=self._recover)
+        self.tasks: list[tuple[str, str]] = []  # the shield's SetTask requests: (subtask, exempt target)
+        peer.create_service(SetTask, names.SHIELD_SET_TASK, self._set_task)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._perceive, daemon=True)
         self._thread.start()
+
+    def _set_task(self, request: SetTask.Request, response: SetTask.Response) -> SetTask.Response:
+        self.tasks.append((request.subtask_id, request.target))
+        response.status = SetTask.Response.STATUS_OK
+        return response
 
     def _recover(self, goal_handle: Any) -> Recover.Result:
         goal = goal_handle.request
@@ -86,6 +94,7 @@ def test_a_location_out_of_view_is_looked_at_then_reported(ros) -> None:  # type
     finally:
         robot.stop()
     assert robot.goals == [(names.LOOK_SKILL, "dining_table")]
+    assert robot.tasks == [("s1", "")]  # the shield first: this subtask, nothing exempt
     assert report.succeeded, report.message
     assert report.revealed == {"dining_table": ("bowl",)}
 

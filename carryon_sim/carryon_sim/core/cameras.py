@@ -83,9 +83,7 @@ class CameraRig:
         out[:3, 3] = data.cam_xpos[cam]
         return out
 
-    def render(
-        self, data: mujoco.MjData, camera: str, *, rgb: bool = True, segmentation: bool = True
-    ) -> CameraFrame:
+    def render(self, data: mujoco.MjData, camera: str, *, rgb: bool = True, segmentation: bool = True) -> CameraFrame:
         """Color (optional), depth and segmentation (optional: all 0 without) of `camera`
         for the state in `data`."""
         r = self._renderer
