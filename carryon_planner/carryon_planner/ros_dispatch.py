@@ -216,26 +216,33 @@ class RosPlant:
             self.on_recovering(subtask.id, True, f"recovery attempt {msg.attempt}: {msg.phase}")
 
         try:
-            run = self.node.start_goal(Recover, names.RECOVER, goal, self.config.action_timeout_s, feedback)
-        except ServiceUnavailable as exc:
-            self.on_recovering(subtask.id, False, "")
-            return False, f"recovery unavailable: {exc}"
-        deadline = time.monotonic() + self.config.recover_timeout_s
-        try:
-            while (ended := run.wait(_POLL_S)) is None:
-                if self.cancelled():
-                    run.cancel(self.config.action_timeout_s)
-                    raise Cancelled("cancelled by the operator during recovery")
-                if time.monotonic() > deadline:
-                    run.cancel(self.config.action_timeout_s)
-                    return False, f"recovery did not finish within {self.config.recover_timeout_s:.0f} s"
+            result = self.run_recover(goal, feedback)
+        except DispatchError as exc:
+            return False, str(exc)
         finally:
             self.on_recovering(subtask.id, False, "")
-        result = ended[1]
         label = f"{result.skill} v{result.version}: {result.message}" if result.skill else result.message
         if result.outcome in (Recover.Result.OUTCOME_RESUME, Recover.Result.OUTCOME_RESUME_UNVERIFIED):
             return True, label
         return False, label
+
+    def run_recover(self, goal: Recover.Goal, feedback: Callable[[Any], None] | None = None) -> Any:
+        """One Recover goal to its result (recovery and the observe's look motion).
+        DispatchError when recovery_node is missing or the goal outlives
+        `recover_timeout_s`; Cancelled when the operator cancels (the goal is cancelled too)."""
+        try:
+            run = self.node.start_goal(Recover, names.RECOVER, goal, self.config.action_timeout_s, feedback)
+        except ServiceUnavailable as exc:
+            raise DispatchError(f"recovery unavailable: {exc}") from None
+        deadline = time.monotonic() + self.config.recover_timeout_s
+        while (ended := run.wait(_POLL_S)) is None:
+            if self.cancelled():
+                run.cancel(self.config.action_timeout_s)
+                raise Cancelled("cancelled by the operator during recovery")
+            if time.monotonic() > deadline:
+                run.cancel(self.config.action_timeout_s)
+                raise DispatchError(f"recovery did not finish within {self.config.recover_timeout_s:.0f} s")
+        return ended[1]
 
     def stop(self) -> None:
         """Stop whatever runs (cancel, failure): the policy is cancelled, the arm holds."""
@@ -352,15 +359,9 @@ class RosDispatch:
         goal = Recover.Goal(subtask=planned_subtask_to_msg(subtask), skill=names.LOOK_SKILL, version=0)
         goal.failure_reason = f"no camera sees {subtask.target}"
         try:
-            run = self.node.start_goal(Recover, names.RECOVER, goal, self.config.action_timeout_s)
-        except ServiceUnavailable as exc:
-            return False, f"recovery_node unavailable: {exc}"
-        deadline = time.monotonic() + self.config.recover_timeout_s
-        while (ended := run.wait(_POLL_S)) is None:
-            if self.cancelled() or time.monotonic() > deadline:
-                run.cancel(self.config.action_timeout_s)
-                return False, "cancelled" if self.cancelled() else "it did not finish in time"
-        result = ended[1]
+            result = self.plant.run_recover(goal)
+        except (DispatchError, Cancelled) as exc:
+            return False, str(exc)
         return result.outcome == Recover.Result.OUTCOME_RESUME, result.message
 
     def _fresh_scenes(self, count: int) -> list[PerceivedScene]:

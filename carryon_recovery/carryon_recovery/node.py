@@ -47,7 +47,7 @@ from carryon_common.convert import CAMERA_STREAM_TYPES
 from carryon_common.core import names
 from carryon_common.core.config import config_path
 from carryon_common.core.errors import CarryOnError
-from carryon_common.core.locations import load_locations, locations_path
+from carryon_common.core.locations import Location, load_locations, locations_path
 from carryon_common.core.status import implemented
 from carryon_common.node import CarryOnNode, run_node
 from carryon_interfaces.action import Recover
@@ -93,6 +93,7 @@ class RecoveryNode(CarryOnNode):
         self.chunk_pub = self.create_publisher(ActionChunk, names.RECOVERY_CHUNK, 10)
         self._busy = threading.Lock()
         self._attempts = itertools.count(1)
+        self._locations: dict[str, Location] | None = None  # the look skill's, read at the first look
         self._server = ActionServer(
             self,
             Recover,
@@ -198,12 +199,14 @@ class RecoveryNode(CarryOnNode):
         )
 
     def _look(self, io: RecoveryIO, location: str) -> tuple[Outcome, str]:
+        """The look skill; the locations file is read at the first look (kept once read)."""
         cfg: RecoveryConfig = self.config
-        try:
-            locations = load_locations(locations_path(cfg.locations_file))
-        except CarryOnError as exc:
-            return Outcome.ABORTED, f"look: {exc}"
-        return run_look(io, location, locations, tool_height_m=cfg.look_tool_height_m)
+        if self._locations is None:
+            try:
+                self._locations = load_locations(locations_path(cfg.locations_file))
+            except CarryOnError as exc:
+                return Outcome.ABORTED, f"look: {exc}"
+        return run_look(io, location, self._locations, tool_height_m=cfg.look_tool_height_m)
 
     def _record(self, attempt: Attempt) -> None:
         cfg: RecoveryConfig = self.config

@@ -80,9 +80,14 @@ def check_prompts(prompts: Sequence[str]) -> tuple[str, ...]:
     is a label perception keeps for itself (robot, table, unknown_<n>)."""
     out = tuple(dict.fromkeys(p.strip() for p in prompts))
     for name in out:
-        if not name or name in _RESERVED or name.startswith((UNKNOWN_PREFIX, "support_")):
+        if not _object_name(name):
             raise ConfigError(f"open_vocab prompt {name!r}: an object name, not empty nor a reserved label")
     return out
+
+
+def _object_name(name: str) -> bool:
+    """Not empty and no label perception keeps for itself."""
+    return bool(name) and name not in _RESERVED and not name.startswith((UNKNOWN_PREFIX, "support_"))
 
 
 def task_prompts(
@@ -93,18 +98,10 @@ def task_prompts(
     (prompts, left out): a named place (`places`: the locations perception reports regions
     of, e.g. kitchen_counter) is a region of the table, not an object to look for, and an
     empty or reserved name is no object name."""
-    asked: list[str] = []
-    left_out: list[str] = []
-    for name in dict.fromkeys(n.strip() for n in task_names):
-        if not name:
-            continue
-        try:
-            check_prompts([name])
-        except ConfigError:
-            left_out.append(name)
-            continue
-        (left_out if name in places else asked).append(name)
-    return check_prompts([*asked, *base]), tuple(left_out)
+    names = [name for name in dict.fromkeys(n.strip() for n in task_names) if name]
+    asked = [name for name in names if _object_name(name) and name not in places]
+    left_out = tuple(name for name in names if name not in asked)
+    return check_prompts([*asked, *base]), left_out
 
 
 class OpenVocabRecogniser:
