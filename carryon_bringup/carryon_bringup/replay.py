@@ -53,7 +53,7 @@ def replay(
                     schema = foxglove.Schema(name=c.msgtype, encoding="ros2msg", data=c.msgdef.data.encode())
                     channels[c.topic] = foxglove.Channel(name, schema=schema, message_encoding="cdr")
             if session is not None:
-                time.sleep(1.0)  # let subscribers (rviz, a test) match before the first message
+                _wait_for_subscribers(session, list(publishers.values()), MATCH_TIMEOUT_S)
             start_wall, start_bag = time.monotonic(), None
             for connection, stamp, raw in reader.messages(connections=connections):
                 start_bag = stamp if start_bag is None else start_bag
@@ -75,3 +75,18 @@ def replay(
         if session is not None:
             session.close()
     return sent
+
+
+MATCH_TIMEOUT_S = 5.0  # longest wait for subscribers (rviz, a test) before the first message, s
+
+
+def _wait_for_subscribers(session: RosSession, publishers: list[Any], timeout_s: float) -> None:
+    """Until every publisher has matched a subscriber, at most `timeout_s` (a topic nobody
+    listens to is then played anyway): under load DDS discovery takes longer than a fixed
+    pause, and the first messages would go to nobody."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(p.get_subscription_count() == 0 for p in publishers):
+        session.executor.spin_once(timeout_sec=0.05)
+    settle = time.monotonic() + 0.3  # the subscriber's side of the match may come a little later
+    while time.monotonic() < settle:
+        session.executor.spin_once(timeout_sec=0.05)
