@@ -2,7 +2,11 @@
 separate process, over DDS: released chunks reach the controller as joint trajectories
 (IK from the URDF) or pose targets and the measured tool follows; the e-stop stops the arm
 mid-chunk and refuses new chunks; bad chunks and stale joint states are refused with the
-reason on driver/rejections; camera driver topics are bridged to camera/<name>/..."""
+reason on driver/rejections; camera driver topics are bridged to camera/<name>/...
+
+The test plays the shield: it holds the run's command key (`carryon up` made it), signs
+its chunks and e-stop states and sends the heartbeat. Unsigned and forged chunks never
+move the arm, and the arm stops when the heartbeat does."""
 
 from __future__ import annotations
 
@@ -24,10 +28,14 @@ from trajectory_msgs.msg import JointTrajectory
 from carryon_bringup.core.graph import GraphSpec
 from carryon_bringup.graph_run import GraphRun
 from carryon_common import convert as common_convert
+from carryon_common import signing
 from carryon_common.calls import RosSession
 from carryon_common.core.chunk import Chunk, ChunkSource, Convention
+from carryon_common.core.command_auth import load_key
+from carryon_common.core.names import RUN_COMMAND_KEY
 from carryon_common.node import latched_qos
 from carryon_interfaces.msg import ActionChunk, EstopState
+from carryon_interfaces.srv import SetEstop
 
 pytestmark = pytest.mark.graph
 HOME_TOOL = np.array([0.4635, 0.0, 0.8297])  # the Panda's home pose, tool centre point in world
@@ -37,9 +45,14 @@ HOME_ROTVEC = np.array([2.2214, 2.2214, 0.0])  # gripper down, fingers along y (
 class Probe:
     """The test's side of the graph: publishes released chunks and the e-stop, watches the rest."""
 
-    def __init__(self, session: RosSession, command_type: type, command_topic: str) -> None:
+    def __init__(self, session: RosSession, command_type: type, command_topic: str, key: bytes) -> None:
         node = session.node
         self.session = session
+        self.key = key
+        self.beating = True  # send the shield's heartbeat while spinning
+        self.sequence = 0
+        self.heartbeat = node.create_publisher(EstopState, "/carryon/shield/heartbeat", 10)
+        self.estop_active = False
         self.chunks = node.create_publisher(ActionChunk, "/carryon/shield/chunk", 10)
         self.estop = node.create_publisher(EstopState, "/carryon/estop/state", latched_qos())
         self.poses: list[PoseStamped] = []
@@ -55,6 +68,8 @@ class Probe:
     def spin(self, seconds: float, until: Callable[[], bool] = lambda: False) -> bool:
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
+            if self.beating:
+                self.heartbeat.publish(self.state(self.estop_active))
             self.session.executor.spin_once(timeout_sec=0.02)
             if until():
                 return True
@@ -64,13 +79,24 @@ class Probe:
         p = self.poses[-1].pose.position
         return np.array([p.x, p.y, p.z])
 
-    def send(self, positions: np.ndarray, *, frame: str = "world", gripper: float = 0.0) -> None:
+    def send(
+        self, positions: np.ndarray, *, frame: str = "world", gripper: float = 0.0, key: bytes | None = None
+    ) -> None:
+        """Publish a released chunk signed with `key` (default: the run's; b"": unsigned)."""
         n = len(positions)
         chunk = Chunk(self.next_id, "s1", ChunkSource.POLICY, Convention.ABSOLUTE, frame, 0.05, 1, 0.0,
                       np.asarray(positions, dtype=np.float64), np.tile(HOME_ROTVEC, (n, 1)),
                       np.full(n, gripper))  # fmt: skip
         self.next_id += 1
-        self.chunks.publish(common_convert.chunk_to_msg(chunk, self.session.node.get_clock().now().to_msg()))
+        msg = common_convert.chunk_to_msg(chunk, self.session.node.get_clock().now().to_msg())
+        key = self.key if key is None else key
+        self.chunks.publish(signing.sign_msg(key or None, msg))
+
+    def state(self, active: bool) -> EstopState:
+        self.sequence += 1
+        msg = EstopState(active=active, reason="test", source="test_shield", sequence=self.sequence)
+        msg.header.stamp = self.session.node.get_clock().now().to_msg()
+        return signing.sign_msg(self.key, msg)
 
     def refused(self, positions: np.ndarray, reason: str, *, frame: str = "world", timeout_s: float = 15.0) -> bool:
         """Send the chunk (again every 0.5 s: on a loaded machine a refusal for another
@@ -85,7 +111,8 @@ class Probe:
         return False
 
     def set_estop(self, active: bool) -> None:
-        self.estop.publish(EstopState(active=active))
+        self.estop_active = active
+        self.estop.publish(self.state(active))
 
 
 def line(start: np.ndarray, end: np.ndarray, steps: int) -> np.ndarray:
@@ -97,12 +124,14 @@ def adapter_and_controller(
     config_dir: Path, tmp_path: Path, interface: str, topic: str
 ) -> Iterator[tuple[GraphRun, subprocess.Popen[bytes]]]:
     spec = GraphSpec.load(config_dir)
-    # Timing made for a loaded 2-core machine (defaults 0.5 s and 0.25 s): the Python fake
+    # Timing made for a loaded 2-core machine (defaults 0.5 s, 0.25 s and 0.2 s): the Python fake
     # controller's joint states can arrive more than 0.5 s apart, and the watchdog's hold at
-    # the *measured* pose after the last step froze the lagging arm short of the goal.
+    # the *measured* pose after the last step froze the lagging arm short of the goal; the
+    # test's own heartbeat (sent between its other work) once reached the driver 347 ms late.
     sets = [f"arm_adapter_node.interface={interface}", f"arm_adapter_node.command_topic={topic}",
             "arm_adapter_node.gripper_command_topic=/gripper/width_command",
-            "arm_adapter_node.state_timeout_s=1.5", "arm_adapter_node.watchdog_s=1.0"]  # fmt: skip
+            "arm_adapter_node.state_timeout_s=1.5", "arm_adapter_node.watchdog_s=1.0",
+            "arm_adapter_node.shield_heartbeat_timeout_s=0.5"]  # fmt: skip
     extra = [arg for value in sets for arg in ("--set", value)]
     with GraphRun(spec, tmp_path / interface, profile="robot", only=["arm_adapter_node"], extra_args=extra) as graph:
         controller_cmd = [sys.executable, "-m", "carryon_arm.fake_controller", "--ros-args",
@@ -125,7 +154,7 @@ def test_joint_trajectories_estop_refusals_stale_state_and_cameras(config_dir: P
     topic = "/joint_trajectory_controller/joint_trajectory"
     with adapter_and_controller(config_dir, tmp_path, "joint_trajectory", topic) as (graph, controller), \
             RosSession("arm_probe", domain_id=graph.domain_id) as session:  # fmt: skip
-        probe = Probe(session, JointTrajectory, topic)
+        probe = Probe(session, JointTrajectory, topic, load_key(graph.run_dir / RUN_COMMAND_KEY))
         assert probe.spin(30.0, lambda: len(probe.poses) > 5), "no ee_pose from arm_adapter_node"
         assert np.abs(probe.tool() - HOME_TOOL).max() < 2e-3  # forward kinematics of the controller's joints
         assert probe.widths and probe.widths[-1] == pytest.approx(0.08, abs=1e-3)
@@ -154,6 +183,43 @@ def test_joint_trajectories_estop_refusals_stale_state_and_cameras(config_dir: P
         assert probe.spin(5.0, lambda: any("emergency stop engaged" in r for r in probe.rejections)), probe.rejections
         probe.set_estop(False)
         probe.spin(0.5)
+
+        # Only the shield commands the driver: unsigned or forged chunks are refused and reported.
+        aside = line(stopped, stopped + np.array([0.0, 0.05, 0.0]), 10)
+        probe.send(aside, key=b"")
+        assert probe.spin(5.0, lambda: any("unsigned: not released by the shield" in r for r in probe.rejections))
+        probe.send(aside, key=bytes(32))
+        assert probe.spin(5.0, lambda: any("signature does not match" in r for r in probe.rejections))
+        forged = EstopState(active=False, reason="forged", source="intruder")
+        probe.estop.publish(forged)  # an unsigned release on the e-stop topic: ignored (the stop was released anyway)
+        assert probe.spin(
+            5.0, lambda: any("e-stop state from intruder ignored: unsigned" in r for r in probe.rejections)
+        )
+        assert np.abs(probe.tool() - stopped).max() < 2e-3, "a forged chunk moved the arm"
+
+        # The driver's own e-stop: engaged by its service, not released by it.
+        engage = SetEstop.Request(active=True, reason="test", source="test")
+        answer = session.call(SetEstop, "/carryon/driver/estop/set", engage, 10.0)
+        assert answer.status == SetEstop.Response.STATUS_OK and answer.state.active
+        probe.send(aside)
+        assert probe.spin(5.0, lambda: any("emergency stop engaged (test)" in r for r in probe.rejections))
+        answer = session.call(SetEstop, "/carryon/driver/estop/set", SetEstop.Request(active=False), 10.0)
+        assert answer.status == SetEstop.Response.STATUS_INVALID_ARGUMENT and "signed state" in answer.message
+        probe.set_estop(True)
+        probe.set_estop(False)  # the shield's signed release, stamped after the driver's engage
+        probe.spin(0.5)
+
+        # The heartbeat stops (a frozen shield) mid-chunk: the arm holds at once, whatever is queued.
+        probe.send(line(stopped, far, 100))
+        assert probe.spin(5.0, lambda: np.abs(probe.tool() - stopped).max() > 0.01), probe.rejections[-3:]
+        probe.beating = False
+        assert probe.spin(5.0, lambda: any("no heartbeat from the shield" in r for r in probe.rejections))
+        probe.spin(1.0)
+        held = probe.tool()
+        probe.spin(1.0)
+        assert np.abs(probe.tool() - held).max() < 2e-3 and np.abs(held - far).max() > 0.05
+        probe.beating = True
+        stopped = held
 
         # Refusals: a wrong frame, a target under the table.
         up = line(stopped, stopped + np.array([0.0, 0.0, 0.02]), 2)
@@ -198,7 +264,7 @@ def test_pose_targets_move_a_cartesian_controller(config_dir: Path, tmp_path: Pa
     topic = "/cartesian_motion_controller/target_frame"
     with adapter_and_controller(config_dir, tmp_path, "pose_target", topic) as (graph, _controller), \
             RosSession("arm_probe", domain_id=graph.domain_id) as session:  # fmt: skip
-        probe = Probe(session, PoseStamped, topic)
+        probe = Probe(session, PoseStamped, topic, load_key(graph.run_dir / RUN_COMMAND_KEY))
         assert probe.spin(30.0, lambda: len(probe.poses) > 5), "no ee_pose from arm_adapter_node"
         goal = HOME_TOOL + np.array([0.05, -0.08, -0.04])
         probe.send(line(HOME_TOOL, goal, 16))

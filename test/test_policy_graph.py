@@ -39,11 +39,13 @@ def test_run_policy_streams_chunks_on_sim_time(config_dir: Path, tmp_path: Path)
         # 80 steps, 8 executed per inference: 10 chunks, one every 0.4 s of simulated time.
         assert len(stream["stamps"]) == 10 and len(stream["infer_s"]) == 10
         intervals = np.diff(stream["stamps"])
-        # Paced on the simulator's clock; on a loaded machine a tick may reach the node late,
-        # so intervals (and their median) vary by up to three ticks, but the pace holds.
+        # Paced on the simulator's clock: a node paced on the wall clock would send chunks
+        # closer than 0.4 s of sim time whenever the simulator runs slower than real time, and
+        # one that waited a period too many would send them 0.8 s apart. On a loaded machine a
+        # tick or a fresh frame may reach the node late, so single intervals stretch (0.8 s once
+        # in CI, with a median of 0.5 s); the median stays within four ticks of the period.
         # (The first inference also loads the scene's geometry, so the first chunk may be late.)
-        assert np.all(intervals > 0.2) and abs(np.median(intervals) - 0.4) <= 0.151, intervals
-        assert intervals.sum() <= 3.6 * 1.3, intervals
+        assert np.all(intervals > 0.2) and 0.35 <= np.median(intervals) <= 0.6, intervals
 
         code, refused = probe(graph, spec.namespace, "juggle the knives", steps=10)
         assert code == 1 and "unknown instruction 'juggle the knives'" in refused["message"]

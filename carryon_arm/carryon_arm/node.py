@@ -32,13 +32,18 @@ from carryon_common.core import names
 from carryon_common.core.chunk import InvalidChunk
 from carryon_common.core.config import under_config_dir
 from carryon_common.core.status import implemented
-from carryon_common.node import CarryOnNode, latched_qos, run_node
-from carryon_interfaces.msg import ActionChunk, EstopState, SegmentationLabels
+from carryon_common.driver_link import DriverLink
+from carryon_common.node import CarryOnNode, run_node
+from carryon_interfaces.msg import ActionChunk, SegmentationLabels
 
 CAPABILITIES = (
     implemented("arm.joint_trajectory", "released steps → JointTrajectory via Pinocchio IK from the URDF"),
     implemented("arm.pose_target", "released steps → PoseStamped tool targets in the controller's base frame"),
-    implemented("arm.safety", "watchdog, e-stop, stale joint states and refused steps hold the arm"),
+    implemented(
+        "arm.safety",
+        "watchdog, its own latched e-stop (driver/estop/set), the shield's heartbeat, stale joint states and "
+        "refused steps hold the arm; with a command key only chunks the shield signed execute",
+    ),
     implemented("arm.state", "joint_states, ee_pose (forward kinematics), gripper/width from your driver"),
     implemented("arm.cameras", "camera topics and frames bridged from a YAML file (depth to 32FC1 metres)"),
 )
@@ -71,7 +76,8 @@ class ArmAdapterNode(CarryOnNode):
         self.reject_pub = self.create_publisher(String, names.DRIVER_REJECTIONS, 10)
         control = MutuallyExclusiveCallbackGroup()
         self.create_subscription(ActionChunk, names.SHIELD_CHUNK, self._on_chunk, 10, callback_group=control)
-        self.create_subscription(EstopState, names.ESTOP_STATE, self._on_estop, latched_qos(), callback_group=control)
+        self.link = DriverLink(self, cfg, self.now_s, self._reject, on_engage=self._hold_now)
+        self.executor_.blocked = self.link.blocked
         self.create_subscription(
             JointState, cfg.joint_states_topic, self._on_joint_state, qos_profile_sensor_data, callback_group=control
         )
@@ -101,6 +107,9 @@ class ArmAdapterNode(CarryOnNode):
     def _on_chunk(self, msg: ActionChunk) -> None:
         try:
             chunk = common_convert.chunk_from_msg(msg)
+            refused = self.link.admit(msg)
+            if refused is not None:
+                raise InvalidChunk(refused)
             with self.lock:
                 self.executor_.submit(chunk, self.now_s())
         except InvalidChunk as exc:
@@ -109,9 +118,10 @@ class ArmAdapterNode(CarryOnNode):
             self._send(command)
             self._reject(f"chunk {msg.chunk_id}: {exc}")
 
-    def _on_estop(self, msg: EstopState) -> None:
+    def _hold_now(self) -> None:
+        """The e-stop engaged: hold where the arm is, now (not at the next control period)."""
         with self.lock:
-            command = self.executor_.set_estop(msg.active, self.now_s())
+            command = self.executor_.hold(self.now_s())
         self._send(command)
 
     def _on_tick(self) -> None:

@@ -240,6 +240,15 @@ class GraphClient:
             self.session.node.destroy_subscription(sub)
         return found[0]
 
+    def engage_estop(self, reason: str) -> dict[str, SetEstop.Response | None]:
+        """Engage the e-stop at the shield and at the robot driver at once (each keeps its own
+        latch: a frozen shield does not keep the driver from stopping). None: no answer."""
+        request = SetEstop.Request(active=True, reason=reason, source="cli")
+        where = {"shield": names.ESTOP_SET, "driver": names.DRIVER_ESTOP_SET}
+        calls = [(SetEstop, self._name(service), request) for service in where.values()]
+        answers = self.session.call_many(calls, self.timeout_s, resend_s=_RESEND_S)
+        return dict(zip(where, answers, strict=True))
+
     def set_estop(self, active: bool, reason: str) -> SetEstop.Response:
         request = SetEstop.Request(active=active, reason=reason, source="cli")
         # Idempotent (sets a state), so a lost reply is simply asked for again.

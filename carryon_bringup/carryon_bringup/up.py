@@ -14,6 +14,7 @@ import dataclasses
 import datetime as dt
 import json
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -28,9 +29,10 @@ import yaml
 from carryon_bringup.core import shm
 from carryon_bringup.core.graph import GraphSpec, NodeLaunch, find_config_dir
 from carryon_bringup.core.supervisor import Supervisor
+from carryon_common.core.command_auth import create_key_file
 from carryon_common.core.config import config_as_params, parse_override
 from carryon_common.core.errors import CarryOnError, ConfigError
-from carryon_common.core.names import RUN_DIR_ENV
+from carryon_common.core.names import RUN_COMMAND_KEY, RUN_DIR_ENV
 
 EXIT_OK = 0
 EXIT_NODE_DIED = 1
@@ -109,6 +111,31 @@ def split_overrides(texts: Sequence[str], launches: Sequence[NodeLaunch]) -> dic
     return by_node
 
 
+def give_command_key(resolved: Mapping[str, Any], overrides: dict[str, dict[str, Any]], key_file: Path) -> bool:
+    """The per-run command key: made in `key_file` (readable by its owner only) and given as
+    `command_key_file` to every node that has the field but no file configured (the shield
+    and the robot driver). False when no node needs one."""
+    users = [name for name, cfg in resolved.items() if getattr(cfg, "command_key_file", None) == ""]
+    if not users:
+        return False
+    path = str(create_key_file(key_file).resolve())
+    for name in users:
+        overrides.setdefault(name, {})["command_key_file"] = path
+    return True
+
+
+def command_key_params(resolved: Mapping[str, Any], folder: Path) -> dict[str, Path]:
+    """For the launch file: a per-launch key in `folder` and a params file naming it, per
+    node that needs one (like `give_command_key`)."""
+    overrides: dict[str, dict[str, Any]] = {}
+    if not give_command_key(resolved, overrides, folder / "command.key"):
+        return {}
+    path = folder / "command_key.yaml"
+    key_file = next(iter(overrides.values()))["command_key_file"]
+    path.write_text(yaml.safe_dump({"/**": {"ros__parameters": {"command_key_file": key_file}}}))
+    return dict.fromkeys(overrides, path)
+
+
 def validate(launches: Sequence[NodeLaunch], overrides: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """Validate every node's parameters; raise one ConfigError listing all problems."""
     resolved: dict[str, Any] = {}
@@ -184,6 +211,10 @@ def run_up(
         resolved = validate(launches, overrides)
         folder = Path(run_dir) if run_dir else Path("runs") / f"{dt.datetime.now():%Y%m%d-%H%M%S}-up-{profile}"
         folder.mkdir(parents=True, exist_ok=True)
+        # E-stop latches survive a node's restart within this run, not a new run in the same folder.
+        shutil.rmtree(folder / "state", ignore_errors=True)
+        if give_command_key(resolved, overrides, folder / RUN_COMMAND_KEY):
+            resolved = validate(launches, overrides)
         launches = _with_override_files(launches, overrides, folder)
         commands = {launch.name: command_for(launch, log_level) for launch in launches}
     except CarryOnError as exc:  # config errors, unknown profile or node names

@@ -8,12 +8,19 @@ The node list and parameter files come from config/graph.yaml through the same
 node starts, and a node that exits without a restart policy shuts the launch down.
 """
 
+import tempfile
+from pathlib import Path
+
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction, Shutdown
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from carryon_bringup.up import load_spec, nice_prefix
+from carryon_bringup.up import command_key_params, load_spec, nice_prefix
+
+
+def _given(key_params, name):
+    return [key_params[name]] if name in key_params else []
 
 
 def _nodes(context, *_args, **_kwargs):
@@ -22,15 +29,18 @@ def _nodes(context, *_args, **_kwargs):
     profile = spec.resolve_profile(LaunchConfiguration("profile").perform(context) or None)
     only = [name for name in LaunchConfiguration("only").perform(context).split(",") if name]
     launches = spec.launches(profile, only or None)
-    for launch in launches:
-        launch.load_config()  # fail before starting anything, with file / key / reason
+    # Fail before starting anything, with file / key / reason.
+    resolved = {launch.name: launch.load_config() for launch in launches}
+    # Like `carryon up`: a new command key for this launch, shared by the shield and the driver
+    # (nodes that name a key file of their own keep it; docs/security.md).
+    key_params = command_key_params(resolved, Path(tempfile.mkdtemp(prefix="carryon-launch-")))
     return [
         Node(
             package=launch.package,
             executable=launch.executable,
             name=launch.name,
             namespace=launch.namespace,
-            parameters=[str(path) for path in launch.params_files],
+            parameters=[str(path) for path in (*launch.params_files, *_given(key_params, launch.name))],
             output="screen",
             prefix=" ".join(nice_prefix(launch)) or None,  # like `carryon up`: graph.yaml's `nice`
             emulate_tty=True,

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from carryon_bringup.core.graph import GraphSpec
 from carryon_bringup.up import command_for
@@ -93,6 +94,14 @@ def test_launch_file_and_carryon_up_start_the_same_processes(
     launched = _launched_nodes(monkeypatch, {"profile": profile, "config_dir": str(config_dir)})
     spec = GraphSpec.load(config_dir)
     up = [_parse_up_command(command_for(launch)) for launch in spec.launches(profile)]
+    # Both give the shield and the robot driver a new command key (`carryon up` as a --set
+    # override, the launch file as one more params file): the rest is the same.
+    keyed = {node["name"]: node["parameters"].pop() for node in launched if node["parameters"][-1].endswith("key.yaml")}
+    assert set(keyed) == {"shield_node", "sim_node" if profile == "sim" else "arm_adapter_node"}
+    key_file = Path(
+        yaml.safe_load(Path(next(iter(keyed.values()))).read_text())["/**"]["ros__parameters"]["command_key_file"]
+    )
+    assert key_file.stat().st_mode & 0o777 == 0o600 and len(bytes.fromhex(key_file.read_text())) == 32
     assert [_as_command(node) for node in launched] == up
     assert len(up) == len(spec.launches(profile))
     niced = {launch.name: launch.nice for launch in spec.launches(profile) if launch.nice}

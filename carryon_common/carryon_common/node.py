@@ -115,6 +115,10 @@ class CarryOnNode(Node):
         """Record which backend fills each role (reported as `role=name` in the status)."""
         self._backends = tuple(f"{role}={name}" for role, name in backends.items())
 
+    def add_backend(self, role: str, name: str) -> None:
+        """Record one more role (after `set_backends`)."""
+        self._backends = (*self._backends, f"{role}={name}")
+
     def set_state(self, state: NodeState, message: str) -> None:
         if (state, message) != (self._state, self._message):
             # rclpy ties a logging call site to one severity: one call per severity.

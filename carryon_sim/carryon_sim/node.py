@@ -32,8 +32,9 @@ from carryon_common.core.chunk import InvalidChunk
 from carryon_common.core.contact_rules import VIOLATIONS_FILE, ContactTask, Violation
 from carryon_common.core.errors import CarryOnError
 from carryon_common.core.status import NodeState, implemented
-from carryon_common.node import CarryOnNode, latched_qos, run_node
-from carryon_interfaces.msg import ActionChunk, EstopState, SegmentationLabels, SimTruth
+from carryon_common.driver_link import DriverLink
+from carryon_common.node import CarryOnNode, run_node
+from carryon_interfaces.msg import ActionChunk, SegmentationLabels, SimTruth
 from carryon_interfaces.srv import SetTask, SimPerturb, SimReset, SimState
 from carryon_sim import convert
 from carryon_sim.core import predicates
@@ -48,7 +49,11 @@ from carryon_sim.core.world import SCENE_CAMERA, WRIST_CAMERA, World
 
 CAPABILITIES = (
     implemented("sim.world", "MuJoCo tabletop with Franka Panda from config/scenes/*.yaml"),
-    implemented("sim.driver", "executes shielded chunks via IK at the control rate; watchdog and e-stop hold"),
+    implemented(
+        "sim.driver",
+        "executes shielded chunks via IK at the control rate; watchdog, its own latched e-stop "
+        "(driver/estop/set) and the shield's heartbeat hold; with a command key only chunks the shield signed",
+    ),
     implemented(
         "sim.sensors", "scene and wrist RGB-D cameras (truth masks: sim/camera/), joint states, tool pose, width"
     ),
@@ -114,7 +119,9 @@ class SimNode(CarryOnNode):
             for camera in _CAMERAS
         }
         self.create_subscription(ActionChunk, names.SHIELD_CHUNK, self._on_chunk, 10)
-        self.create_subscription(EstopState, names.ESTOP_STATE, self._on_estop, latched_qos())
+        # The driver holds the arm within one control period of an e-stop or a silent shield.
+        self.link = DriverLink(self, cfg, lambda: self.world.time, self._reject)
+        self.driver.blocked = self.link.blocked
         self.create_service(SimReset, names.SIM_RESET, self._on_reset, callback_group=self.service_group)
         self.create_service(SimPerturb, names.SIM_PERTURB, self._on_perturb, callback_group=self.service_group)
         self.create_service(SimState, names.SIM_STATE, self._on_state, callback_group=self.service_group)
@@ -246,16 +253,15 @@ class SimNode(CarryOnNode):
     def _on_chunk(self, msg: ActionChunk) -> None:
         try:
             chunk = common_convert.chunk_from_msg(msg)
+            refused = self.link.admit(msg)
+            if refused is not None:
+                raise InvalidChunk(refused)
             with self.lock:
                 self.driver.submit(chunk, self.world.time)
         except InvalidChunk as exc:
             with self.lock:
                 self.driver.hold()
             self._reject(f"chunk {msg.chunk_id}: {exc}")
-
-    def _on_estop(self, msg: EstopState) -> None:
-        with self.lock:
-            self.driver.estop = msg.active
 
     def _on_reset(self, request: SimReset.Request, response: SimReset.Response) -> SimReset.Response:
         if request.scene and request.scene != self.world.scene.name:

@@ -7,12 +7,12 @@ from typing import Annotated
 from pydantic import Field, model_validator
 
 from carryon_common.core.config import NodeConfig, one_of
-from carryon_common.core.driver import WORKSPACE_MAX, WORKSPACE_MIN
+from carryon_common.core.driver import WORKSPACE_MAX, WORKSPACE_MIN, DriverCommandConfig
 
 INTERFACES = ("joint_trajectory", "pose_target")
 
 
-class ArmAdapterConfig(NodeConfig):
+class ArmAdapterConfig(DriverCommandConfig):
     interface: Annotated[str, one_of("arm interface", INTERFACES)] = Field(
         "joint_trajectory",
         description="How released steps reach your controller: 'joint_trajectory' (IK here, one "

@@ -5,13 +5,15 @@ target (delta steps add to the last commanded target), checks it (workspace box,
 length and speed from the last target as MotionLimits allow, IK error, joint jump from
 the measured joints) and returns the command for the controller. The arm holds — the
 command becomes the measured joints / tool pose — when a step fails a check, when no step
-arrived for `watchdog_s`, when the joint states go stale, and on e-stop; a new chunk
+arrived for `watchdog_s`, when the joint states go stale, on e-stop and whenever `blocked`
+says so (the e-stop latch and shield heartbeat of the node's CommandGuard); a new chunk
 replaces what is left of the previous one. Times are seconds on one clock.
 """
 
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,6 +55,8 @@ class ChunkExecutor:
         self.config = config
         self.mode = DriverState.IDLE
         self.estop = False
+        # Why no step may run now (None: they may); arm_adapter_node sets its CommandGuard's.
+        self.blocked: Callable[[float], str | None] = lambda _now_s: None
         self.state: RobotState | None = None
         self.rejections: list[Rejection] = []
         self.steps_sent = 0
@@ -79,6 +83,9 @@ class ChunkExecutor:
     def submit(self, chunk: Chunk, now_s: float) -> None:
         """Queue a released chunk, replacing the rest of the previous one; InvalidChunk says why not."""
         check_executable(chunk, estop=self.estop)
+        blocked = self.blocked(now_s)
+        if blocked is not None:
+            raise InvalidChunk(blocked)
         stale = self.stale_reason(now_s)
         if stale is not None:
             raise InvalidChunk(stale)
@@ -103,6 +110,10 @@ class ChunkExecutor:
         if self.mode != DriverState.EXECUTING:
             return None
         if self.estop:
+            return self.hold(now_s)
+        blocked = self.blocked(now_s)
+        if blocked is not None:
+            self.rejections.append(Rejection(-1, -1, f"arm holds: {blocked}"))
             return self.hold(now_s)
         stale = self.stale_reason(now_s)
         if stale is not None:

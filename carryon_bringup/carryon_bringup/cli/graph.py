@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
 from rich.table import Table
 
@@ -135,12 +138,57 @@ def cmd_status(args: argparse.Namespace) -> int:
     return EXIT_OK if all(h is not None and h.ready for h in health.values()) else EXIT_FAILED
 
 
+DEFAULT_KEY_FILE = "~/.config/carryon/command.key"
+
+
+def add_keys(sub: Subparsers, common: argparse.ArgumentParser) -> None:
+    keys = sub.add_parser("keys", parents=[common], help="the command key the shield and the driver share")
+    actions = keys.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
+    init = actions.add_parser("init", parents=[common], help="make a command key for a robot PC (docs/security.md)")
+    init.add_argument("--path", default=DEFAULT_KEY_FILE, help=f"where (default {DEFAULT_KEY_FILE}); kept if it exists")
+    init.set_defaults(handler=cmd_keys_init)
+
+
+def cmd_keys_init(args: argparse.Namespace) -> int:
+    from carryon_common.core.command_auth import create_key_file, load_key
+
+    path = Path(args.path).expanduser()
+    existed = path.exists()
+    create_key_file(path)
+    load_key(path)  # a kept file must be usable too (owner-only, long enough): ConfigError says why not
+    console.print(f"{'kept the existing' if existed else 'made a new'} command key: {path}")
+    console.print(
+        "give it to the shield and the driver: command_key_file in config/profiles/robot/shield_node.yaml and "
+        "arm_adapter_node.yaml (docs/security.md)"
+    )
+    return EXIT_OK
+
+
 def cmd_estop(args: argparse.Namespace) -> int:
     from carryon_bringup.node import GraphClient
 
     with GraphClient(namespace(args), args.timeout) as client:
-        response = client.set_estop(not args.release, args.reason)
+        if not args.release:
+            return _report_engaged(client.engage_estop(args.reason), args.timeout)
+        response = client.set_estop(False, args.reason)
     code = service_outcome(response.status, response.message)
     if code == EXIT_OK:
         console.print(f"{response.message} (source {response.state.source}: {response.state.reason})")
     return code
+
+
+def _report_engaged(answers: Mapping[str, Any], timeout_s: float) -> int:
+    """One line per place the e-stop was engaged (shield, driver); success when either engaged."""
+    engaged = False
+    for where, response in answers.items():
+        if response is None:
+            err.print(f"{where}: no answer within {timeout_s:.0f} s")
+        elif response.status == 0:
+            engaged = True
+            console.print(f"{where}: {response.message}")
+        else:
+            err.print(f"{where}: {response.message}")
+    if not engaged:
+        err.print("the emergency stop was engaged nowhere: is the graph running? (`carryon status`)")
+        return EXIT_UNREACHABLE
+    return EXIT_OK

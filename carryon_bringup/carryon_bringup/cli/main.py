@@ -30,6 +30,7 @@ COMMANDS = (
     catalog.add_catalog,
     policy.add_policy,
     graph.add_estop,
+    graph.add_keys,
     bench.add_bench,
     runs.add_audit,
     reflect.add_reflect,

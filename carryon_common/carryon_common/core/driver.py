@@ -9,8 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+from pydantic import Field
 
 from carryon_common.core.chunk import WORLD_FRAME, Chunk, Convention, InvalidChunk
+from carryon_common.core.config import NodeConfig
 
 # Reachable box for the tool centre point, metres, `world` frame (above the table top).
 WORKSPACE_MIN = (0.15, -0.6, 0.425)
@@ -95,3 +97,28 @@ def check_executable(chunk: Chunk, *, estop: bool, limits: MotionLimits = LIMITS
     if chunk.frame_id != WORLD_FRAME:
         raise InvalidChunk(f"frame {chunk.frame_id!r} is not supported (expected {WORLD_FRAME!r})")
     check_limits(chunk, limits)
+
+
+class DriverCommandConfig(NodeConfig):
+    """What every robot driver's config has for the commands it accepts (carryon_common.core.command_auth)."""
+
+    command_key_file: str = Field(
+        "",
+        description=(
+            "File with the key the shield signs released chunks and e-stop states with ('' = none given: "
+            "`carryon up` and the launch file make a per-run key; a node started alone verifies nothing)."
+        ),
+    )
+    estop_latch_file: str = Field(
+        "",
+        description=(
+            "Where the driver keeps its latched e-stop across restarts ('' = <run folder>/state/<node>-estop.json "
+            "under `carryon up`, else memory only)."
+        ),
+    )
+    shield_heartbeat_timeout_s: float = Field(
+        0.2,
+        gt=0.0,
+        le=5.0,
+        description="With a command key: hold the arm when the shield's signed heartbeat is older than this, seconds.",
+    )

@@ -59,7 +59,10 @@ SHIELD_EVENTS = "shield/events"  # msg ShieldEvent
 SHIELD_MARKERS = "shield/markers"  # visualization_msgs/MarkerArray
 SHIELD_OBSTACLES = "shield/obstacles"  # sensor_msgs/PointCloud2, the obstacle set (world frame)
 ESTOP_SET = "estop/set"  # srv SetEstop
-ESTOP_STATE = "estop/state"  # msg EstopState, transient local
+ESTOP_STATE = "estop/state"  # msg EstopState, transient local, signed by the shield
+SHIELD_HEARTBEAT = "shield/heartbeat"  # msg EstopState, the shield's signed state every heartbeat_period_s
+DRIVER_ESTOP_SET = "driver/estop/set"  # srv SetEstop, engage only: every robot driver's own e-stop
+RUN_COMMAND_KEY = "keys/command.key"  # the per-run command key `carryon up` makes, under the run folder
 
 # Judge.
 JUDGE = "judge/judge"  # srv Judge

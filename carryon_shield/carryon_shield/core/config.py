@@ -109,3 +109,32 @@ class ShieldConfig(NodeConfig):
         description="Start (and restart) with the emergency stop engaged, so a respawned shield never "
         "silently releases an engaged stop; an operator releases it with `carryon estop --release`.",
     )
+    estop_engaged_after_restart: bool = Field(
+        True,
+        description="A shield that finds its own e-stop latch file (it ran before in this run folder or state "
+        "path: a restart) comes back engaged whatever the file says; an operator releases it.",
+    )
+    estop_latch_file: str = Field(
+        "",
+        description="Where the shield keeps its latched e-stop across restarts ('' = <run folder>/state/"
+        "shield_node-estop.json under `carryon up`, else memory only).",
+    )
+    command_key_file: str = Field(
+        "",
+        description="File with the key shared with the robot driver: released chunks, e-stop states and heartbeats "
+        "are signed with it ('' = none given: `carryon up` and the launch file make a per-run key; else unsigned).",
+    )
+    heartbeat_period_s: float = Field(
+        0.05,
+        gt=0.0,
+        le=1.0,
+        description="Period of the signed heartbeat on shield/heartbeat (wall clock); the driver holds the arm "
+        "when it stops (shield_heartbeat_timeout_s), seconds.",
+    )
+    executor_stall_s: float = Field(
+        1.0,
+        gt=0.0,
+        le=10.0,
+        description="Stop the heartbeat when the node's callbacks have not run for this long (a deadlocked or "
+        "stalled shield stops the arm), seconds.",
+    )

@@ -5,16 +5,18 @@ into an absolute tool target (delta steps add to the last commanded target), sol
 and sets the joint and gripper targets. A step it cannot execute (wrong frame, outside
 the workspace, beyond the motion limits of carryon_common.core.driver.MotionLimits, IK
 failure) ends the chunk and the arm holds; so does the watchdog when no step arrived for
-`watchdog_s`. Times are simulation seconds.
+`watchdog_s`, and `blocked` (the e-stop latch and the shield's heartbeat of
+carryon_common.core.command_auth.CommandGuard, in a graph). Times are simulation seconds.
 """
 
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
 
 import numpy as np
 
-from carryon_common.core.chunk import Chunk, ToolTarget, tool_targets
+from carryon_common.core.chunk import Chunk, InvalidChunk, ToolTarget, tool_targets
 from carryon_common.core.driver import (
     WORKSPACE_MAX,
     WORKSPACE_MIN,
@@ -41,6 +43,8 @@ class Driver:
         self.rejections: list[Rejection] = []
         self.steps_executed = 0
         self.estop = False
+        # Why no step may run now (None: they may); sim_node sets its CommandGuard's.
+        self.blocked: Callable[[float], str | None] = lambda _now_s: None
         self._queue: collections.deque[ToolTarget] = collections.deque()
         self._last_step_s = 0.0
         self._dt = 0.05
@@ -55,6 +59,9 @@ class Driver:
     def submit(self, chunk: Chunk, now_s: float) -> None:
         """Queue a released chunk (replacing what is left of the previous one)."""
         check_executable(chunk, estop=self.estop)
+        blocked = self.blocked(now_s)
+        if blocked is not None:
+            raise InvalidChunk(blocked)
         self._queue = collections.deque(tool_targets(chunk, self._target_pos, self._target_rot))
         self._dt = chunk.dt
         self._last_step_s = now_s
@@ -66,6 +73,13 @@ class Driver:
             if self.state == DriverState.EXECUTING:
                 self.hold()
             self.state = DriverState.HOLDING
+            return
+        blocked = self.blocked(now_s)
+        if blocked is not None:
+            if self.state == DriverState.EXECUTING:
+                self.rejections.append(Rejection(-1, -1, f"arm holds: {blocked}"))
+                self.hold()
+                self.state = DriverState.HOLDING
             return
         if not self._queue:
             if self.state == DriverState.EXECUTING and now_s - self._last_step_s > self.watchdog_s:

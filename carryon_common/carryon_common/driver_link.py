@@ -1,0 +1,114 @@
+"""A robot driver's link to the shield (sim_node, arm_adapter_node): its own latched e-stop
+(estop/state from the shield, and its own driver/estop/set service to engage), the
+shield's signature on every released chunk and state, and the shield's heartbeat
+(carryon_common.core.command_auth)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+
+from carryon_common import convert, signing
+from carryon_common.core import names
+from carryon_common.core.command_auth import CommandGuard, EstopLatch, LatchState, latch_path, load_key
+from carryon_common.core.driver import DriverCommandConfig
+from carryon_common.node import CarryOnNode, latched_qos
+from carryon_interfaces.msg import ActionChunk, EstopState
+from carryon_interfaces.srv import SetEstop
+
+
+class DriverLink:
+    """Owns the driver's CommandGuard, behind a lock of its own: e-stop states and heartbeats
+    are taken at once, never behind the driver's control loop (a simulator that fell behind
+    real time holds its lock almost all the time). `now_s` is the driver's clock; the driver
+    asks `blocked` every control period and holds the arm when it says so; `on_engage`, when
+    given, holds it at once (called outside the guard's lock); `report` publishes a refusal
+    on driver/rejections."""
+
+    def __init__(
+        self,
+        node: CarryOnNode,
+        config: DriverCommandConfig,
+        now_s: Callable[[], float],
+        report: Callable[[str], None],
+        on_engage: Callable[[], None] | None = None,
+    ) -> None:
+        self.node, self.now_s = node, now_s
+        self.lock = threading.Lock()
+        self.on_engage, self.report = on_engage, report
+        key = load_key(Path(config.command_key_file)) if config.command_key_file else None
+        path = latch_path(config.estop_latch_file, node.get_name())
+        latch = EstopLatch(path, LatchState(False, "not engaged since start-up", node.get_name()))
+        self.guard = CommandGuard(key, latch, config.shield_heartbeat_timeout_s)
+        if key is None:
+            node.get_logger().warning(
+                "no command_key_file: released chunks and e-stop states are NOT verified (any process on the "
+                "DDS domain can command this driver); `carryon up` and the launch file give the driver a key"
+            )
+        if latch.state.active:
+            node.get_logger().warning(f"e-stop latch engaged at start-up: {latch.state.reason} ({path})")
+        node.add_backend("commands", f"signed by the shield (key {config.command_key_file})" if key else "NOT verified")
+        group = MutuallyExclusiveCallbackGroup()
+        node.create_subscription(EstopState, names.ESTOP_STATE, self._on_state, latched_qos(), callback_group=group)
+        node.create_subscription(EstopState, names.SHIELD_HEARTBEAT, self._on_heartbeat, 10, callback_group=group)
+        node.create_service(SetEstop, names.DRIVER_ESTOP_SET, self._on_set_estop, callback_group=group)
+
+    def admit(self, msg: ActionChunk) -> str | None:
+        """Why a chunk on shield/chunk must not be queued (None: queue it)."""
+        payload, stamp_s = signing.payload(msg), convert.time_from_msg(msg.header.stamp)
+        with self.lock:
+            reason = self.guard.admit_chunk(payload, msg.signature, stamp_s)
+            return reason if reason is not None else self.guard.blocked(self.now_s())
+
+    def blocked(self, now_s: float) -> str | None:
+        """Why no step may run now (the e-stop, the shield's heartbeat), or None."""
+        with self.lock:
+            return self.guard.blocked(now_s)
+
+    def _on_state(self, msg: EstopState) -> None:
+        self._follow(msg, heartbeat=False)
+
+    def _on_heartbeat(self, msg: EstopState) -> None:
+        self._follow(msg, heartbeat=True)
+
+    def _follow(self, msg: EstopState, *, heartbeat: bool) -> None:
+        payload, state = signing.payload(msg), signing.latch_state(msg)
+        with self.lock:
+            was = self.guard.estop
+            ignored = self.guard.on_shield_state(payload, msg.signature, state, self.now_s(), heartbeat=heartbeat)
+            engaged = self.guard.estop and not was
+        if engaged and self.on_engage is not None:
+            self.on_engage()
+        if engaged:
+            self.node.get_logger().warning(f"emergency stop ENGAGED ({msg.source}: {msg.reason})")
+        elif was and not self.guard.estop:
+            self.node.get_logger().info(f"emergency stop released ({msg.source}: {msg.reason})")
+        if ignored is not None:
+            kind = "heartbeat" if heartbeat else "e-stop state"
+            self.report(f"{kind} from {msg.source or 'unknown'} ignored: {ignored}")
+
+    def _on_set_estop(self, request: SetEstop.Request, response: SetEstop.Response) -> SetEstop.Response:
+        if not request.active:
+            response.status = SetEstop.Response.STATUS_INVALID_ARGUMENT
+            response.message = (
+                "a driver's e-stop is released only by the shield's signed state: release it on the shield "
+                "(`carryon estop --release`)"
+            )
+        else:
+            with self.lock:
+                self.guard.engage(request.reason, request.source or "unknown", self.now_s())
+            if self.on_engage is not None:
+                self.on_engage()
+            self.node.get_logger().warning(
+                f"emergency stop ENGAGED at the driver by {request.source}: {request.reason}"
+            )
+            response.status = SetEstop.Response.STATUS_OK
+            response.message = "emergency stop engaged at the driver"
+        with self.lock:
+            state = self.guard.latch.state
+        response.state = EstopState(active=state.active, reason=state.reason, source=state.source)
+        response.state.header.stamp = convert.time_to_msg(state.stamp_s)
+        return response
