@@ -340,6 +340,8 @@ class ShieldNode(CarryOnNode):
         while not self._stopping.wait(cfg.heartbeat_period_s):
             if time.monotonic() - self._executor_alive > cfg.executor_stall_s:
                 continue  # callbacks no longer run (deadlocked, stalled): the driver stops the arm
+            if self.now_s() <= 0.0:
+                continue  # on sim time before the first /clock: a stamp of 0 would be refused as old
             msg = self._state_msg()
             msg.header.stamp = self.stamp_now()  # a heartbeat is stamped when sent, the state when it changed
             self.heartbeat_pub.publish(signing.sign_msg(self._key, msg))

@@ -1,5 +1,6 @@
 """Benchmarks behind `carryon bench NAME`. Importing this package registers them all."""
 
+from carryon_bringup.bench import faults as _faults  # noqa: F401  (registers "faults")
 from carryon_bringup.bench import graph as _graph  # noqa: F401  (registers "graph")
 from carryon_bringup.bench import judge as _judge  # noqa: F401  (registers "judge")
 from carryon_bringup.bench import latency as _latency  # noqa: F401  (registers "latency")

@@ -189,6 +189,6 @@ def _report_engaged(answers: Mapping[str, Any], timeout_s: float) -> int:
         else:
             err.print(f"{where}: {response.message}")
     if not engaged:
-        err.print("the emergency stop was engaged nowhere: is the graph running? (`carryon status`)")
+        err.print("the emergency stop was engaged nowhere: is the graph running? Start it with `carryon up`.")
         return EXIT_UNREACHABLE
     return EXIT_OK

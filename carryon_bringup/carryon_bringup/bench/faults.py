@@ -1,0 +1,287 @@
+"""`carryon bench faults`: the safety probes of issue 19 against a running graph (sim_node
+and shield_node in their own processes, `carryon up` with its per-run command key).
+
+Each trial sets the arm moving with a chunk through the shield, then:
+
+* **estop**: engages the e-stop as `carryon estop` does (shield and driver at once); the
+  time to the arm at rest is measured;
+* **freeze**: freezes the shield (SIGSTOP) mid-chunk; the driver must stop the arm on the
+  missing heartbeat, whatever its queue holds; then thaws it;
+* **forged**: with the arm idle, publishes on shield/chunk an unsigned chunk, one signed
+  with another key and a replay of a chunk the shield released; any of them moving the
+  tool by more than 5 mm counts as executed;
+* **forged release**: with the e-stop engaged, publishes an unsigned and a wrongly signed
+  release on estop/state, then a forged chunk; the arm moving counts as a failure;
+* **restart**: kills the shield (SIGKILL); its restart policy brings it back, and it must
+  come back engaged and release nothing until the operator releases it.
+
+Times are simulation seconds from the fault to the first of 0.25 s in which the tool moved
+less than 0.5 mm. The shield grounds obstacles with the simulator's own masks (`sim_truth`,
+an oracle): this benchmark is about the stop path, not about perception.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, percentile
+from carryon_bringup.core.graph import GraphSpec
+from carryon_bringup.graph_run import GraphRun
+from carryon_bringup.up import load_spec
+
+NODES = ["sim_node", "shield_node"]
+REST_WINDOW_S = 0.25
+REST_MOVE_M = 0.0005
+EXECUTED_M = 0.005
+
+
+def _config_with_shield_restarts(config_dir: Path, folder: Path, restarts: int) -> Path:
+    """A copy of the config whose graph.yaml restarts shield_node after SIGKILL."""
+    copy = folder / "config"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(config_dir, copy)
+    graph_file = copy / "graph.yaml"
+    data = yaml.safe_load(graph_file.read_text())
+    data["nodes"]["shield_node"]["restart"] = {"max_restarts": restarts, "delay_s": 0.5}
+    graph_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    return copy
+
+
+class _Probe:
+    """The bench's side of the graph: moves the arm through the shield, engages and
+    releases the e-stop, forges messages, watches the tool."""
+
+    def __init__(self, graph: GraphRun, namespace: str) -> None:
+        from geometry_msgs.msg import PoseStamped
+        from rosgraph_msgs.msg import Clock
+        from std_msgs.msg import String
+
+        from carryon_common.calls import RosSession
+        from carryon_common.node import latched_qos
+        from carryon_interfaces.msg import ActionChunk, EstopState
+
+        self.graph, self.ns = graph, f"/{namespace}/"
+        self.session = RosSession("faults_probe", domain_id=graph.domain_id).__enter__()
+        node = self.session.node
+        self.sim_now = 0.0
+        self.poses: list[tuple[float, np.ndarray]] = []
+        self.released: list[Any] = []
+        self.rejections: list[str] = []
+        self.estop_states: list[Any] = []
+        node.create_subscription(Clock, "/clock", self._on_clock, 10)
+        node.create_subscription(PoseStamped, self.ns + "ee_pose", self._on_pose, 50)
+        node.create_subscription(ActionChunk, self.ns + "shield/chunk", self.released.append, 10)
+        node.create_subscription(String, self.ns + "driver/rejections", lambda m: self.rejections.append(m.data), 50)
+        node.create_subscription(EstopState, self.ns + "estop/state", self.estop_states.append, latched_qos())
+        self.policy_pub = node.create_publisher(ActionChunk, self.ns + "policy/chunk", 10)
+        self.forged_pub = node.create_publisher(ActionChunk, self.ns + "shield/chunk", 10)
+        # Latched like the shield's own publisher: a volatile one would never reach the driver's
+        # transient-local subscription, and the forgery would be stopped by QoS, not by the driver.
+        self.forged_estop_pub = node.create_publisher(EstopState, self.ns + "estop/state", latched_qos())
+        self.next_id = 1_000_000
+        self.direction = 1.0
+
+    def close(self) -> None:
+        self.session.close()
+
+    def _on_clock(self, msg: Any) -> None:
+        self.sim_now = msg.clock.sec + msg.clock.nanosec * 1e-9
+
+    def _on_pose(self, msg: Any) -> None:
+        p = msg.pose.position
+        stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        self.poses.append((stamp, np.array([p.x, p.y, p.z])))
+        del self.poses[:-400]
+
+    def spin(self, seconds: float, until: Callable[[], bool] = lambda: False) -> bool:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self.session.executor.spin_once(timeout_sec=0.01)
+            if until():
+                return True
+        return until()
+
+    def tool(self) -> np.ndarray:
+        return self.poses[-1][1].copy()
+
+    def chunk(self, steps: int, step_m: float) -> Any:
+        """A DELTA chunk moving the tool sideways (alternating directions between trials)."""
+        from carryon_common import convert
+        from carryon_common.core.chunk import Chunk, ChunkSource, Convention
+
+        self.next_id += 1
+        positions = np.tile([0.0, self.direction * step_m, 0.0], (steps, 1))
+        chunk = Chunk(
+            self.next_id, "", ChunkSource.OPERATOR, Convention.DELTA, "world", 0.05, self.next_id, self.sim_now,
+            positions, np.zeros((steps, 3)), np.zeros(steps),
+        )  # fmt: skip
+        return convert.chunk_to_msg(chunk, convert.time_to_msg(self.sim_now))
+
+    def start_moving(self) -> bool:
+        """A 3 s chunk through the shield; True once the tool has moved 1 cm."""
+        self.direction = -self.direction
+        start = self.tool()
+        self.policy_pub.publish(self.chunk(60, 0.0025))
+        return self.spin(5.0, lambda: float(np.linalg.norm(self.tool() - start)) > 0.01)
+
+    def time_to_rest(self, fault_s: float, timeout_s: float = 5.0) -> float:
+        """Sim seconds from `fault_s` to the start of the first REST_WINDOW_S of stillness."""
+
+        def at_rest() -> float | None:
+            after = [(t, p) for t, p in self.poses if t >= fault_s]
+            for i, (t, p) in enumerate(after):
+                window = [q for s, q in after[i:] if s - t <= REST_WINDOW_S]
+                if after[-1][0] - t < REST_WINDOW_S:
+                    return None
+                if max(float(np.linalg.norm(q - p)) for q in window) < REST_MOVE_M:
+                    return t - fault_s
+            return None
+
+        self.spin(timeout_s, lambda: at_rest() is not None)
+        rest = at_rest()
+        return math.inf if rest is None else rest
+
+    def estop(self, active: bool, reason: str) -> None:
+        from carryon_interfaces.srv import SetEstop
+
+        request = SetEstop.Request(active=active, reason=reason, source="bench")
+        services = [self.ns + "estop/set"] + ([self.ns + "driver/estop/set"] if active else [])
+        answers = self.session.call_many([(SetEstop, s, request) for s in services], 10.0, resend_s=1.0)
+        if any(a is None or a.status != 0 for a in answers):
+            raise RuntimeError(f"e-stop {'engage' if active else 'release'} failed: {answers}")
+
+
+def _stop_trial(probe: _Probe, fault: Callable[[], None], after: Callable[[], None]) -> float:
+    if not probe.start_moving():
+        raise RuntimeError(f"the arm did not move through the shield (rejections: {probe.rejections[-3:]})")
+    fault_s = probe.sim_now
+    fault()
+    stop_s = probe.time_to_rest(fault_s)
+    after()
+    probe.spin(1.0)
+    return stop_s
+
+
+def _forged_trials(probe: _Probe, trials: int) -> tuple[int, int]:
+    """(executed, sent) of forged chunks published straight on shield/chunk."""
+    from carryon_common import signing
+
+    executed = sent = 0
+    for _ in range(trials):
+        if not probe.start_moving():  # a chunk the shield released: its signed copy is replayed below
+            raise RuntimeError("the arm did not move through the shield")
+        probe.time_to_rest(probe.sim_now, timeout_s=6.0)
+        replay = probe.released[-1]
+        unsigned = probe.chunk(20, 0.0025)
+        wrong = signing.sign_msg(os.urandom(32), probe.chunk(20, 0.0025))
+        for forged in (unsigned, wrong, replay):
+            start = probe.tool()
+            probe.forged_pub.publish(forged)
+            sent += 1
+            probe.spin(1.5)
+            executed += int(float(np.linalg.norm(probe.tool() - start)) > EXECUTED_M)
+    return executed, sent
+
+
+def _forged_release_trials(probe: _Probe, trials: int) -> tuple[int, int]:
+    """(moved, trials): with the e-stop engaged, forged releases then a forged chunk."""
+    from carryon_common import signing
+    from carryon_interfaces.msg import EstopState
+
+    moved = 0
+    for _ in range(trials):
+        probe.estop(True, "bench: forged release trial")
+        for key in (None, os.urandom(32)):
+            forged = EstopState(active=False, reason="forged", source="intruder")
+            forged.header.stamp.sec = int(probe.sim_now) + 60
+            probe.forged_estop_pub.publish(signing.sign_msg(key, forged))
+        probe.spin(0.5)
+        start = probe.tool()
+        probe.forged_pub.publish(probe.chunk(20, 0.0025))
+        probe.policy_pub.publish(probe.chunk(20, 0.0025))
+        probe.spin(1.5)
+        moved += int(float(np.linalg.norm(probe.tool() - start)) > EXECUTED_M)
+        probe.estop(False, "bench: end of trial")
+        probe.spin(0.5)
+    return moved, trials
+
+
+def _restart_trials(probe: _Probe, trials: int) -> tuple[int, int]:
+    """(came back engaged and released nothing, trials) for SIGKILL of the shield."""
+    good = 0
+    for _ in range(trials):
+        pid = probe.graph.node_pids()["shield_node"]
+        seen = len(probe.estop_states)
+        os.kill(pid, signal.SIGKILL)
+        back = probe.spin(60.0, lambda pid=pid: probe.graph.node_pids().get("shield_node", pid) != pid)
+        back = back and probe.spin(60.0, lambda seen=seen: len(probe.estop_states) > seen)
+        engaged = back and probe.estop_states[-1].active and "restarted" in probe.estop_states[-1].reason
+        start = probe.tool()
+        probe.policy_pub.publish(probe.chunk(20, 0.0025))
+        probe.spin(2.0)
+        still = float(np.linalg.norm(probe.tool() - start)) < EXECUTED_M
+        good += int(bool(engaged) and still)
+        probe.estop(False, "bench: operator release after the restart")
+        probe.spin(1.0)
+    return good, trials
+
+
+def run(options: BenchOptions) -> BenchResult:
+    spec = load_spec(str(options.config_dir) if options.config_dir else None)
+    stops, restarts, forged = (options.count(20, 3), options.count(5, 1), options.count(10, 2))
+    config = _config_with_shield_restarts(spec.config_dir, options.run_dir, restarts)
+    result = BenchResult("faults", options.quick, options.seed)
+    sets = ["shield_node.grounder=sim_truth", *options.sets]
+    with GraphRun(
+        GraphSpec.load(config),
+        options.run_dir / "graph",
+        only=NODES,
+        extra_args=[a for s in sets for a in ("--set", s)],
+    ) as graph:
+        graph.wait_ready(timeout_s=120.0)
+        probe = _Probe(graph, spec.namespace)
+        try:
+            probe.spin(30.0, lambda: len(probe.poses) > 5 and probe.sim_now > 0.0)
+            shield = lambda: graph.node_pids()["shield_node"]  # noqa: E731 - a restart changes it
+            estop = [
+                _stop_trial(probe, lambda: probe.estop(True, "bench"), lambda: probe.estop(False, "bench"))
+                for _ in range(stops)
+            ]
+            freeze = [
+                _stop_trial(probe, lambda: os.kill(shield(), signal.SIGSTOP), lambda: os.kill(shield(), signal.SIGCONT))
+                for _ in range(stops)
+            ]
+            forged_executed, forged_sent = _forged_trials(probe, forged)
+            release_moved, release_trials = _forged_release_trials(probe, forged)
+            engaged, restart_trials = _restart_trials(probe, restarts)
+        finally:
+            probe.close()
+    for name, values, note in (
+        ("estop_to_rest", estop, "e-stop at shield and driver (as `carryon estop`) to the arm at rest"),
+        ("shield_frozen_to_rest", freeze, "SIGSTOP of shield_node mid-chunk to the arm at rest (heartbeat)"),
+    ):
+        ms = [v * 1000 for v in values]
+        result.add(f"{name}_p50", percentile(ms, 50), "ms", f"{note}; {len(ms)} trials, goal <= 200 ms")
+        result.add(f"{name}_p99", percentile(ms, 99), "ms")
+        result.add(f"{name}_max", max(ms), "ms")
+    result.add("forged_chunks_executed", forged_executed, "chunks", f"of {forged_sent} (unsigned, other key, replay)")
+    result.add("forged_release_moved", release_moved, "trials", f"of {release_trials} (forged releases + chunk)")
+    result.add("estop_survived_restart", engaged, "trials", f"of {restart_trials} SIGKILLs of shield_node")
+    result.details.update(estop_to_rest_s=estop, shield_frozen_to_rest_s=freeze)
+    return result
+
+
+BENCHMARKS.register(
+    "faults",
+    Benchmark("faults", "e-stop and frozen-shield stop times, forged chunks and releases, shield restarts", run),
+)
