@@ -168,6 +168,7 @@ class GraphClient:
             server_timeout_s=self.timeout_s,
             result_timeout_s=step_budget / 20.0 * 4 + 60.0,
             feedback=feedback,
+            server_node=self._name(names.POLICY_NODE),
         )
         return status, result
 
@@ -184,6 +185,7 @@ class GraphClient:
             server_timeout_s=self.timeout_s,
             result_timeout_s=timeout_s,
             feedback=feedback,
+            server_node=self._name(names.PLANNER_NODE),
         )
         return status, result
 

@@ -22,7 +22,9 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
+from carryon_common.core import names
 from carryon_common.core.errors import CarryOnError
+from carryon_interfaces.srv import GetStatus
 
 
 class GraphUnreachable(CarryOnError):
@@ -34,6 +36,61 @@ def _domain_hint() -> str:
         f"ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0 (unset)')}, "
         f"ROS_AUTOMATIC_DISCOVERY_RANGE={os.environ.get('ROS_AUTOMATIC_DISCOVERY_RANGE', '(unset)')}"
     )
+
+
+class GoalLost(GraphUnreachable):
+    """The action server went away (its node died or froze) while a goal was running."""
+
+
+class _ServerWatch:
+    """Is the server of a running goal still there? Its action services must stay in the
+    graph (a node that exits cleanly leaves at once), and its node must answer `get_status`
+    (a node killed with SIGKILL or frozen stays in DDS discovery for its lease, ~20 s) from
+    the same process (a restarted node knows nothing of the goal)."""
+
+    PING_EVERY_S = 1.0
+    PING_TIMEOUT_S = 1.5
+    MISSES = 3  # status requests unanswered in a row
+    GONE_FOR_S = 1.0  # action services out of the graph this long
+
+    def __init__(self, session: RosSession, client: ActionClient, name: str, server_node: str) -> None:
+        self.session, self.client, self.name = session, client, name
+        self.status_name = f"{server_node}/{names.GET_STATUS.removeprefix('~/')}" if server_node else ""
+        self.server_node = server_node
+        self.gone_since: float | None = None
+        self.ping: tuple[float, Any] | None = None  # (sent at, future)
+        self.next_ping = time.monotonic()  # the first at once: the pid of the process that took the goal
+        self.misses = 0
+        self.pid: int | None = None  # of the server's process, from its first status answer
+
+    def lost(self) -> str | None:
+        now = time.monotonic()
+        if self.client.server_is_ready():
+            self.gone_since = None
+        elif self.gone_since is None:
+            self.gone_since = now
+        elif now - self.gone_since >= self.GONE_FOR_S:
+            return f"action server {self.name} left the graph (its node exited)"
+        if not self.status_name:
+            return None
+        if self.ping is not None:
+            sent, future = self.ping
+            if future.done():
+                self.misses, self.ping = 0, None
+                pid = future.result().status.pid if future.result() is not None else None
+                if self.pid is None:
+                    self.pid = pid
+                elif pid is not None and pid != self.pid:  # restarted by its restart policy
+                    return f"{self.server_node} restarted (pid {self.pid} -> {pid})"
+            elif now - sent > self.PING_TIMEOUT_S:
+                future.cancel()
+                self.misses, self.ping = self.misses + 1, None
+                if self.misses >= self.MISSES:
+                    return f"{self.server_node} stopped answering ({self.misses} status requests unanswered)"
+        if self.ping is None and now >= self.next_ping:
+            self.ping = (now, self.session.client(GetStatus, self.status_name).call_async(GetStatus.Request()))
+            self.next_ping = now + self.PING_EVERY_S
+        return None
 
 
 class RosSession:
@@ -161,11 +218,15 @@ class RosSession:
         server_timeout_s: float,
         result_timeout_s: float,
         feedback: Callable[[Any], None] | None = None,
+        server_node: str = "",
     ) -> tuple[int, Any]:
         """Send a goal, wait for its result; returns (GoalStatus code, result).
 
         On a result timeout the goal is cancelled before GraphUnreachable is raised, and on
-        Ctrl-C before KeyboardInterrupt is re-raised, so nothing keeps running unattended.
+        Ctrl-C or SIGTERM before KeyboardInterrupt is re-raised, so nothing keeps running
+        unattended. GoalLost is raised within seconds when the server goes away: its action
+        services vanish from the graph, or `server_node` (the node's fully qualified name)
+        stops answering its status service.
         """
         key = (action_type, name)
         if key not in self._action_clients:
@@ -193,16 +254,26 @@ class RosSession:
         if not handle.accepted:
             raise GraphUnreachable(f"action server {name} rejected the goal")
         result_future = handle.get_result_async()
+        watch = _ServerWatch(self, client, name, server_node)
+        deadline = time.monotonic() + result_timeout_s
         try:
-            self.executor.spin_until_future_complete(result_future, timeout_sec=result_timeout_s)
-        except KeyboardInterrupt:  # Ctrl-C: the goal must not run on unattended
+            # Short spins: a SIGTERM (raised as KeyboardInterrupt) is handled within 0.1 s,
+            # and a server that died is noticed, instead of one wait for the whole timeout.
+            while not result_future.done():
+                if time.monotonic() >= deadline:
+                    cancel = handle.cancel_goal_async()
+                    self.executor.spin_until_future_complete(cancel, timeout_sec=2.0)
+                    raise GraphUnreachable(
+                        f"action {name} produced no result within {result_timeout_s:.1f} s (goal cancelled)"
+                    )
+                self.executor.spin_once(timeout_sec=0.1)
+                lost = watch.lost()
+                if lost is not None and not result_future.done():
+                    raise GoalLost(f"{lost}: the goal is lost (what it did so far stays done; the arm holds)")
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the goal must not run on unattended
             cancel = handle.cancel_goal_async()
             self.executor.spin_until_future_complete(cancel, timeout_sec=2.0)
-            self.executor.spin_until_future_complete(result_future, timeout_sec=10.0)
+            self.executor.spin_until_future_complete(result_future, timeout_sec=5.0)
             raise
-        if not result_future.done():
-            cancel = handle.cancel_goal_async()
-            self.executor.spin_until_future_complete(cancel, timeout_sec=2.0)
-            raise GraphUnreachable(f"action {name} produced no result within {result_timeout_s:.1f} s (goal cancelled)")
         wrapped = result_future.result()
         return int(wrapped.status), wrapped.result

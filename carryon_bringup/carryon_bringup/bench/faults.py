@@ -13,7 +13,10 @@ Each trial sets the arm moving with a chunk through the shield, then:
 * **forged release**: with the e-stop engaged, publishes an unsigned and a wrongly signed
   release on estop/state, then a forged chunk; the arm moving counts as a failure;
 * **restart**: kills the shield (SIGKILL); its restart policy brings it back, and it must
-  come back engaged and release nothing until the operator releases it.
+  come back engaged and release nothing until the operator releases it;
+* **cli**: `carryon policy run` with a long budget, then policy_node killed (SIGKILL): the
+  seconds until the CLI exits, and its exit code; and SIGTERM to the CLI itself: the
+  seconds until it exits, and whether the goal stopped.
 
 Times are simulation seconds from the fault to the first of 0.25 s in which the tool moved
 less than 0.5 mm. The shield grounds obstacles with the simulator's own masks (`sim_truth`,
@@ -26,6 +29,8 @@ import math
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -39,20 +44,21 @@ from carryon_bringup.core.graph import GraphSpec
 from carryon_bringup.graph_run import GraphRun
 from carryon_bringup.up import load_spec
 
-NODES = ["sim_node", "shield_node"]
+NODES = ["sim_node", "shield_node", "policy_node"]
 REST_WINDOW_S = 0.25
 REST_MOVE_M = 0.0005
 EXECUTED_M = 0.005
 
 
-def _config_with_shield_restarts(config_dir: Path, folder: Path, restarts: int) -> Path:
-    """A copy of the config whose graph.yaml restarts shield_node after SIGKILL."""
+def _config_with_restarts(config_dir: Path, folder: Path, restarts: int) -> Path:
+    """A copy of the config whose graph.yaml restarts shield_node and policy_node after SIGKILL."""
     copy = folder / "config"
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(config_dir, copy)
     graph_file = copy / "graph.yaml"
     data = yaml.safe_load(graph_file.read_text())
-    data["nodes"]["shield_node"]["restart"] = {"max_restarts": restarts, "delay_s": 0.5}
+    for node in ("shield_node", "policy_node"):
+        data["nodes"][node]["restart"] = {"max_restarts": restarts, "delay_s": 0.5}
     graph_file.write_text(yaml.safe_dump(data, sort_keys=False))
     return copy
 
@@ -81,6 +87,8 @@ class _Probe:
         node.create_subscription(Clock, "/clock", self._on_clock, 10)
         node.create_subscription(PoseStamped, self.ns + "ee_pose", self._on_pose, 50)
         node.create_subscription(ActionChunk, self.ns + "shield/chunk", self.released.append, 10)
+        self.policy_chunks = 0
+        node.create_subscription(ActionChunk, self.ns + "policy/chunk", self._on_policy_chunk, 10)
         node.create_subscription(String, self.ns + "driver/rejections", lambda m: self.rejections.append(m.data), 50)
         node.create_subscription(EstopState, self.ns + "estop/state", self.estop_states.append, latched_qos())
         self.policy_pub = node.create_publisher(ActionChunk, self.ns + "policy/chunk", 10)
@@ -93,6 +101,9 @@ class _Probe:
 
     def close(self) -> None:
         self.session.close()
+
+    def _on_policy_chunk(self, _msg: Any) -> None:
+        self.policy_chunks += 1
 
     def _on_clock(self, msg: Any) -> None:
         self.sim_now = msg.clock.sec + msg.clock.nanosec * 1e-9
@@ -236,10 +247,49 @@ def _restart_trials(probe: _Probe, trials: int) -> tuple[int, int]:
     return good, trials
 
 
+def _cli_trials(probe: _Probe, config: Path, trials: int) -> dict[str, list[float]]:
+    """Seconds until `carryon policy run` exits after policy_node is killed, and after the
+    CLI itself gets SIGTERM; exit codes; chunks the policy sent 2 s after a SIGTERM exit."""
+    out: dict[str, list[float]] = {"death_exit_s": [], "death_codes": [], "sigterm_exit_s": [], "sigterm_codes": []}
+    out["chunks_after_sigterm"] = []
+    command = [sys.executable, "-m", "carryon_bringup.cli", "--config-dir", str(config), "policy", "run",
+               "open the pink cover", "--steps", "4000"]  # fmt: skip
+    env = {**probe.graph.env, "NO_COLOR": "1"}
+    for kill_node in [True] * trials + [False] * trials:
+        seen = probe.policy_chunks
+        cli = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            if not probe.spin(60.0, lambda seen=seen: probe.policy_chunks >= seen + 2):
+                raise RuntimeError("carryon policy run never got the policy going")
+            started = time.monotonic()
+            if kill_node:
+                pid = probe.graph.node_pids()["policy_node"]
+                os.kill(pid, signal.SIGKILL)
+            else:
+                cli.send_signal(signal.SIGTERM)
+            while cli.poll() is None and time.monotonic() - started < 180.0:
+                probe.spin(0.05)
+            key = "death" if kill_node else "sigterm"
+            out[f"{key}_exit_s"].append(time.monotonic() - started if cli.poll() is not None else math.inf)
+            out[f"{key}_codes"].append(float(cli.returncode if cli.returncode is not None else -1))
+            if kill_node:
+                probe.spin(60.0, lambda pid=pid: probe.graph.node_pids().get("policy_node", pid) != pid)
+                probe.spin(10.0)  # the new policy_node starts
+            else:
+                after = probe.policy_chunks
+                probe.spin(2.0)
+                out["chunks_after_sigterm"].append(float(probe.policy_chunks - after))
+        finally:
+            if cli.poll() is None:
+                cli.kill()
+            cli.wait(timeout=10)
+    return out
+
+
 def run(options: BenchOptions) -> BenchResult:
     spec = load_spec(str(options.config_dir) if options.config_dir else None)
     stops, restarts, forged = (options.count(20, 3), options.count(5, 1), options.count(10, 2))
-    config = _config_with_shield_restarts(spec.config_dir, options.run_dir, restarts)
+    config = _config_with_restarts(spec.config_dir, options.run_dir, 2 * restarts)
     result = BenchResult("faults", options.quick, options.seed)
     sets = ["shield_node.grounder=sim_truth", *options.sets]
     with GraphRun(
@@ -264,6 +314,7 @@ def run(options: BenchOptions) -> BenchResult:
             forged_executed, forged_sent = _forged_trials(probe, forged)
             release_moved, release_trials = _forged_release_trials(probe, forged)
             engaged, restart_trials = _restart_trials(probe, restarts)
+            cli = _cli_trials(probe, config, restarts)
         finally:
             probe.close()
     for name, values, note in (
@@ -277,7 +328,14 @@ def run(options: BenchOptions) -> BenchResult:
     result.add("forged_chunks_executed", forged_executed, "chunks", f"of {forged_sent} (unsigned, other key, replay)")
     result.add("forged_release_moved", release_moved, "trials", f"of {release_trials} (forged releases + chunk)")
     result.add("estop_survived_restart", engaged, "trials", f"of {restart_trials} SIGKILLs of shield_node")
-    result.details.update(estop_to_rest_s=estop, shield_frozen_to_rest_s=freeze)
+    for key, note in (
+        ("death_exit_s", "`carryon policy run` exits after SIGKILL of policy_node, goal <= 5 s"),
+        ("sigterm_exit_s", "`carryon policy run` exits after SIGTERM to it"),
+    ):
+        result.add(f"cli_{key.removesuffix('_s')}_max", max(cli[key]), "s", f"{note}; {len(cli[key])} trials")
+    codes = sorted({int(c) for c in cli["death_codes"] + cli["sigterm_codes"]})
+    result.add("cli_chunks_after_sigterm", sum(cli["chunks_after_sigterm"]), "chunks", f"exit codes {codes}")
+    result.details.update(estop_to_rest_s=estop, shield_frozen_to_rest_s=freeze, cli=cli)
     return result
 
 

@@ -85,9 +85,12 @@ def _dispatch(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130
     except CarryOnError as exc:
-        from carryon_common.calls import GraphUnreachable
+        from carryon_common.calls import GoalLost, GraphUnreachable
 
         err.print(f"error: {exc}")
+        if isinstance(exc, GoalLost):
+            err.print("`carryon status` shows which nodes are up.")
+            return EXIT_UNREACHABLE
         if isinstance(exc, GraphUnreachable):
             err.print("is the graph running? Start it with `carryon up` (same ROS_DOMAIN_ID in both shells).")
             return EXIT_UNREACHABLE
