@@ -138,7 +138,7 @@ class SectionDoc:
                     continue  # a title
                 name = _CLOSING_HASHES.sub("", heading.group(2) or "").strip()
                 try:
-                    validate.entity(name)
+                    name = validate.entity(name)  # normalised: the name a write would use
                 except InvalidArgument as exc:
                     self._problem(index, f"section heading: {exc}")
                     skipping = True
@@ -165,9 +165,8 @@ class SectionDoc:
             if not colon:
                 self._problem(index, f"expected '- key: value', found no ':' in {body.strip()[:40]!r}")
                 continue
-            key = key.strip()
             try:
-                validate.key(key)
+                key = validate.key(key)
             except InvalidArgument as exc:
                 self._problem(index, str(exc))
                 continue
@@ -207,7 +206,20 @@ class SectionDoc:
         return "\r" if any(line.endswith("\r") for line in self.lines[:3]) else ""
 
     def set(self, section: str, key: str, value: str) -> None:
-        """Set `key` in `section` (both created when missing). Inputs must be validated."""
+        """Set `key` in `section` (both created when missing). Inputs must be validated.
+        A change that would leave a line the parser rejects (a duplicate section, a name it
+        reads differently) is undone and raises InvalidArgument: a file is never written
+        in a form that would make it read-only."""
+        before, problems = list(self.lines), {p.reason for p in self.problems}
+        self._set(section, key, value)
+        new = next((p for p in self.problems if p.reason not in problems), None)
+        if new is not None or fold(section) not in self.sections:
+            self.lines = before
+            self._parse()
+            why = f"{new.file}:{new.line}: {new.reason}" if new else f"section {section!r} would not read back"
+            raise InvalidArgument(f"setting {section}.{key} would make the file malformed ({why}); nothing was changed")
+
+    def _set(self, section: str, key: str, value: str) -> None:
         found = self.sections.get(fold(section))
         entry = found.entries.get(fold(key)) if found else None
         if found is not None and entry is not None:

@@ -9,12 +9,15 @@ Memory files are line-oriented Markdown and user ids become file names, so:
   leading `#`, `-`, `*`, `+`, `>` or `<` (which would change the Markdown meaning);
   keys also no `:` (the key/value separator), items no `,` (the contents separator);
 * values: at most `max_value_chars`, no control or line-separator characters.
-Surrounding whitespace is removed before the checks (Markdown parsing drops it anyway).
+Names are normalised before the checks (`normalise`): Unicode NFC, invisible characters
+(zero-width spaces and joiners, soft hyphens) removed, surrounding whitespace and a
+trailing Markdown closing sequence (` #`) dropped, as the parser would drop them.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from carryon_memory.core.errors import InvalidArgument
 
@@ -49,10 +52,29 @@ def user_id(value: str) -> str:
     )
 
 
+# Characters that show nothing: two names that differ only in them would read the same
+# (a zero-width space made two sections that both read "diet"). Removed from names.
+_INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200d\u2060-\u2064\ufeff]")
+# A Markdown heading's optional closing sequence (`## snack #`): the parser drops it, so a
+# name ending in it would never be found again, and every write would add a new section.
+_CLOSING_HASHES = re.compile(r"[ \t]+#+$")
+
+
+def normalise(value: str) -> str:
+    """How a name is stored: Unicode NFC, invisible characters removed, surrounding
+    whitespace and a trailing ` #` sequence dropped (what the Markdown parser would drop)."""
+    value = _INVISIBLE.sub("", unicodedata.normalize("NFC", value)).strip()
+    while _CLOSING_HASHES.search(value):
+        value = _CLOSING_HASHES.sub("", value).strip()
+    return value
+
+
 def _name(kind: str, value: str, max_chars: int, forbidden: str) -> str:
-    value = value.strip()
+    if "\x00" in value:
+        raise InvalidArgument(f"{kind} {value!r}: contains a NUL character")
+    given, value = value, normalise(value)
     if not value:
-        raise InvalidArgument(f"{kind} is empty")
+        raise InvalidArgument(f"{kind} is empty" + (f" (given {given!r})" if given.strip() else ""))
     if len(value) > max_chars:
         raise InvalidArgument(f"{kind} {value[:40]!r}...: longer than {max_chars} characters")
     bad = bad_character(value)
