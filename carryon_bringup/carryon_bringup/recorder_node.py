@@ -30,6 +30,7 @@ from carryon_bringup.core.audit_feed import AuditFeed, Entry
 from carryon_bringup.core.recorder import IMAGE_TYPES, RecorderConfig, qualified, typestore_for
 from carryon_common.core import names
 from carryon_common.core.audit import AuditLog
+from carryon_common.core.command_auth import create_key_file, load_key
 from carryon_common.core.errors import ConfigError
 from carryon_common.core.status import implemented
 from carryon_common.node import CarryOnNode, latched_qos, run_node
@@ -79,7 +80,12 @@ class Recorder(CarryOnNode):
         self.audit: AuditLog | None = None
         self.feed = AuditFeed()
         if cfg.audit:
-            self.audit = AuditLog(self._audit_path())
+            key = None
+            if cfg.audit_key_file:
+                key_file = Path(cfg.audit_key_file).expanduser()
+                key = load_key(create_key_file(key_file))
+            self.audit = AuditLog(self._audit_path(), key=key)
+            self.add_backend("audit", f"hash chain + MACs (key {cfg.audit_key_file})" if key else "hash chain only")
             self._audit_topics()
         self.create_timer(cfg.discovery_period_s, self._discover)
         self._discover()

@@ -65,3 +65,47 @@ def test_the_cli_verifies(tmp_path: Path) -> None:
     assert main(["audit", "verify", str(path), "--last", last]) == 0
     path.write_text(path.read_text().replace("shield_node", "someone"))
     assert main(["audit", "verify", str(path)]) == 1
+
+
+def _rewrite_without(path: Path, kind: str, mac_key: bytes | None) -> None:
+    """What an intruder does: drop every entry of `kind` and recompute a consistent chain
+    (the SHA-256 scheme is public); MACs made with `mac_key` (not the audit key) or none."""
+    import hashlib
+    import hmac
+
+    prev, out = "0" * 64, []
+    kept = [e for e in map(json.loads, path.read_text().splitlines()) if e["kind"] != kind]
+    for seq, original in enumerate(kept, start=1):
+        entry = {k: v for k, v in original.items() if k not in ("hash", "mac")}
+        entry.update(seq=seq, prev=prev)
+        text = json.dumps(entry, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        entry["hash"] = prev = hashlib.sha256(text.encode()).hexdigest()
+        if mac_key is not None:
+            entry["mac"] = hmac.new(mac_key, prev.encode(), hashlib.sha256).hexdigest()
+        out.append(json.dumps(entry, sort_keys=True, separators=(",", ":")))
+    path.write_text("\n".join(out) + "\n")
+
+
+@pytest.mark.parametrize("intruder_key", [None, b"k" * 32], ids=["macs-stripped", "other-key"])
+def test_a_chain_rewritten_without_the_key_fails_keyed_verification(tmp_path: Path, intruder_key) -> None:  # type: ignore[no-untyped-def]
+    from carryon_bringup.cli.main import main
+
+    key = bytes(range(32))
+    path = tmp_path / "audit.jsonl"
+    with AuditLog(path, key=key) as log:
+        log.append("plan", "planner_node", {"plan_id": "p1"})
+        log.append("estop", "shield_node", {"active": True})
+        log.append("shield.block", "shield_node", {"chunk": 3})
+    check = verify(path, key=key)
+    assert check.ok and check.keyed and check.entries == 3
+    with pytest.raises(AuditError, match="MAC"):
+        AuditLog(path, key=b"x" * 32)  # never appended to under another key
+    _rewrite_without(path, "estop", intruder_key)
+    assert verify(path).ok  # the bare hash chain cannot tell ...
+    check = verify(path, key=key)  # ... the MACs can
+    assert not check.ok and "line 1:" in check.problem and "rewritten without the audit key" in check.problem
+    key_file = tmp_path / "audit.key"
+    key_file.write_text(key.hex())
+    key_file.chmod(0o600)
+    assert main(["audit", "verify", str(path), "--key", str(key_file)]) == 1
+    assert main(["audit", "verify", str(path), "--key", ""]) == 0

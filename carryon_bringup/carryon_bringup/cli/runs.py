@@ -31,6 +31,11 @@ def add_audit(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     averify = audit_sub.add_parser("verify", parents=[common], help="check every line's hash and link")
     averify.add_argument("file", help="e.g. runs/<run>/audit.jsonl")
     averify.add_argument("--last", default="", help="the hash the chain must end with (detects cut-off lines)")
+    averify.add_argument(
+        "--key",
+        default="~/.local/state/carryon/audit.key",
+        help="the audit key: every entry's MAC must verify (default: recorder_node's; '' = the hash chain only)",
+    )
     audit.set_defaults(handler=cmd_audit)
 
 
@@ -82,10 +87,14 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     from carryon_common.core.audit import verify
+    from carryon_common.core.command_auth import load_key
 
-    check = verify(Path(args.file), expect_last=args.last)
+    key_file = Path(args.key).expanduser() if args.key else None
+    key = load_key(key_file) if key_file is not None and key_file.exists() else None
+    check = verify(Path(args.file), expect_last=args.last, key=key)
     if check.ok:
-        console.print(f"{args.file}: {check.entries} entries, chain intact; last hash {check.last_hash}")
+        keyed = f"every MAC verified ({key_file})" if check.keyed else "MACs NOT checked (no audit key)"
+        console.print(f"{args.file}: {check.entries} entries, chain intact, {keyed}; last hash {check.last_hash}")
         return EXIT_OK
     err.print(f"{args.file}: BROKEN after {check.entries} good entries: {check.problem}")
     return EXIT_FAILED

@@ -62,6 +62,11 @@ class RecorderConfig(NodeConfig):
     )
     audit: bool = Field(True, description="Write the audit log (hash-chained JSONL) of every decision seen.")
     audit_file: str = Field("", description="Audit log ('' = audit.jsonl next to the bag, in the run folder).")
+    audit_key_file: str = Field(
+        "~/.local/state/carryon/audit.key",
+        description="Key of the audit log's MACs, kept outside the run folder (made on first use, mode 600; "
+        "'' = no MACs, the hash chain only).",
+    )
     discovery_period_s: float = Field(1.0, gt=0.0, description="How often to look for topics not yet seen, s.")
 
 

@@ -11,6 +11,11 @@ which includes `prev`, the previous line's hash (64 zeros for the first). Changi
 removing, reordering or inserting a line breaks the chain at that line; `verify` names it.
 Cutting lines off the end leaves a valid shorter chain: that is caught only against a
 last hash recorded elsewhere (`verify(path, expect_last=...)`, e.g. from a run's report).
+
+Keyed (issue 19): with a key, each entry also carries `mac`, the HMAC-SHA256 of its hash
+under a key kept outside the run folder (`DEFAULT_KEY_FILE`, made on first use). Anyone
+can recompute a consistent SHA-256 chain after removing lines; without the key they cannot
+recompute the MACs, so `verify(path, key=...)` finds the first rewritten line.
 Appends are single `write` calls on an O_APPEND file descriptor with fsync, so concurrent
 writers in one process never interleave lines and a crash leaves at most a torn last line,
 which `verify` reports (and `AuditLog` refuses to append after, rather than chain onto it).
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import hmac
 import json
 import os
 import threading
@@ -31,6 +37,11 @@ from typing import Any
 from carryon_common.core.errors import CarryOnError
 
 GENESIS = "0" * 64
+DEFAULT_KEY_FILE = "~/.local/state/carryon/audit.key"  # outside every run folder
+
+
+def _mac(key: bytes, digest: str) -> str:
+    return hmac.new(key, digest.encode(), hashlib.sha256).hexdigest()
 
 
 class AuditError(CarryOnError):
@@ -38,7 +49,7 @@ class AuditError(CarryOnError):
 
 
 def _digest(entry: Mapping[str, Any]) -> str:
-    body = {k: v for k, v in entry.items() if k != "hash"}
+    body = {k: v for k, v in entry.items() if k not in ("hash", "mac")}
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -49,11 +60,13 @@ class Verification:
     entries: int  # lines that verified
     problem: str = ""  # the first broken line and why ("" when ok)
     last_hash: str = GENESIS
+    keyed: bool = False  # every entry's MAC was checked against the key
 
 
-def verify(path: Path, expect_last: str = "") -> Verification:
+def verify(path: Path, expect_last: str = "", key: bytes | None = None) -> Verification:
     """Check every line's hash and link; stops at the first problem. With `expect_last`
-    the chain must also end at that hash (detects lines cut off the end)."""
+    the chain must also end at that hash (detects lines cut off the end). With `key`, every
+    entry's MAC must verify (detects a chain recomputed without the key)."""
     prev, seq = GENESIS, 0
     if not path.exists():
         return Verification(False, 0, f"{path}: no such file")
@@ -76,6 +89,9 @@ def verify(path: Path, expect_last: str = "") -> Verification:
                 return Verification(False, seq, f"line {number}: sequence {entry['seq']}, expected {seq + 1}", prev)
             if _digest(entry) != entry["hash"]:
                 return Verification(False, seq, f"line {number}: content changed (hash mismatch)", prev)
+            if key is not None and not hmac.compare_digest(str(entry.get("mac", "")), _mac(key, entry["hash"])):
+                why = "no MAC" if "mac" not in entry else "MAC mismatch"
+                return Verification(False, seq, f"line {number}: {why} (rewritten without the audit key?)", prev)
             prev, seq = entry["hash"], entry["seq"]
     if expect_last and prev != expect_last:
         return Verification(
@@ -85,19 +101,21 @@ def verify(path: Path, expect_last: str = "") -> Verification:
             f"{expect_last[:12]}... (lines cut off the end?)",
             prev,
         )
-    return Verification(True, seq, "", prev)
+    return Verification(True, seq, "", prev, keyed=key is not None)
 
 
 class AuditLog:
-    """Appends entries to `path` (created with its folder). Opening an existing log verifies
-    it first: a log whose chain is broken is not appended to (AuditError names the line)."""
+    """Appends entries to `path` (created with its folder), each with a MAC when `key` is
+    given. Opening an existing log verifies it first: a log whose chain is broken is not
+    appended to (AuditError names the line)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, key: bytes | None = None) -> None:
         self.path = Path(path)
+        self.key = key
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         if self.path.exists() and self.path.stat().st_size:
-            check = verify(self.path)
+            check = verify(self.path, key=key)
             if not check.ok:
                 raise AuditError(f"{self.path}: {check.problem}; not appending to a broken chain")
             self._prev, self._seq = check.last_hash, check.entries
@@ -117,6 +135,8 @@ class AuditLog:
                 "prev": self._prev,
             }
             entry["hash"] = _digest(entry)
+            if self.key is not None:
+                entry["mac"] = _mac(self.key, entry["hash"])
             line = json.dumps(entry, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
             os.write(self._fd, (line + "\n").encode("utf-8"))
             os.fsync(self._fd)
