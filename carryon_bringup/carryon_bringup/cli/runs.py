@@ -97,4 +97,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
         console.print(f"{args.file}: {check.entries} entries, chain intact, {keyed}; last hash {check.last_hash}")
         return EXIT_OK
     err.print(f"{args.file}: BROKEN after {check.entries} good entries: {check.problem}")
+    if check.entries == 0 and "no MAC" in check.problem:
+        err.print("(a log written without an audit key has no MACs: `--key ''` checks its hash chain alone)")
     return EXIT_FAILED
