@@ -69,7 +69,7 @@ class Probe:
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             if self.beating:
-                self.heartbeat.publish(self.state(self.estop_active))
+                self.heartbeat.publish(self.state(self.estop_active, "shield/heartbeat"))
             self.session.executor.spin_once(timeout_sec=0.02)
             if until():
                 return True
@@ -90,13 +90,13 @@ class Probe:
         self.next_id += 1
         msg = common_convert.chunk_to_msg(chunk, self.session.node.get_clock().now().to_msg())
         key = self.key if key is None else key
-        self.chunks.publish(signing.sign_msg(key or None, msg))
+        self.chunks.publish(signing.sign_msg(key or None, msg, "shield/chunk"))
 
-    def state(self, active: bool) -> EstopState:
+    def state(self, active: bool, topic: str = "estop/state") -> EstopState:
         self.sequence += 1
         msg = EstopState(active=active, reason="test", source="test_shield", sequence=self.sequence)
         msg.header.stamp = self.session.node.get_clock().now().to_msg()
-        return signing.sign_msg(self.key, msg)
+        return signing.sign_msg(self.key, msg, topic)
 
     def refused(self, positions: np.ndarray, reason: str, *, frame: str = "world", timeout_s: float = 15.0) -> bool:
         """Send the chunk (again every 0.5 s: on a loaded machine a refusal for another
@@ -190,14 +190,10 @@ def test_joint_trajectories_estop_refusals_stale_state_and_cameras(config_dir: P
         assert probe.spin(5.0, lambda: any("unsigned: not released by the shield" in r for r in probe.rejections))
         probe.send(aside, key=bytes(32))
         assert probe.spin(5.0, lambda: any("signature does not match" in r for r in probe.rejections))
-        forged = EstopState(active=False, reason="forged", source="intruder")
-        probe.estop.publish(forged)  # an unsigned release on the e-stop topic: ignored (the stop was released anyway)
-        assert probe.spin(
-            5.0, lambda: any("e-stop state from intruder ignored: unsigned" in r for r in probe.rejections)
-        )
         assert np.abs(probe.tool() - stopped).max() < 2e-3, "a forged chunk moved the arm"
 
-        # The driver's own e-stop: engaged by its service, not released by it.
+        # The driver's own e-stop: engaged by its service, not released by it, nor by a forged
+        # release, nor by a heartbeat replayed on the e-stop topic; the shield's fresh signed release does.
         engage = SetEstop.Request(active=True, reason="test", source="test")
         answer = session.call(SetEstop, "/carryon/driver/estop/set", engage, 10.0)
         assert answer.status == SetEstop.Response.STATUS_OK and answer.state.active
@@ -205,8 +201,16 @@ def test_joint_trajectories_estop_refusals_stale_state_and_cameras(config_dir: P
         assert probe.spin(5.0, lambda: any("emergency stop engaged (test)" in r for r in probe.rejections))
         answer = session.call(SetEstop, "/carryon/driver/estop/set", SetEstop.Request(active=False), 10.0)
         assert answer.status == SetEstop.Response.STATUS_INVALID_ARGUMENT and "signed state" in answer.message
-        probe.set_estop(True)
-        probe.set_estop(False)  # the shield's signed release, stamped after the driver's engage
+        probe.estop.publish(EstopState(active=False, reason="forged", source="intruder"))
+        assert probe.spin(5.0, lambda: any("from intruder ignored: unsigned" in r for r in probe.rejections))
+        probe.estop.publish(probe.state(False, "shield/heartbeat"))  # signed, but for the heartbeat topic
+        assert probe.spin(
+            5.0, lambda: any("test_shield ignored: signature does not match" in r for r in probe.rejections)
+        )
+        probe.send(aside)
+        probe.spin(1.0)
+        assert np.abs(probe.tool() - stopped).max() < 2e-3, "a forged release moved the arm"
+        probe.set_estop(False)  # the shield's signed release
         probe.spin(0.5)
 
         # The heartbeat stops (a frozen shield) mid-chunk: the arm holds at once, whatever is queued.

@@ -269,7 +269,9 @@ class RosSession:
                 self.executor.spin_once(timeout_sec=0.1)
                 lost = watch.lost()
                 if lost is not None and not result_future.done():
-                    raise GoalLost(f"{lost}: the goal is lost (what it did so far stays done; the arm holds)")
+                    handle.cancel_goal_async()  # best effort: a frozen server that wakes must not go on unwatched
+                    self.executor.spin_once(timeout_sec=0.1)
+                    raise GoalLost(f"{lost}: the goal is lost (a cancel request was sent; what it did stays done)")
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the goal must not run on unattended
             cancel = handle.cancel_goal_async()
             self.executor.spin_until_future_complete(cancel, timeout_sec=2.0)

@@ -6,6 +6,7 @@ shield's signature on every released chunk and state, and the shield's heartbeat
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,6 +39,7 @@ class DriverLink:
     ) -> None:
         self.node, self.now_s = node, now_s
         self.lock = threading.Lock()
+        self._last_heartbeat_report = -float("inf")
         self.on_engage, self.report = on_engage, report
         key = load_key(Path(config.command_key_file)) if config.command_key_file else None
         path = latch_path(config.estop_latch_file, node.get_name())
@@ -58,37 +60,48 @@ class DriverLink:
 
     def admit(self, msg: ActionChunk) -> str | None:
         """Why a chunk on shield/chunk must not be queued (None: queue it)."""
-        payload, stamp_s = signing.payload(msg), convert.time_from_msg(msg.header.stamp)
+        payload, stamp_s = signing.payload(msg, names.SHIELD_CHUNK), convert.time_from_msg(msg.header.stamp)
         with self.lock:
-            reason = self.guard.admit_chunk(payload, msg.signature, stamp_s)
-            return reason if reason is not None else self.guard.blocked(self.now_s())
+            reason = self.guard.admit_chunk(payload, msg.signature, stamp_s, self.now_s())
+            return reason if reason is not None else self.guard.blocked(time.monotonic())
 
-    def blocked(self, now_s: float) -> str | None:
-        """Why no step may run now (the e-stop, the shield's heartbeat), or None."""
+    def blocked(self, _now_s: float) -> str | None:
+        """Why no step may run now (the e-stop, the shield's heartbeat), or None. The
+        heartbeat's age is on the monotonic clock, whatever the driver's clock."""
         with self.lock:
-            return self.guard.blocked(now_s)
-
-    def _on_state(self, msg: EstopState) -> None:
-        self._follow(msg, heartbeat=False)
+            return self.guard.blocked(time.monotonic())
 
     def _on_heartbeat(self, msg: EstopState) -> None:
-        self._follow(msg, heartbeat=True)
+        payload, stamp_s = signing.payload(msg, names.SHIELD_HEARTBEAT), convert.time_from_msg(msg.header.stamp)
+        with self.lock:
+            ignored = self.guard.on_heartbeat(payload, msg.signature, stamp_s, self.now_s(), time.monotonic())
+        if ignored is not None:
+            self._report_throttled(f"heartbeat from {msg.source or 'unknown'} ignored: {ignored}")
 
-    def _follow(self, msg: EstopState, *, heartbeat: bool) -> None:
-        payload, state = signing.payload(msg), signing.latch_state(msg)
+    def _on_state(self, msg: EstopState) -> None:
+        payload, state = signing.payload(msg, names.ESTOP_STATE), signing.latch_state(msg)
         with self.lock:
             was = self.guard.estop
-            ignored = self.guard.on_shield_state(payload, msg.signature, state, self.now_s(), heartbeat=heartbeat)
+            ignored = self.guard.on_state(payload, msg.signature, state, self.now_s())
             engaged = self.guard.estop and not was
+            write_error = self.guard.latch.write_error
         if engaged and self.on_engage is not None:
             self.on_engage()
         if engaged:
             self.node.get_logger().warning(f"emergency stop ENGAGED ({msg.source}: {msg.reason})")
         elif was and not self.guard.estop:
             self.node.get_logger().info(f"emergency stop released ({msg.source}: {msg.reason})")
+        if write_error:
+            self.node.get_logger().error(write_error, throttle_duration_sec=10.0)
         if ignored is not None:
-            kind = "heartbeat" if heartbeat else "e-stop state"
-            self.report(f"{kind} from {msg.source or 'unknown'} ignored: {ignored}")
+            self.report(f"e-stop state from {msg.source or 'unknown'} ignored: {ignored}")
+
+    def _report_throttled(self, line: str) -> None:
+        """Refused heartbeats come at 20 Hz: one report per second at most."""
+        now = time.monotonic()
+        if now - self._last_heartbeat_report >= 1.0:
+            self._last_heartbeat_report = now
+            self.report(line)
 
     def _on_set_estop(self, request: SetEstop.Request, response: SetEstop.Response) -> SetEstop.Response:
         if not request.active:

@@ -15,20 +15,29 @@ from carryon_common import convert
 from carryon_common.core.command_auth import LatchState, sign
 
 _DOUBLE = struct.Struct("<d")
+_FLOAT = struct.Struct("<f")
 _LONG = struct.Struct("<q")
 _ULONG = struct.Struct("<Q")
 
 
-def _encode(value: Any, out: list[bytes]) -> None:
+def _is_float32(field_type: str) -> bool:
+    """`float`, `float[3]`, `sequence<float>`, `sequence<float, 8>` (ROS IDL names)."""
+    base = field_type.removeprefix("sequence<").split(",")[0].split("[")[0].rstrip(">")
+    return base == "float"
+
+
+def _encode(value: Any, out: list[bytes], float32: bool = False) -> None:
     if hasattr(value, "get_fields_and_field_types"):
-        for name in value.get_fields_and_field_types():
-            _encode(getattr(value, name), out)
+        for name, field_type in value.get_fields_and_field_types().items():
+            _encode(getattr(value, name), out, _is_float32(field_type))
     elif isinstance(value, bool):
         out.append(b"\x01" if value else b"\x00")
     elif isinstance(value, int):
         out.append(_LONG.pack(value) if value < 2**63 else _ULONG.pack(value))
     elif isinstance(value, float):
-        out.append(_DOUBLE.pack(value))
+        # A float32 field holds the sender's double until it is serialised; the receiver gets
+        # it rounded to float32: both sides sign the rounded value.
+        out.append(_FLOAT.pack(value) if float32 else _DOUBLE.pack(value))
     elif isinstance(value, str):
         data = value.encode()
         out.append(_ULONG.pack(len(data)) + data)
@@ -38,22 +47,24 @@ def _encode(value: Any, out: list[bytes]) -> None:
         items = list(value)
         out.append(_ULONG.pack(len(items)))
         for item in items:
-            _encode(item.item() if hasattr(item, "item") else item, out)
+            _encode(item.item() if hasattr(item, "item") else item, out, float32)
 
 
-def payload(msg: Any) -> bytes:
-    """The bytes a signature covers: every field of `msg` but `signature`, canonically encoded."""
-    out: list[bytes] = [type(msg).__name__.encode()]
-    for name in msg.get_fields_and_field_types():
+def payload(msg: Any, topic: str) -> bytes:
+    """The bytes a signature covers: the topic it is published on (a heartbeat is not an
+    e-stop state) and every field of `msg` but `signature`, canonically encoded."""
+    out: list[bytes] = [topic.encode(), b"\x00", type(msg).__name__.encode()]
+    for name, field_type in msg.get_fields_and_field_types().items():
         if name != "signature":
-            _encode(getattr(msg, name), out)
+            _encode(getattr(msg, name), out, _is_float32(field_type))
     return b"".join(out)
 
 
-def sign_msg(key: bytes | None, msg: Any) -> Any:
-    """Set `msg.signature` (nothing to do without a key); returns `msg`."""
+def sign_msg(key: bytes | None, msg: Any, topic: str) -> Any:
+    """Set `msg.signature` for publication on `topic` (relative name, e.g. names.SHIELD_CHUNK;
+    nothing to do without a key); returns `msg`."""
     if key is not None:
-        msg.signature = sign(key, payload(msg))
+        msg.signature = sign(key, payload(msg, topic))
     return msg
 
 

@@ -48,62 +48,60 @@ def test_a_key_file_is_made_owner_only_and_checked(tmp_path: Path) -> None:
         load_key(short)
 
 
-def test_only_chunks_signed_with_the_key_are_admitted_once(tmp_path: Path) -> None:
+def test_only_fresh_chunks_signed_with_the_key_are_admitted_once(tmp_path: Path) -> None:
     g = guard(tmp_path)
     payload = b"chunk 1"
-    assert g.admit_chunk(payload, "", 1.0) == "unsigned: not released by the shield, refused"
-    assert "signature does not match" in (g.admit_chunk(payload, sign(b"x" * 32, payload), 1.0) or "")
-    assert "does not match" in (g.admit_chunk(b"chunk 1, edited", sign(KEY, payload), 1.0) or "")
-    assert g.admit_chunk(payload, sign(KEY, payload), 1.0) is None
-    assert "replay" in (g.admit_chunk(payload, sign(KEY, payload), 1.0) or "")
-    older = b"chunk 0"
-    assert "older than one already received" in (g.admit_chunk(older, sign(KEY, older), 0.5) or "")
+    assert g.admit_chunk(payload, "", 1.0, now_s=1.0) == "unsigned: not released by the shield, refused"
+    assert "signature does not match" in (g.admit_chunk(payload, sign(b"x" * 32, payload), 1.0, 1.0) or "")
+    assert "does not match" in (g.admit_chunk(b"chunk 1, edited", sign(KEY, payload), 1.0, 1.0) or "")
+    assert g.admit_chunk(payload, sign(KEY, payload), 1.0, now_s=1.05) is None
+    assert "replay" in (g.admit_chunk(payload, sign(KEY, payload), 1.0, now_s=1.1) or "")
+    old = b"chunk 0"  # signed, never seen, but stamped 5 s ago: recorded and replayed later
+    assert "+5.000 s from the driver's clock (limit 1 s)" in (g.admit_chunk(old, sign(KEY, old), 1.0, 6.0) or "")
     assert g.refused == 5
+    # After a simulator reset the clock starts again: fresh stamps near 0 are fine.
+    fresh = b"chunk 2"
+    assert g.admit_chunk(fresh, sign(KEY, fresh), 0.2, now_s=0.25) is None
     # Without a key (a node started alone) nothing is verified, and nothing waits for a heartbeat.
     open_guard = guard(tmp_path / "open", key=None)
-    assert open_guard.admit_chunk(payload, "", 1.0) is None and open_guard.blocked(5.0) is None
+    assert open_guard.admit_chunk(payload, "", 1.0, 1.0) is None and open_guard.blocked(5.0) is None
 
 
-def test_engage_always_release_only_signed_and_newer_heartbeats_feed_the_watchdog(tmp_path: Path) -> None:
+def test_engage_always_release_only_fresh_and_signed_heartbeats_only_feed_the_watchdog(tmp_path: Path) -> None:
     g = guard(tmp_path)
     assert g.blocked(0.0) == "no heartbeat from the shield yet"
-    beat, s = state(False, 1.0, b"beat")
-    assert g.on_shield_state(beat, sign(KEY, beat), s, now_s=1.0, heartbeat=True) is None
-    assert g.blocked(1.1) is None
-    assert "no heartbeat from the shield for 250 ms" in (g.blocked(1.25) or "")
-    forged_beat, s = state(False, 1.3, b"beat")
-    assert g.on_shield_state(forged_beat, "00" * 32, s, now_s=1.3, heartbeat=True) == "signature does not match"
-    assert g.blocked(1.3) is not None  # a forged heartbeat does not keep the arm moving
+    beat = b"beat 1"
+    assert g.on_heartbeat(beat, sign(KEY, beat), 1.0, now_s=1.0, mono_s=100.0) is None
+    assert g.blocked(100.1) is None
+    assert "no heartbeat from the shield for 250 ms" in (g.blocked(100.25) or "")
+    forged = b"beat 2"
+    assert g.on_heartbeat(forged, "00" * 32, 1.3, now_s=1.3, mono_s=100.3) == "signature does not match"
+    assert g.blocked(100.3) is not None  # a forged heartbeat does not keep the arm moving
 
     # An unsigned engage is followed (stopping is never refused) ...
     payload, s = state(True, 2.0)
-    assert g.on_shield_state(payload, "", s, now_s=2.0, heartbeat=False) == "unsigned"
-    assert g.estop and "unverified" in g.latch.state.reason
+    assert g.on_state(payload, "", s, now_s=2.0) is None  # followed, not ignored
+    assert g.estop and "unverified: unsigned" in g.latch.state.reason
     # ... an unsigned or forged release is not ...
     payload, s = state(False, 3.0)
-    g.on_shield_state(payload, "", s, now_s=3.0, heartbeat=False)
-    g.on_shield_state(payload, sign(b"y" * 32, payload), s, now_s=3.0, heartbeat=False)
+    assert g.on_state(payload, "", s, now_s=3.0) == "unsigned"
+    assert g.on_state(payload, sign(b"y" * 32, payload), s, now_s=3.0) == "signature does not match"
     assert g.estop
-    # ... nor a signed heartbeat saying "not engaged" (it never releases) ...
-    beat, s = state(False, 3.1, b"beat")
-    assert g.on_shield_state(beat, sign(KEY, beat), s, now_s=3.1, heartbeat=True) is None
-    assert g.estop and g.blocked(3.1) is not None and "emergency stop engaged" in (g.blocked(3.1) or "")
-    # ... nor a signed release older than the engage (a replay of an earlier release).
+    # ... nor a signed release of long ago (a replay: the operator released something else then) ...
     payload, s = state(False, 1.5)
-    assert "older than the engage" in (g.on_shield_state(payload, sign(KEY, payload), s, 3.2, heartbeat=False) or "")
+    assert "from the driver's clock" in (g.on_state(payload, sign(KEY, payload), s, now_s=3.2) or "")
+    assert g.estop and "emergency stop engaged" in (g.blocked(100.3) or "")
+    # ... and heartbeats never change the latch, whatever they say.
+    beat = b"beat 3"
+    g.on_heartbeat(beat, sign(KEY, beat), 3.3, now_s=3.3, mono_s=103.3)
     assert g.estop
-    # The shield's signed release, stamped after the engage, releases it.
+    # The shield's signed release, stamped now, releases it.
     payload, s = state(False, 4.0)
-    assert g.on_shield_state(payload, sign(KEY, payload), s, now_s=4.0, heartbeat=False) is None
-    assert not g.estop and "no heartbeat from the shield for 900 ms" in (g.blocked(4.0) or "")
-    beat, s = state(False, 4.0, b"beat")
-    g.on_shield_state(beat, sign(KEY, beat), s, now_s=4.0, heartbeat=True)
-    assert g.blocked(4.1) is None
-    # The driver's own engage is ended only by a release stamped after it.
-    g.engage("operator", "cli", now_s=5.0)
-    payload, s = state(False, 4.5)
-    g.on_shield_state(payload, sign(KEY, payload), s, now_s=5.1, heartbeat=False)
-    assert g.estop
+    assert g.on_state(payload, sign(KEY, payload), s, now_s=4.05) is None
+    assert not g.estop and g.blocked(103.35) is None
+    # A stale release while nothing is engaged (the shield's latched state on start-up) is no news.
+    payload, s = state(False, 0.5)
+    assert g.on_state(payload, sign(KEY, payload), s, now_s=9.0) is None
 
 
 def test_the_latch_survives_a_restart_and_fails_closed_on_a_bad_file(tmp_path: Path) -> None:

@@ -10,13 +10,11 @@ or in an unknown frame, and any exception inside the shield, releases nothing.
 
 from __future__ import annotations
 
-import itertools
 import sys
 import threading
 import time
 import traceback
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,15 +26,13 @@ from std_msgs.msg import Float64
 from visualization_msgs.msg import MarkerArray
 
 from carryon_common import convert as common_convert
-from carryon_common import signing
 from carryon_common.camera_streams import CameraStreams, stamp_key
 from carryon_common.core import names
 from carryon_common.core.chunk import InvalidChunk
-from carryon_common.core.command_auth import EstopLatch, LatchState, latch_path, load_key
 from carryon_common.core.status import implemented
-from carryon_common.node import CarryOnNode, latched_qos, run_node
-from carryon_interfaces.msg import ActionChunk, EstopState, SegmentationLabels, ShieldEvent
-from carryon_interfaces.srv import SetEstop, SetTask
+from carryon_common.node import CarryOnNode, run_node
+from carryon_interfaces.msg import ActionChunk, SegmentationLabels, ShieldEvent
+from carryon_interfaces.srv import SetTask
 from carryon_shield import convert
 from carryon_shield.core.build import build_shield
 from carryon_shield.core.config import ShieldConfig
@@ -48,6 +44,7 @@ from carryon_shield.core.kernel import warm_up
 from carryon_shield.core.perception import CommandTracker
 from carryon_shield.core.response import commanded_poses, load_response_model
 from carryon_shield.core.types import PerceptionUnavailable, RgbdFrame, RobotState, TaskSpec
+from carryon_shield.estop import ShieldEstop
 
 CAPABILITIES = (
     implemented(
@@ -106,25 +103,8 @@ class ShieldNode(CarryOnNode):
         self.event_pub = self.create_publisher(ShieldEvent, names.SHIELD_EVENTS, 10)
         self.marker_pub = self.create_publisher(MarkerArray, names.SHIELD_MARKERS, 10)
         self.cloud_pub = self.create_publisher(PointCloud2, names.SHIELD_OBSTACLES, 1)
-        self.estop_pub = self.create_publisher(EstopState, names.ESTOP_STATE, latched_qos())
-        self.heartbeat_pub = self.create_publisher(EstopState, names.SHIELD_HEARTBEAT, 10)
-        self._key = load_key(Path(cfg.command_key_file)) if cfg.command_key_file else None
-        self.add_backend("commands", "signed (HMAC-SHA256)" if self._key is not None else "NOT signed (no command key)")
-        if self._key is None:
-            self.get_logger().warning("no command_key_file: released chunks and e-stop states go out unsigned")
-        self._sequence = itertools.count(1)  # next() is atomic: the heartbeat thread and services share it
-        self.latch = self._start_latch(cfg)
-        self.gate.estop_active = self.latch.state.active
-        self._publish_estop()
-        # Its own callback group: an e-stop is answered while a chunk or a cloud is being processed.
-        safety = MutuallyExclusiveCallbackGroup()
-        self.create_service(SetEstop, names.ESTOP_SET, self._on_set_estop, callback_group=safety)
-        # The heartbeat goes out from a thread of its own on the wall clock: a busy executor on a
-        # loaded machine delays timers by hundreds of ms, which would stop the arm for nothing.
-        # The executor's own timer proves it is alive; the thread stops beating when it is not.
-        self._executor_alive = time.monotonic()
-        self.create_timer(cfg.heartbeat_period_s, self._executor_tick, callback_group=safety)
-        self._heartbeat_thread = threading.Thread(target=self._beat, name="shield-heartbeat", daemon=True)
+        # The latched e-stop, the command key, the signed heartbeat (carryon_shield/estop.py).
+        self.estop = ShieldEstop(self, cfg, self.gate)
         # Chunks, robot state and the task in one group of their own: a chunk's decision never
         # waits behind the conversion of camera images (the default group, other executor threads).
         control = MutuallyExclusiveCallbackGroup()
@@ -143,7 +123,7 @@ class ShieldNode(CarryOnNode):
         if cfg.ground_on_arrival:
             self._grounding_worker = threading.Thread(target=self._ground_frames, name="shield-grounding", daemon=True)
             self._grounding_worker.start()
-        self._heartbeat_thread.start()
+        self.estop.start()
         self.set_ready()
 
     # -- sensors -----------------------------------------------------------------------
@@ -237,7 +217,7 @@ class ShieldNode(CarryOnNode):
         self._stopping.set()
         if self._grounding_worker is not None:
             self._grounding_worker.join(timeout=2.0)
-        self._heartbeat_thread.join(timeout=2.0)
+        self.estop.stop()
         super().destroy_node()
 
     def _on_width(self, msg: Float64) -> None:
@@ -305,61 +285,6 @@ class ShieldNode(CarryOnNode):
             response.message += f"; not seen yet: {', '.join(unseen)}"
         return response
 
-    def _start_latch(self, cfg: ShieldConfig) -> EstopLatch:
-        """The e-stop latch as the last run of this shield left it; a restart comes back engaged."""
-        name = self.get_name()
-        reason = (
-            "engaged at start-up (estop_engaged_at_start)"
-            if cfg.estop_engaged_at_start
-            else "not engaged since start-up"
-        )
-        path = latch_path(cfg.estop_latch_file, name)
-        latch = EstopLatch(path, LatchState(cfg.estop_engaged_at_start, reason, name, self.now_s()))
-        if latch.found_on_disk and cfg.estop_engaged_after_restart and not latch.state.active:
-            latch.set(LatchState(True, f"{name} restarted: engaged until an operator releases it", name, self.now_s()))
-        if latch.state.active:
-            self.get_logger().warning(f"emergency stop engaged at start-up: {latch.state.reason}")
-        return latch
-
-    def _state_msg(self) -> EstopState:
-        state = self.latch.state
-        msg = EstopState(active=state.active, reason=state.reason, source=state.source, sequence=next(self._sequence))
-        msg.header.stamp = common_convert.time_to_msg(state.stamp_s)
-        return msg
-
-    def _publish_estop(self) -> EstopState:
-        msg = signing.sign_msg(self._key, self._state_msg())
-        self.estop_pub.publish(msg)
-        return msg
-
-    def _executor_tick(self) -> None:
-        self._executor_alive = time.monotonic()
-
-    def _beat(self) -> None:
-        cfg: ShieldConfig = self.config
-        while not self._stopping.wait(cfg.heartbeat_period_s):
-            if time.monotonic() - self._executor_alive > cfg.executor_stall_s:
-                continue  # callbacks no longer run (deadlocked, stalled): the driver stops the arm
-            if self.now_s() <= 0.0:
-                continue  # on sim time before the first /clock: a stamp of 0 would be refused as old
-            msg = self._state_msg()
-            msg.header.stamp = self.stamp_now()  # a heartbeat is stamped when sent, the state when it changed
-            self.heartbeat_pub.publish(signing.sign_msg(self._key, msg))
-
-    def _on_set_estop(self, request: SetEstop.Request, response: SetEstop.Response) -> SetEstop.Response:
-        source = request.source or "unknown"
-        self.latch.set(LatchState(request.active, request.reason, source, self.now_s()))
-        self.gate.estop_active = request.active
-        response.state = self._publish_estop()
-        # rclpy ties a logging call site to one severity: one call per severity.
-        if request.active:
-            self.get_logger().warning(f"emergency stop ENGAGED by {source}: {request.reason}")
-        else:
-            self.get_logger().info(f"emergency stop released by {source}: {request.reason}")
-        response.status = SetEstop.Response.STATUS_OK
-        response.message = "emergency stop engaged" if request.active else "emergency stop released"
-        return response
-
     # -- chunks --------------------------------------------------------------------------
     def _on_chunk(self, msg: ActionChunk) -> None:
         started = time.perf_counter()
@@ -379,7 +304,8 @@ class ShieldNode(CarryOnNode):
         stamp = self.stamp_now()
         if decision.released is not None:
             self._record_release(decision.released, now_s)
-            self.safe_pub.publish(signing.sign_msg(self._key, common_convert.chunk_to_msg(decision.released, stamp)))
+            released = common_convert.chunk_to_msg(decision.released, stamp)
+            self.safe_pub.publish(self.estop.sign(released, names.SHIELD_CHUNK))
         decision = replace(decision, compute_time_s=time.perf_counter() - started)
         self.event_pub.publish(convert.decision_to_event(decision, stamp))
         markers = convert.decision_markers(decision, stamp)

@@ -11,7 +11,8 @@ Each trial sets the arm moving with a chunk through the shield, then:
   with another key and a replay of a chunk the shield released; any of them moving the
   tool by more than 5 mm counts as executed;
 * **forged release**: with the e-stop engaged, publishes an unsigned and a wrongly signed
-  release on estop/state, then a forged chunk; the arm moving counts as a failure;
+  release on estop/state and a replay of the shield's own last release, then a chunk signed
+  with the run's real key straight on shield/chunk; the arm moving counts as a failure;
 * **restart**: kills the shield (SIGKILL); its restart policy brings it back, and it must
   come back engaged and release nothing until the operator releases it;
 * **cli**: `carryon policy run` with a long budget, then policy_node killed (SIGKILL): the
@@ -73,10 +74,13 @@ class _Probe:
         from std_msgs.msg import String
 
         from carryon_common.calls import RosSession
+        from carryon_common.core.command_auth import load_key
+        from carryon_common.core.names import RUN_COMMAND_KEY
         from carryon_common.node import latched_qos
-        from carryon_interfaces.msg import ActionChunk, EstopState
+        from carryon_interfaces.msg import ActionChunk, EstopState, ShieldEvent
 
         self.graph, self.ns = graph, f"/{namespace}/"
+        self.key = load_key(graph.run_dir / RUN_COMMAND_KEY)  # the bench plays the shield in one probe
         self.session = RosSession("faults_probe", domain_id=graph.domain_id).__enter__()
         node = self.session.node
         self.sim_now = 0.0
@@ -87,6 +91,8 @@ class _Probe:
         node.create_subscription(Clock, "/clock", self._on_clock, 10)
         node.create_subscription(PoseStamped, self.ns + "ee_pose", self._on_pose, 50)
         node.create_subscription(ActionChunk, self.ns + "shield/chunk", self.released.append, 10)
+        self.events: list[str] = []
+        node.create_subscription(ShieldEvent, self.ns + "shield/events", lambda m: self.events.append(m.reason), 50)
         self.policy_chunks = 0
         node.create_subscription(ActionChunk, self.ns + "policy/chunk", self._on_policy_chunk, 10)
         node.create_subscription(String, self.ns + "driver/rejections", lambda m: self.rejections.append(m.data), 50)
@@ -139,11 +145,15 @@ class _Probe:
         return convert.chunk_to_msg(chunk, convert.time_to_msg(self.sim_now))
 
     def start_moving(self) -> bool:
-        """A 3 s chunk through the shield; True once the tool has moved 1 cm."""
+        """A 3 s chunk through the shield; True once the tool has moved 1 cm. Sent up to three
+        times: just after start-up the shield may not have grounded its first frames yet."""
         self.direction = -self.direction
         start = self.tool()
-        self.policy_pub.publish(self.chunk(60, 0.0025))
-        return self.spin(5.0, lambda: float(np.linalg.norm(self.tool() - start)) > 0.01)
+        for _ in range(3):
+            self.policy_pub.publish(self.chunk(60, 0.0025))
+            if self.spin(5.0, lambda: float(np.linalg.norm(self.tool() - start)) > 0.01):
+                return True
+        return False
 
     def time_to_rest(self, fault_s: float, timeout_s: float = 5.0) -> float:
         """Sim seconds from `fault_s` to the start of the first REST_WINDOW_S of stillness."""
@@ -174,7 +184,9 @@ class _Probe:
 
 def _stop_trial(probe: _Probe, fault: Callable[[], None], after: Callable[[], None]) -> float:
     if not probe.start_moving():
-        raise RuntimeError(f"the arm did not move through the shield (rejections: {probe.rejections[-3:]})")
+        raise RuntimeError(
+            f"the arm did not move through the shield (driver: {probe.rejections[-3:]}; shield: {probe.events[-3:]})"
+        )
     fault_s = probe.sim_now
     fault()
     stop_s = probe.time_to_rest(fault_s)
@@ -194,7 +206,7 @@ def _forged_trials(probe: _Probe, trials: int) -> tuple[int, int]:
         probe.time_to_rest(probe.sim_now, timeout_s=6.0)
         replay = probe.released[-1]
         unsigned = probe.chunk(20, 0.0025)
-        wrong = signing.sign_msg(os.urandom(32), probe.chunk(20, 0.0025))
+        wrong = signing.sign_msg(os.urandom(32), probe.chunk(20, 0.0025), "shield/chunk")
         for forged in (unsigned, wrong, replay):
             start = probe.tool()
             probe.forged_pub.publish(forged)
@@ -211,15 +223,20 @@ def _forged_release_trials(probe: _Probe, trials: int) -> tuple[int, int]:
 
     moved = 0
     for _ in range(trials):
+        releases = [m for m in probe.estop_states if not m.active and m.signature]
+        genuine = releases[-1] if releases else None
         probe.estop(True, "bench: forged release trial")
         for key in (None, os.urandom(32)):
             forged = EstopState(active=False, reason="forged", source="intruder")
-            forged.header.stamp.sec = int(probe.sim_now) + 60
-            probe.forged_estop_pub.publish(signing.sign_msg(key, forged))
+            forged.header.stamp.sec = int(probe.sim_now)
+            probe.forged_estop_pub.publish(signing.sign_msg(key, forged, "estop/state"))
+        if genuine is not None:
+            probe.forged_estop_pub.publish(genuine)  # a replay of the shield's own earlier release
         probe.spin(0.5)
         start = probe.tool()
-        probe.forged_pub.publish(probe.chunk(20, 0.0025))
-        probe.policy_pub.publish(probe.chunk(20, 0.0025))
+        # A chunk signed with the run's real key, straight to the driver: only the driver's own
+        # e-stop stands between it and the arm (the shield is engaged too, and would not release it).
+        probe.forged_pub.publish(signing.sign_msg(probe.key, probe.chunk(20, 0.0025), "shield/chunk"))
         probe.spin(1.5)
         moved += int(float(np.linalg.norm(probe.tool() - start)) > EXECUTED_M)
         probe.estop(False, "bench: end of trial")
@@ -326,7 +343,9 @@ def run(options: BenchOptions) -> BenchResult:
         result.add(f"{name}_p99", percentile(ms, 99), "ms")
         result.add(f"{name}_max", max(ms), "ms")
     result.add("forged_chunks_executed", forged_executed, "chunks", f"of {forged_sent} (unsigned, other key, replay)")
-    result.add("forged_release_moved", release_moved, "trials", f"of {release_trials} (forged releases + chunk)")
+    result.add(
+        "forged_release_moved", release_moved, "trials", f"of {release_trials} (forged and replayed releases + chunks)"
+    )
     result.add("estop_survived_restart", engaged, "trials", f"of {restart_trials} SIGKILLs of shield_node")
     for key, note in (
         ("death_exit_s", "`carryon policy run` exits after SIGKILL of policy_node, goal <= 5 s"),

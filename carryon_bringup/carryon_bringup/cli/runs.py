@@ -98,5 +98,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
         return EXIT_OK
     err.print(f"{args.file}: BROKEN after {check.entries} good entries: {check.problem}")
     if check.entries == 0 and "no MAC" in check.problem:
-        err.print("(a log written without an audit key has no MACs: `--key ''` checks its hash chain alone)")
+        err.print(
+            "(its first entry has no MAC: either the run was recorded without an audit key "
+            "(recorder_node.audit_key_file '') or the MACs were stripped; only the former may be checked "
+            "with `--key ''`)"
+        )
     return EXIT_FAILED

@@ -91,6 +91,7 @@ class EstopLatch:
 
     def __init__(self, path: Path | None, initial: LatchState) -> None:
         self.path = path
+        self.write_error = ""
         self.found_on_disk = False
         self.state = initial
         if path is None:
@@ -104,19 +105,25 @@ class EstopLatch:
         self._write()
 
     def set(self, state: LatchState) -> None:
+        """The new state holds at once; a failed write is kept in `write_error` (the node
+        reports it), never raised: an e-stop must engage even on a full or missing disk."""
         self.state = state
         self._write()
 
     def _write(self) -> None:
         if self.path is None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(self.path.suffix + ".tmp")
-        with tmp.open("w") as out:
-            json.dump(asdict(self.state), out)
-            out.flush()
-            os.fsync(out.fileno())
-        tmp.replace(self.path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(self.path.suffix + ".tmp")
+            with tmp.open("w") as out:
+                json.dump(asdict(self.state), out)
+                out.flush()
+                os.fsync(out.fileno())
+            tmp.replace(self.path)
+            self.write_error = ""
+        except OSError as exc:
+            self.write_error = f"e-stop latch {self.path} not saved ({exc}): a restart would not keep this state"
 
 
 def latch_path(setting: str, node_name: str) -> Path | None:
@@ -133,19 +140,24 @@ class CommandGuard:
     e-stop state, and the shield's heartbeat. Without a key (a node started on its own, in
     a unit test) nothing is verified and no heartbeat is required; `secured` says which.
 
-    Times: `stamp_s` is the sender's stamp, `now_s` the driver's clock (the same clock in a
-    graph: sim time in simulation)."""
+    A signed message is accepted once, and only while fresh: its stamp (the shield's clock)
+    within `max_age_s` of the driver's clock `now_s` (the same clock in a graph: sim time in
+    simulation; on two PCs keep them synchronised). A replay is either a signature seen
+    recently or an old stamp. Signatures cover the topic too (see signing.payload): a
+    heartbeat cannot be replayed as an e-stop state. The heartbeat's age is measured on
+    the monotonic clock `mono_s`: it is about the shield's process being alive, whatever
+    the simulator's real-time factor."""
 
-    def __init__(self, key: bytes | None, latch: EstopLatch, heartbeat_timeout_s: float) -> None:
+    def __init__(
+        self, key: bytes | None, latch: EstopLatch, heartbeat_timeout_s: float, max_age_s: float = 1.0
+    ) -> None:
         self.key = key
         self.latch = latch
         self.heartbeat_timeout_s = heartbeat_timeout_s
-        self.last_heartbeat_s: float | None = None  # driver clock at the latest valid heartbeat
-        self.last_state_stamp_s = -float("inf")  # newest shield state stamp accepted
-        self.last_heartbeat_stamp_s = -float("inf")
-        self.last_chunk_stamp_s = -float("inf")
+        self.max_age_s = max_age_s
+        self.last_heartbeat_mono: float | None = None  # monotonic time of the latest valid heartbeat
         self._seen: collections.deque[str] = collections.deque(maxlen=_REPLAYS_KEPT)
-        self.refused = 0  # forged, replayed or unsigned messages
+        self.refused = 0  # forged, replayed, stale or unsigned messages
 
     @property
     def secured(self) -> bool:
@@ -155,79 +167,73 @@ class CommandGuard:
     def estop(self) -> bool:
         return self.latch.state.active
 
-    def admit_chunk(self, payload: bytes, signature: str, stamp_s: float) -> str | None:
+    def admit_chunk(self, payload: bytes, signature: str, stamp_s: float, now_s: float) -> str | None:
         """Why a released chunk must not be queued (None: queue it)."""
         if self.key is None:
             return None
-        reason = self._check_signature(payload, signature, stamp_s, self.last_chunk_stamp_s)
+        reason = self._check(payload, signature, stamp_s, now_s)
+        return None if reason is None else f"{reason}: not released by the shield, refused"
+
+    def on_state(self, payload: bytes, signature: str, state: LatchState, now_s: float) -> str | None:
+        """The shield's e-stop state (estop/state). An engage is always followed, signed or
+        not: stopping is never refused. A release must verify and be fresh (stamped within
+        `max_age_s`: the operator released it just now, not a copy of an earlier release).
+        Returns why the message was ignored, or None."""
+        reason = self._check(payload, signature, state.stamp_s, now_s) if self.key is not None else None
+        if state.active:  # followed whatever the check said: the latch's reason keeps what it found
+            if not self.latch.state.active:
+                note = "" if reason is None else f" (unverified: {reason})"
+                self.latch.set(LatchState(True, state.reason + note, state.source, now_s))
+            return None
+        if not self.latch.state.active:
+            return None  # nothing to release (e.g. the shield's latched state of long ago, on start-up)
         if reason is not None:
-            self.refused += 1
-            return f"{reason}: not released by the shield, refused"
-        self.last_chunk_stamp_s = stamp_s
+            return reason
+        self.latch.set(LatchState(False, state.reason, state.source, now_s))
         return None
 
-    def on_shield_state(
-        self, payload: bytes, signature: str, state: LatchState, now_s: float, *, heartbeat: bool
-    ) -> str | None:
-        """The shield's e-stop state (estop/state, stamped when it changed) or heartbeat.
-
-        An engage is always followed, signed or not: stopping is never refused. A release
-        must come from the shield's state topic, verify, and be stamped after the engage
-        it ends; a heartbeat feeds the watchdog when it verifies and never releases (a
-        shield that was frozen while the driver was stopped at its own service must not
-        release that stop when it wakes). Returns why the message was ignored, or None."""
-        if self.key is not None:
-            # An engage may carry any stamp (a shield restarted on sim time stamps 0 before
-            # its first /clock); only what feeds the watchdog or releases must be newer.
-            newest = self.last_heartbeat_stamp_s if heartbeat else self.last_state_stamp_s
-            if state.active and not heartbeat:
-                newest = -float("inf")
-            reason = self._check_signature(payload, signature, state.stamp_s, newest)
-            if reason is not None:
-                self.refused += 1
-                if state.active and not self.latch.state.active:
-                    self.latch.set(LatchState(True, f"{state.reason} (unverified: {reason})", state.source, now_s))
-                return reason
-            if heartbeat:
-                self.last_heartbeat_stamp_s = state.stamp_s
-                self.last_heartbeat_s = now_s
-            else:
-                self.last_state_stamp_s = max(self.last_state_stamp_s, state.stamp_s)
-        if state.active and not self.latch.state.active:
-            self.latch.set(state)
-        elif not state.active and self.latch.state.active and not heartbeat:
-            if state.stamp_s <= self.latch.state.stamp_s:
-                return f"a release stamped {state.stamp_s:.3f} s is older than the engage it would end"
-            self.latch.set(state)
-        return None
+    def on_heartbeat(self, payload: bytes, signature: str, stamp_s: float, now_s: float, mono_s: float) -> str | None:
+        """The shield's heartbeat: it only feeds the watchdog (it neither engages nor
+        releases: a heartbeat sent just before a release may arrive after it)."""
+        if self.key is None:
+            return None
+        reason = self._check(payload, signature, stamp_s, now_s)
+        if reason is None:
+            self.last_heartbeat_mono = mono_s
+        return reason
 
     def engage(self, reason: str, source: str, now_s: float) -> None:
         self.latch.set(LatchState(True, reason, source, now_s))
 
-    def blocked(self, now_s: float) -> str | None:
-        """Why no step may be executed now (None: steps may run)."""
+    def blocked(self, mono_s: float) -> str | None:
+        """Why no step may be executed now (None: steps may run); `mono_s` monotonic."""
         if self.latch.state.active:
             return f"emergency stop engaged ({self.latch.state.reason})"
         if self.key is None:
             return None
-        if self.last_heartbeat_s is None:
+        if self.last_heartbeat_mono is None:
             return "no heartbeat from the shield yet"
-        age = now_s - self.last_heartbeat_s
+        age = mono_s - self.last_heartbeat_mono
         if age > self.heartbeat_timeout_s:
             return (
                 f"no heartbeat from the shield for {age * 1000:.0f} ms (limit {self.heartbeat_timeout_s * 1000:.0f} ms)"
             )
         return None
 
-    def _check_signature(self, payload: bytes, signature: str, stamp_s: float, newest_s: float) -> str | None:
+    def _check(self, payload: bytes, signature: str, stamp_s: float, now_s: float) -> str | None:
         assert self.key is not None
+        reason = None
         if not signature:
-            return "unsigned"
-        if not verify(self.key, payload, signature):
-            return "signature does not match"
-        if signature in self._seen:
-            return "a replay of a message already received"
-        if stamp_s < newest_s:
-            return f"stamped {stamp_s:.3f} s, older than one already received ({newest_s:.3f} s)"
+            reason = "unsigned"
+        elif not verify(self.key, payload, signature):
+            reason = "signature does not match"
+        elif signature in self._seen:
+            reason = "a replay of a message already received"
+        elif abs(now_s - stamp_s) > self.max_age_s:
+            offset = now_s - stamp_s
+            reason = f"stamped {stamp_s:.3f} s, {offset:+.3f} s from the driver's clock (limit {self.max_age_s:g} s)"
+        if reason is not None:
+            self.refused += 1
+            return reason
         self._seen.append(signature)
         return None
