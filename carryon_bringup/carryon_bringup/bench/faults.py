@@ -138,10 +138,21 @@ class _Probe:
 
         self.next_id += 1
         positions = np.tile([0.0, self.direction * step_m, 0.0], (steps, 1))
+        rotations, gripper = np.zeros((steps, 3)), np.zeros(steps)
+        source, convention = ChunkSource.OPERATOR, Convention.DELTA
         chunk = Chunk(
-            self.next_id, "", ChunkSource.OPERATOR, Convention.DELTA, "world", 0.05, self.next_id, self.sim_now,
-            positions, np.zeros((steps, 3)), np.zeros(steps),
-        )  # fmt: skip
+            self.next_id,
+            "",
+            source,
+            convention,
+            "world",
+            0.05,
+            self.next_id,
+            self.sim_now,
+            positions,
+            rotations,
+            gripper,
+        )
         return convert.chunk_to_msg(chunk, convert.time_to_msg(self.sim_now))
 
     def start_moving(self) -> bool:
@@ -269,8 +280,8 @@ def _cli_trials(probe: _Probe, config: Path, trials: int) -> dict[str, list[floa
     CLI itself gets SIGTERM; exit codes; chunks the policy sent 2 s after a SIGTERM exit."""
     out: dict[str, list[float]] = {"death_exit_s": [], "death_codes": [], "sigterm_exit_s": [], "sigterm_codes": []}
     out["chunks_after_sigterm"] = []
-    command = [sys.executable, "-m", "carryon_bringup.cli", "--config-dir", str(config), "policy", "run",
-               "open the pink cover", "--steps", "4000"]  # fmt: skip
+    cli_args = ["--config-dir", str(config), "policy", "run", "open the pink cover", "--steps", "4000"]
+    command = [sys.executable, "-m", "carryon_bringup.cli", *cli_args]
     env = {**probe.graph.env, "NO_COLOR": "1"}
     for kill_node in [True] * trials + [False] * trials:
         seen = probe.policy_chunks
