@@ -89,17 +89,15 @@ def test_stop_interrupts_then_kills_and_leaves_no_process(tmp_path: Path) -> Non
     )
     sup = supervisor(tmp_path, {"polite_node": SLEEPER, "stubborn_node": stubborn})
     sup.start_all()
-    deadline = time.monotonic() + 10
-    # Both running their loops first: a loaded machine once took the polite node more than the
-    # 1 s grace to start, and it was killed as if it had ignored SIGINT.
-    while time.monotonic() < deadline and not all(sup.processes[n].tail for n in ("stubborn_node", "polite_node")):
+    deadline = time.monotonic() + 5
+    while len(sup.processes["stubborn_node"].tail) < 1 and time.monotonic() < deadline:
         time.sleep(0.02)
     grandchild = int(sup.processes["stubborn_node"].tail[0])
     pids = list(sup.pids().values())
-    report = sup.stop(2.0)
+    report = sup.stop(1.0)
     assert report.killed == ["stubborn_node"]
     assert report.stopped_cleanly == ["polite_node"]
-    assert report.duration_s < 5.0
+    assert report.duration_s < 3.0
     time.sleep(0.2)
     for pid in [*pids, grandchild]:
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
