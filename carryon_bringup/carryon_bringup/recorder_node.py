@@ -80,12 +80,16 @@ class Recorder(CarryOnNode):
         self.audit: AuditLog | None = None
         self.feed = AuditFeed()
         if cfg.audit:
-            key = None
+            key, unkeyed = None, "hash chain only (audit_key_file '')"
             if cfg.audit_key_file:
                 key_file = Path(cfg.audit_key_file).expanduser()
-                key = load_key(create_key_file(key_file))
+                try:
+                    key = load_key(create_key_file(key_file))
+                except OSError as exc:  # e.g. a read-only home: record anyway, and say so loudly
+                    unkeyed = f"hash chain only: NO MACs, the audit key {key_file} cannot be made ({exc})"
+                    self.get_logger().error(f"audit log without MACs: {unkeyed}")
             self.audit = AuditLog(self._audit_path(), key=key)
-            self.add_backend("audit", f"hash chain + MACs (key {cfg.audit_key_file})" if key else "hash chain only")
+            self.add_backend("audit", f"hash chain + MACs (key {cfg.audit_key_file})" if key else unkeyed)
             self._audit_topics()
         self.create_timer(cfg.discovery_period_s, self._discover)
         self._discover()
