@@ -55,7 +55,7 @@ class _ServerWatch:
 
     def __init__(self, session: RosSession, client: ActionClient, name: str, server_node: str) -> None:
         self.session, self.client, self.name = session, client, name
-        self.status_name = f"{server_node}/{names.GET_STATUS.removeprefix('~/')}" if server_node else ""
+        self.status_name = names.status_service("", server_node) if server_node else ""
         self.server_node = server_node
         self.gone_since: float | None = None
         self.ping: tuple[float, Any] | None = None  # (sent at, future)

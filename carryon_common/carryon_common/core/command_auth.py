@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from carryon_common.core.errors import ConfigError
+from carryon_common.core.names import RUN_DIR_ENV
 
 KEY_BYTES = 32
 _REPLAYS_KEPT = 256
@@ -131,14 +132,14 @@ def latch_path(setting: str, node_name: str) -> Path | None:
     `carryon up` (state/<node>-estop.json), else nowhere (memory only)."""
     if setting:
         return Path(setting).expanduser()
-    run_dir = os.environ.get("CARRYON_RUN_DIR")
+    run_dir = os.environ.get(RUN_DIR_ENV)
     return Path(run_dir) / "state" / f"{node_name}-estop.json" if run_dir else None
 
 
 class CommandGuard:
     """The driver's side: its own e-stop latch, the shield's signature on every chunk and
     e-stop state, and the shield's heartbeat. Without a key (a node started on its own, in
-    a unit test) nothing is verified and no heartbeat is required; `secured` says which.
+    a unit test) nothing is verified and no heartbeat is required.
 
     A signed message is accepted once, and only while fresh: its stamp (the shield's clock)
     within `max_age_s` of the driver's clock `now_s` (the same clock in a graph: sim time in
@@ -158,10 +159,6 @@ class CommandGuard:
         self.last_heartbeat_mono: float | None = None  # monotonic time of the latest valid heartbeat
         self._seen: collections.deque[str] = collections.deque(maxlen=_REPLAYS_KEPT)
         self.refused = 0  # forged, replayed, stale or unsigned messages
-
-    @property
-    def secured(self) -> bool:
-        return self.key is not None
 
     @property
     def estop(self) -> bool:
