@@ -36,6 +36,7 @@ from carryon_common.core.llm_backends import make_llm
 from carryon_common.core.skills import load_skill_library, skills_path
 from carryon_common.core.status import implemented
 from carryon_common.node import CarryOnNode, latched_qos, run_node
+from carryon_common.request_auth import RequestGate, Unauthorized, load_node_identity
 from carryon_interfaces.action import Assist
 from carryon_interfaces.msg import PerceivedScene, PlanState, SubtaskState
 from carryon_interfaces.srv import Ask
@@ -98,6 +99,10 @@ class PlannerNode(CarryOnNode):
                 "planner LLM backend is SCRIPTED (NOT AN LLM): replies come from a script file; plans are still "
                 "validated, repaired and executed for real. Set llm_backend: openai or local for a real planner."
             )
+        # Who may ask for writes and motion (operators_file), and what the planner signs its memory writes with.
+        self.requests = RequestGate(cfg.operators_file)
+        self.identity = load_node_identity(cfg.identity_file, names.PLANNER_NODE)
+        self.add_backend("operators", "authenticated" if self.requests.secured else "NOT authenticated")
         self.memory: Memory = memory if memory is not None else RosMemory(self, cfg.service_timeout_s)
         self._make_dispatch = make_dispatch or self._ros_dispatch
         self._ids = itertools.count(1)
@@ -139,6 +144,12 @@ class PlannerNode(CarryOnNode):
             response.status = Ask.Response.STATUS_UNAVAILABLE
             response.message = self._llm_problem
             return response
+        if not request.plan_only:  # it writes the plan's durable facts
+            try:
+                self.requests.principal(request, ("operator:",))
+            except Unauthorized as exc:
+                response.status, response.message = Ask.Response.STATUS_UNAUTHORIZED, f"refused: {exc}"
+                return response
         try:
             answer = ask(
                 self.planner,
@@ -188,6 +199,16 @@ class PlannerNode(CarryOnNode):
             result.status, result.message = Assist.Result.STATUS_FAILED, "another request is being carried out"
             goal_handle.abort()
             return result
+        try:
+            operator = self.requests.principal(goal_handle.request, ("operator:",))
+        except Unauthorized as exc:
+            self.get_logger().warning(f"Assist refused: {exc}")
+            result.status, result.message = Assist.Result.STATUS_FAILED, f"refused: {exc}"
+            goal_handle.abort()
+            self._busy.release()
+            return result
+        if operator:
+            self.get_logger().info(f"Assist requested by {operator}")
         try:
             return self._assist_goal(goal_handle, result)
         except Exception as exc:  # noqa: BLE001 - the request fails with the reason; the node stays up

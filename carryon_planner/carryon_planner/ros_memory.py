@@ -42,6 +42,8 @@ class RosMemory:
             rendered=answer.rendered,
             facts=tuple(StoredFact(f.entity, f.key, f.value) for f in answer.user_facts),
             scene={loc.name: tuple(loc.contents) for loc in answer.scene},
+            other_users=tuple(answer.other_users),
+            foreign_values=tuple(answer.foreign_values),
         )
 
     def update_user(self, user_id: str, facts: Sequence[FactWrite], source: str) -> str:

@@ -57,3 +57,20 @@ def test_a_bad_answer_or_no_llm_stores_nothing() -> None:
     assert outcome.store == () and outcome.problem.startswith("summariser unavailable")
     outcome, _ = run(json.dumps({"remember": [], "reason": "nothing lasting"}))
     assert outcome.store == () and outcome.skipped == () and outcome.problem == ""
+
+
+def test_another_users_value_or_name_is_not_remembered_unless_said_here() -> None:
+    answer = {"remember": [
+        {"entity": "bob_diet", "key": "preference", "value": "meat"},
+        {"entity": "bread", "key": "preference", "value": "white"},  # bob's value, not said by gina
+        {"entity": "drink", "key": "preference", "value": "tea"},  # gina said it (and bob has it too)
+    ]}  # fmt: skip
+    with StubVlmServer([json.dumps(answer)]) as stub:
+        llm = OpenAiClient(base_url=stub.base_url, model="stub", api_key="x", timeout_s=5.0, attempts=1)
+        outcome = summarise(llm, user_id="gina", request="I've switched to tea for good.", plan=PLAN, stored=(),
+                            other_users=["bob"], foreign_values=["white", "tea"])  # fmt: skip
+    assert [op.value for op in outcome.store] == ["tea"]
+    assert outcome.skipped == (
+        "bob_diet/preference: names another user (bob)",
+        "bread/preference: another user's value, not said in this exchange",
+    )

@@ -149,3 +149,32 @@ def test_serving_what_the_users_preference_rules_out_is_rejected() -> None:
     assert [v.check for v in violations] == ["preference_conflict"]
     assert "'vegetarian'" in violations[0].message
     assert checks(json.dumps(GOOD), facts) == set()  # the carrot is fine
+
+
+def test_nothing_about_another_user_is_written_into_this_users_memory() -> None:
+    facts = PlanningFacts(**{**FACTS.__dict__, "request": "remember what I like", "other_users": frozenset({"bob"})})
+
+    def write(entity: str, key: str, value: str) -> str:
+        op = {"op": "update_user", "entity": entity, "key": key, "value": value, "durable": True}
+        return json.dumps({"reply": "Noted.", "memory_operations": [op]})
+
+    assert "no_other_users" in checks(write("bob", "diet", "meat"), facts)  # a section `bob` in this user's file
+    assert "no_other_users" in checks(write("bob_diet", "preference", "meat"), facts)
+    assert "no_other_users" in checks(write("friends", "diet", "bob eats meat"), facts)
+    assert "no_other_users" not in checks(write("bobcat", "toy", "plush"), facts)  # a word, not the user
+    assert "no_other_users" not in checks(write("diet", "preference", "pescatarian"), facts)
+
+
+def test_another_users_value_is_never_written_and_in_prose_only_when_the_scene_does_not_use_it() -> None:
+    facts = PlanningFacts(**{
+        **FACTS.__dict__, "request": "remember my bread", "user_facts": frozenset(),
+        "objects": FACTS.objects | {"white_bowl"}, "foreign_facts": frozenset({"white", "no restrictions"}),
+    })  # fmt: skip
+
+    def plan(reply: str, value: str = "rye") -> str:
+        op = {"op": "update_user", "entity": "bread", "key": "preference", "value": value, "durable": True}
+        return json.dumps({"reply": reply, "memory_operations": [op]})
+
+    assert "no_foreign_facts" in checks(plan("Noted.", value="white"), facts)  # bob's value stored for this user
+    assert "no_foreign_facts" in checks(plan("Noted: no restrictions for you."), facts)
+    assert "no_foreign_facts" not in checks(plan("Noted: rye, served in the white bowl."), facts)

@@ -5,6 +5,7 @@ and the default box the tool centre point must stay in."""
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,10 +68,12 @@ def step_beyond_limits(
 
 
 def _too_far(length_m: float, dt: float, limits: MotionLimits) -> str | None:
-    if length_m > limits.max_step_m:
+    # Written so that NaN lengths and NaN, zero or negative dt fail the checks (fail closed).
+    if not length_m <= limits.max_step_m:
         return f"the tool would move {length_m * 1000:.0f} mm in one step (limit {limits.max_step_m * 1000:.0f} mm)"
-    if length_m / dt > limits.max_speed_m_s:
-        return f"the tool would move at {length_m / dt:.2f} m/s (limit {limits.max_speed_m_s:g} m/s)"
+    if not (dt > 0.0 and length_m <= limits.max_speed_m_s * dt):
+        speed = length_m / dt if dt > 0.0 else math.inf
+        return f"the tool would move at {speed:.2f} m/s (limit {limits.max_speed_m_s:g} m/s)"
     return None
 
 

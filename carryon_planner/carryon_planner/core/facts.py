@@ -53,6 +53,7 @@ def planning_facts(
     library: SkillLibrary,
     user_facts: Iterable[str] = (),
     foreign_facts: Iterable[str] = (),
+    other_users: Iterable[str] = (),
     pending_observations: Mapping[str, tuple[str, ...]] | None = None,
     preference_rules: Mapping[str, Sequence[str]] | None = None,
 ) -> PlanningFacts:
@@ -69,6 +70,7 @@ def planning_facts(
         locations=frozenset(scene),
         user_facts=frozenset(user_facts),
         foreign_facts=frozenset(foreign_facts),
+        other_users=frozenset(u.lower() for u in other_users if u),
         pending_observations=dict(pending_observations or {}),
         ruled_out=ruled_out_objects(user_facts, preference_rules or {}),
     )

@@ -39,11 +39,16 @@ class StoredFact:
 @dataclass(frozen=True)
 class MemoryContext:
     """memory_node's context for one user: rendered memory (for the prompt), the user's
-    facts, and scene memory (location -> items, e.g. "carrot under pink_cover")."""
+    facts, and scene memory (location -> items, e.g. "carrot under pink_cover").
+    other_users / foreign_values: the ids of the other users and the fact values only
+    they hold, for the cross-user checks of the validator and the summariser (never put
+    into a prompt)."""
 
     rendered: str
     facts: tuple[StoredFact, ...] = ()
     scene: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    other_users: tuple[str, ...] = ()
+    foreign_values: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -156,7 +161,15 @@ def remember_summary(
     """The summariser (paper §B.2) after a finished plan: lasting facts, checked, stored.
     Returns the note for the result message; a problem is also handed to `warn`."""
     stored = [(f.entity, f.key, f.value) for f in context.facts]
-    summary = summarise(llm, user_id=user_id, request=request, plan=plan, stored=stored)
+    summary = summarise(
+        llm,
+        user_id=user_id,
+        request=request,
+        plan=plan,
+        stored=stored,
+        other_users=context.other_users,
+        foreign_values=context.foreign_values,
+    )
     if summary.problem:
         warn(f"{plan_id}: summariser: {summary.problem}")
         return f"summariser: {summary.problem}"

@@ -99,6 +99,8 @@ class RequestPlanner:
             scene=context.scene,
             library=self.library,
             user_facts=[f.value for f in context.facts],
+            foreign_facts=context.foreign_values,
+            other_users=[u for u in context.other_users if u != user_id],
             pending_observations=seen,
             preference_rules=self.preferences,
         )

@@ -86,8 +86,11 @@ def summarise(
     plan: Plan,
     stored: Sequence[tuple[str, str, str]],
     other_users: Iterable[str] = (),
+    foreign_values: Iterable[str] = (),
 ) -> SummaryOutcome:
-    """Ask the LLM which lasting facts the exchange adds, and check its answer."""
+    """Ask the LLM which lasting facts the exchange adds, and check its answer.
+    `other_users`: the other users' ids (a fact naming one is left out); `foreign_values`:
+    values only other users hold (left out unless this request says them)."""
     try:
         reply = llm.complete(
             build_messages(user_id=user_id, request=request, plan=plan, stored=stored), Summary.model_json_schema()
@@ -106,13 +109,17 @@ def summarise(
         if isinstance(op, UpdateUser) and not op.durable
     }
     others = [u.lower() for u in other_users if u and u.lower() != user_id.lower()]
+    said = f"{request} {plan.reply}".lower()
+    foreign = {v.lower() for v in foreign_values if len(v) >= 3 and v.lower() not in said}
     store: list[UpdateUser] = []
     skipped: list[str] = []
     for fact in summary.remember:
         text = f"{fact.entity} {fact.key} {fact.value}".lower()
-        named = [u for u in others if re.search(rf"\b{re.escape(u)}\b", text)]
+        named = [u for u in others if re.search(rf"(?<![a-z0-9]){re.escape(u)}(?![a-z0-9])", text)]
         if named:
             skipped.append(f"{fact.entity}/{fact.key}: names another user ({', '.join(named)})")
+        elif fact.value.lower() in foreign:
+            skipped.append(f"{fact.entity}/{fact.key}: another user's value, not said in this exchange")
         elif (fact.entity.lower(), fact.key.lower(), fact.value.lower()) in wishes:
             skipped.append(f"{fact.entity}/{fact.key}: the plan marked it a one-off wish")
         elif current.get((fact.entity.lower(), fact.key.lower())) == fact.value:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import difflib
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene
+from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene, UpdateUser
 
 # Requests that ask for information or state a fact, not for an action (first word).
 _QUESTION_WORDS = ("what", "where", "which", "who", "whose", "when", "why", "how", "is", "are", "do", "does", "did")
@@ -74,7 +75,8 @@ class PlanningFacts:
     instructions: the skill library's VLA instructions; control_skills: names of control
     skills; objects / locations: every name the plan may use (scene memory + library);
     user_facts: values of the active user's facts; foreign_facts: values that only other
-    users' memories hold (never to appear in this user's plan); pending_observations:
+    users' memories hold (never to appear in this user's plan); other_users: the other
+    users' ids (lower case: nothing about them is written here); pending_observations:
     location -> contents revealed since the last plan, which the plan must write to scene
     memory; ruled_out: objects the user's preferences exclude (object -> preference).
     """
@@ -86,6 +88,7 @@ class PlanningFacts:
     control_skills: tuple[str, ...] = ()
     user_facts: frozenset[str] = frozenset()
     foreign_facts: frozenset[str] = frozenset()
+    other_users: frozenset[str] = frozenset()
     pending_observations: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     ruled_out: Mapping[str, str] = field(default_factory=dict)  # object -> the preference ruling it out
 
@@ -106,6 +109,18 @@ class ValidationReport:
 
 def _spoken(name: str) -> str:
     return name.replace("_", " ").lower()
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def _readable(text: str) -> str:
+    """`text` as a reader sees it, lower case: look-alikes folded (NFKC: full-width letters,
+    no-break spaces), whitespace runs as one space, invisible characters (zero-width, bidi
+    marks, NUL) removed, so "h\u200bam" reads "ham"."""
+    spaced = " ".join(unicodedata.normalize("NFKC", text).split())
+    return "".join(c for c in spaced if unicodedata.category(c) not in ("Cf", "Cc")).lower()
 
 
 def _mentions(text: str, name: str) -> bool:
@@ -192,6 +207,7 @@ class Validator:
             self._reply_matches,
             self._observations_recorded,
             self._foreign_facts,
+            self._other_users,
             self._preferences,
         ):
             violations.extend(check(plan, facts))
@@ -249,8 +265,7 @@ class Validator:
                         f"({', '.join(sorted(facts.locations))})",
                         subtask.id,
                     )
-                continue
-            if subtask.kind == "vla" and subtask.target and subtask.target not in facts.objects:
+            elif subtask.kind == "vla" and subtask.target and subtask.target not in facts.objects:
                 yield Violation("known_names", f"target {subtask.target!r} is not a known object", subtask.id)
             for role, name in (("source", subtask.source), ("destination", subtask.destination)):
                 if name and name not in everything:
@@ -327,19 +342,38 @@ class Validator:
                 )
 
     def _foreign_facts(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
-        foreign = {f.lower() for f in facts.foreign_facts - facts.user_facts if len(f) >= 3}
+        """Another user's value in what this plan writes, or in its prose unless the scene
+        and the library use the word too ("white" of bob's bread vs the white bowl)."""
+        foreign = {_readable(f) for f in facts.foreign_facts - facts.user_facts if len(f) >= 3}
         if not foreign:
             return
-        texts = [plan.reply, *(s.objective for s in plan.subtasks)]
-        texts += [getattr(op, "value", "") for op in plan.memory_operations]
-        request = facts.request.lower()
+        writes = [_readable(op.value) for op in plan.memory_operations if isinstance(op, UpdateUser)]
+        prose = [_readable(t) for t in (plan.reply, plan.refusal or "", *(s.objective for s in plan.subtasks))]
+        vocabulary = {w for n in (*facts.objects, *facts.locations, *facts.instructions) for w in _words(n)}
+        vocabulary |= {w for value in facts.user_facts for w in _words(value)}
+        request = _readable(facts.request)
         for value in sorted(foreign):
             if value in request:
                 continue  # the user said it themselves
             pattern = re.compile(rf"\b{re.escape(value)}\b")
-            if any(pattern.search(t.lower()) for t in texts):
+            in_prose = not set(_words(value)) <= vocabulary and any(pattern.search(t) for t in prose)
+            if in_prose or any(pattern.search(t) for t in writes):
                 yield Violation(
                     "no_foreign_facts", f"{value!r} is another user's stored fact, not this user's; do not use it"
+                )
+
+    def _other_users(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
+        """Nothing about another user is written into this user's memory (entity, key or value)."""
+        for op in plan.memory_operations:
+            if not isinstance(op, UpdateUser):
+                continue
+            text = _readable(f"{op.entity} {op.key} {op.value}")
+            named = sorted(u for u in facts.other_users if re.search(rf"(?<![a-z0-9]){re.escape(u)}(?![a-z0-9])", text))
+            if named:
+                yield Violation(
+                    "no_other_users",
+                    f"update_user {op.entity}.{op.key} names another user ({', '.join(named)}): this user's memory "
+                    "holds only this user's facts; leave it out",
                 )
 
     def _preferences(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:

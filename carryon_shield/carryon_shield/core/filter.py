@@ -26,6 +26,7 @@ import numpy.typing as npt
 from scipy.spatial.transform import Rotation
 
 from carryon_common.core.chunk import Chunk, ChunkSource, Convention
+from carryon_common.core.driver import LIMITS
 from carryon_shield.core.gate import Decision, ShieldDecision
 from carryon_shield.core.geometry import PART_NAMES, GripperGeometry, Part
 from carryon_shield.core.kernel import check_kernel
@@ -346,7 +347,8 @@ class GeometricShield:
                     source=ChunkSource.RETREAT,
                     convention=Convention.ABSOLUTE,
                     frame_id=self.world_frame,
-                    dt=chunk.dt,
+                    # at fast control rates (1 cm in 5 ms is 2 m/s), 1 % under the speed limit
+                    dt=max(chunk.dt, 1.01 * p.distance_m / p.steps / LIMITS.max_speed_m_s),
                     observation_id=chunk.observation_id,
                     observation_stamp_s=chunk.observation_stamp_s,
                     positions=path,

@@ -3,7 +3,9 @@
 The gate fails closed. A chunk reaches the robot only when it is valid, fresh, the
 emergency stop is released, and a collision filter approved it; with no filter
 configured nothing is released at all, and an exception inside the filter releases
-nothing either (the decision names it; `error` carries it for the caller to log).
+nothing either (the decision names it; `error` carries it for the caller to log). What
+the filter releases (the chunk, a prefix, its own retreat) is held to the motion limits
+again before it leaves.
 """
 
 from __future__ import annotations
@@ -95,7 +97,7 @@ class ShieldGate:
         except InvalidChunk as exc:
             return self.reject(chunk.chunk_id, chunk.subtask_id, total, Decision.REJECTED_INVALID, str(exc))
         age = now_s - chunk.observation_stamp_s
-        if age > self.max_observation_age_s or age < -self.max_observation_age_s:
+        if not abs(age) <= self.max_observation_age_s:  # NaN stamps are no fresh observation either
             return self.reject(
                 chunk.chunk_id,
                 chunk.subtask_id,
@@ -112,7 +114,7 @@ class ShieldGate:
                 "no collision filter configured: failing closed, nothing released",
             )
         try:
-            return self.chunk_filter(chunk, now_s)
+            decision = self.chunk_filter(chunk, now_s)
         except Exception as exc:  # noqa: BLE001 - fail closed on any filter bug, and say so
             decision = self.reject(
                 chunk.chunk_id,
@@ -122,3 +124,11 @@ class ShieldGate:
                 f"shield internal error, nothing released: {type(exc).__name__}: {exc}",
             )
             return dataclasses.replace(decision, error=exc)
+        try:  # what the filter releases (a prefix, its own retreat) is held to the same limits
+            if decision.released is not None:
+                decision.released.validate()
+                check_limits(decision.released)
+        except InvalidChunk as exc:
+            reason = f"the filter's {decision.decision.name.lower()} is beyond the motion limits: {exc}"
+            return self.reject(chunk.chunk_id, chunk.subtask_id, total, Decision.REJECTED_INVALID, reason)
+        return decision
