@@ -87,3 +87,61 @@ def test_remember_image_stores_a_reference_image(
     (tmp_path / "fake.png").write_bytes(b"not an image")
     code, _, err = run(capsys, "remember-image", "--user", "alice", "mug", str(tmp_path / "fake.png"))
     assert code == common.EXIT_FAILED and "invalid argument" in err
+
+
+# -- a read-only file and `carryon memory repair` ------------------------------------------
+BROKEN = b"# User memory: bob\n\n## snack #\n- preference: chips\n\n## snack #\n- preference: crisps\nprose\n"
+
+
+def test_a_read_only_file_names_its_problem_and_repair_makes_it_writable_with_the_node_running(
+    memory_node: MemoryNode, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = memory_node.memory_dir / "users/bob.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(BROKEN)
+    code, _, err = run(capsys, "set", "--user", "bob", "diet", "preference", "vegan")
+    assert code == common.EXIT_FAILED and "read-only" in err
+    assert "users/bob.md:6: duplicate section 'snack'" in err and "users/bob.md:8: expected" in err
+    assert "carryon memory repair --user bob" in err
+    code, out, err = run(capsys, "show", "--user", "bob")
+    assert code == common.EXIT_OK and "carryon memory repair --all" in err
+
+    memory_dir = str(memory_node.memory_dir)
+    code, out, _ = run(capsys, "repair", "--user", "bob", "--dry-run", "--memory-dir", memory_dir)
+    assert code == common.EXIT_OK and path.read_bytes() == BROKEN
+    assert "users/bob.md:6: merged:" in out and "+- preference: crisps" in out and "nothing was written" in out
+
+    code, out, _ = run(capsys, "repair", "--user", "bob", "--memory-dir", memory_dir)  # while the node runs
+    assert code == common.EXIT_OK and "repaired 1 file(s) (version 1)" in out
+    assert "users/bob.md:4: superseded: snack.preference was 'chips'" in out
+    code, out, _ = run(capsys, "set", "--user", "bob", "diet", "preference", "vegan")  # through the node
+    assert code == common.EXIT_OK, out
+    code, out, _ = run(capsys, "show", "--user", "bob")
+    assert "### snack\n- preference: crisps\n" in out and "- preference: vegan\n" in out
+    code, out, _ = run(capsys, "history", "--file", "users/bob.md")
+    assert "2 changes shown" in out and "repair" in out
+
+
+def test_repair_finds_the_memory_folder_from_the_config_and_says_how_to_undo(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, config_dir: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)  # memory_node.memory_dir is `memory`, relative to the working directory
+    code, _, err = run(capsys, "repair", "--all", "--config-dir", str(config_dir))
+    assert code == common.EXIT_USAGE and "does not exist" in err
+    from carryon_memory.core.store import MemoryStore
+    from carryon_memory.core.types import Fact
+
+    store = MemoryStore(tmp_path / "memory")
+    store.update_user("bob", [Fact("diet", "preference", "vegan")], "op", 1.0)
+    (tmp_path / "memory/users/bob.md").write_bytes(BROKEN)
+    (tmp_path / "memory/scene.md").write_bytes(b"## counter\n- observed: yesterday\n")
+    code, out, _ = run(capsys, "repair", "--all", "--config-dir", str(config_dir))
+    assert code == common.EXIT_OK and f"memory folder {tmp_path / 'memory'}" in out
+    assert "repaired 2 file(s) (versions 3-4; before them, users/bob.md as found (edited by hand)" in out
+    assert "`carryon memory restore 2` undoes the repair" in out
+    assert store.problems() == []
+    code, out, _ = run(capsys, "repair", "--all", "--config-dir", str(config_dir))
+    assert code == common.EXIT_OK and "nothing to repair" in out
+    with pytest.raises(SystemExit) as caught:  # one of --user, --scene, --all
+        main(["memory", "repair"])
+    assert caught.value.code == common.EXIT_USAGE

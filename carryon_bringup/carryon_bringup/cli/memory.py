@@ -1,4 +1,5 @@
-"""`carryon memory show|set|remember-image|history|restore`: user and scene memory via memory_node."""
+"""`carryon memory show|set|remember-image|history|restore`: user and scene memory via memory_node;
+`carryon memory repair` works on the memory folder itself (cli/memory_repair.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,14 @@ from typing import Any
 from rich.table import Table
 
 from carryon_bringup.cli.common import EXIT_OK, EXIT_USAGE, Subparsers, console, err, namespace, service_outcome
+from carryon_bringup.cli.memory_repair import add_repair
 from carryon_common.convert import time_from_msg
+
+READ_ONLY_HINT = (
+    "a memory file with malformed lines is read-only and those lines are left out: `carryon status -v` lists "
+    "them; `carryon memory repair --all --dry-run` shows how a repair would fix them (nothing is lost), "
+    "`carryon memory repair --all` applies it"
+)
 
 
 def add_memory(sub: Subparsers, common: argparse.ArgumentParser) -> None:
@@ -50,6 +58,7 @@ def add_memory(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         help="bring every memory file back to a version (recorded as a new change, so it can be undone)",
     )
     restore.add_argument("version", type=int, help="version to restore (see `carryon memory history`)")
+    add_repair(memory_sub, common)  # sets its own handler
     memory.set_defaults(handler=cmd_memory)
 
 
@@ -103,6 +112,8 @@ def cmd_memory(args: argparse.Namespace) -> int:
     if args.memory_command == "show":
         console.print(response.rendered, end="", markup=False)
         err.print(response.message, markup=False)  # sizes on stderr: stdout stays the context alone
+        if "malformed line" in response.message:  # memory_node's note on lines left out of a read-only file
+            err.print(READ_ONLY_HINT, markup=False)
     elif args.memory_command == "history":
         _print_memory_changes(response.changes)
         console.print(response.message, markup=False)

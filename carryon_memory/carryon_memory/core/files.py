@@ -10,8 +10,8 @@ Layout of the memory folder::
     .lock                  cross-process write lock + marker of the transaction in flight
 
 Files with malformed lines (see core/markdown.py) are served as far as they parse but
-never rewritten: `writable` raises `ReadOnly` naming `file:line: reason`, until a person
-fixes the file.
+never rewritten by a normal write: `writable` raises `ReadOnly` naming `file:line: reason`,
+until `carryon memory repair` (core/repair.py) or a person fixes the file.
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ Grammar (one construct per line; CRLF and LF both accepted):
 Anything else is malformed and reported as `file:line: reason`, as are a fact outside a
 section, a duplicate section or key (compared case-insensitively; the first one counts)
 and invalid names. Malformed lines are left out of what is served; a file with
-problems is never rewritten (the store refuses, see `MemoryStore`).
+problems is never rewritten by a normal write (the store refuses, see `MemoryStore`)
+until `carryon memory repair` (core/repair.py) or a person fixes it.
 """
 
 from __future__ import annotations
@@ -29,10 +30,17 @@ from carryon_memory.core import validate
 from carryon_memory.core.errors import InvalidArgument
 from carryon_memory.core.types import Problem
 
-_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
+# The line grammar (also read by core/repair.py, which must classify lines as this parser does).
+HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
 _CLOSING_HASHES = re.compile(r"[ \t]+#+$")
-_BULLET = re.compile(r"^([ \t]*[-*+][ \t]+)(.*)$")
-_EXPECTED = "expected a '## section' heading, a '- key: value' line, a comment or a blank line"
+BULLET = re.compile(r"^([ \t]*[-*+][ \t]+)(.*)$")
+EXPECTED = "expected a '## section' heading, a '- key: value' line, a comment or a blank line"
+
+
+def _written(raw: str, name: str) -> str:
+    """How a name is written when that differs from how it reads (invisible characters, a
+    trailing ` #`): two headings that look different, or identical, read as one name."""
+    return f"; this one is written {raw!r}, which reads as {name!r}" if raw.strip() != name else ""
 
 
 def _key_value(key: str, value: str) -> str:
@@ -129,7 +137,7 @@ class SectionDoc:
             if stripped.startswith("<!--"):
                 in_comment = "-->" not in stripped[4:]
                 continue
-            heading = _HEADING.match(line)
+            heading = HEADING.match(line)
             if heading:
                 if current is not None:
                     current.end = index
@@ -145,15 +153,16 @@ class SectionDoc:
                     continue
                 first = self.sections.get(fold(name))
                 if first is not None:
-                    self._problem(index, f"duplicate section {name!r} (first at line {first.heading + 1}); ignored")
+                    where = f"first at line {first.heading + 1}{_written(heading.group(2) or '', name)}"
+                    self._problem(index, f"duplicate section {name!r} ({where}); its lines are ignored")
                     skipping = True
                     continue
                 current = Section(name=name, heading=index, end=len(self.lines))
                 self.sections[fold(name)] = current
                 continue
-            bullet = _BULLET.match(line)
+            bullet = BULLET.match(line)
             if not bullet:
-                self._problem(index, _EXPECTED)
+                self._problem(index, EXPECTED)
                 continue
             if skipping:
                 continue
@@ -161,12 +170,12 @@ class SectionDoc:
                 self._problem(index, "'- key: value' line outside a section (add a '## name' heading above it)")
                 continue
             body = bullet.group(2)
-            key, colon, rest = body.partition(":")
+            written, colon, rest = body.partition(":")
             if not colon:
                 self._problem(index, f"expected '- key: value', found no ':' in {body.strip()[:40]!r}")
                 continue
             try:
-                key = validate.key(key)
+                key = validate.key(written)
             except InvalidArgument as exc:
                 self._problem(index, str(exc))
                 continue
@@ -176,9 +185,8 @@ class SectionDoc:
                 continue
             previous = current.entries.get(fold(key))
             if previous is not None:
-                self._problem(
-                    index, f"duplicate key {key!r} in section {current.name!r} (first at line {previous.line + 1})"
-                )
+                where = f"first at line {previous.line + 1}{_written(written.strip(), key)}"
+                self._problem(index, f"duplicate key {key!r} in section {current.name!r} ({where})")
                 continue
             value_col = len(bullet.group(1)) + len(body) - len(rest) + (len(rest) - len(rest.lstrip()))
             current.entries[fold(key)] = Entry(key=key, value=rest.strip(), line=index, value_col=value_col)
@@ -236,7 +244,7 @@ class SectionDoc:
             bullet = "- "
             if found.entries:
                 tail = next(reversed(found.entries.values()))
-                match = _BULLET.match(self.lines[tail.line])
+                match = BULLET.match(self.lines[tail.line])
                 bullet = match.group(1) if match else bullet
             self.lines.insert(last + 1, f"{bullet}{_key_value(key, value)}{self._cr(last)}")
         else:

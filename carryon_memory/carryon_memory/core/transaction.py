@@ -83,6 +83,15 @@ class Transaction:
         self._steps.append(_Step(rel, op, entity, key, previous, new, source, before, after))
         self._current[rel] = after
 
+    def record_edit(self, rel: str, known: bytes | None, *, source: str) -> None:
+        """Stage op "edit": `rel` was changed outside the store (by hand) from `known`, the
+        content the journal last gave it (None = absent), to what is on disk now. That content
+        becomes a version of its own, so `restore` can bring it back exactly. Call it before any
+        other change of `rel` in the transaction; a no-op when the two are equal."""
+        current = self.read(rel)
+        if current != known:
+            self._steps.append(_Step(rel, "edit", "", "", "", "", source, known, current))
+
     def commit(self, now: float) -> list[Change]:
         """Write the staged changes durably (see the module docstring for the order)."""
         if not self._steps:

@@ -82,7 +82,8 @@ class Change:
     are in the journal). time_s: wall clock, seconds since the epoch. before / after:
     sha256 of the whole file before / after this change (None = the file did not
     exist); the contents are kept under `history/<sha256>.md` so any version can be
-    restored. op: set, remove, image, scene_set, scene_move, scene_remove, restore, seed.
+    restored. op: set, remove, image, scene_set, scene_move, scene_remove, restore, seed,
+    repair (core/repair.py).
     """
 
     version: int
