@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from carryon_bringup.core.domain import reserve_domain_id
 
@@ -23,6 +24,16 @@ os.environ["ROS_DOMAIN_ID"] = str(_DOMAIN.domain_id)
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("CARRYON_CONFIG_DIR", str(REPO / "config"))
 os.environ.setdefault("ROS_LOG_DIR", str(REPO / "log" / "test_ros_logs"))
+# Operator identities (carryon_common/core/operator_auth.py) of the tests' own, never the
+# developer's: `carryon up` in a test authorizes this one and the tests' clients sign with it.
+os.environ["XDG_CONFIG_HOME"] = str(REPO / "log" / "test_config_home")
+
+# Property-based tests (Hypothesis): no example database, its other caches under log/ (nothing
+# written into the checkout), no per-example deadline (a loaded machine is not a failure), and
+# the same examples on every run in CI (derandomized), so a CI failure reproduces anywhere.
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(REPO / "log" / "hypothesis"))
+settings.register_profile("carryon", database=None, deadline=None, derandomize=bool(os.environ.get("CI")))
+settings.load_profile("carryon")
 
 
 @pytest.fixture(scope="session")

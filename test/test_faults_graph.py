@@ -3,7 +3,11 @@ processes: the e-stop and a frozen shield stop the moving arm; forged, foreign-k
 replayed chunks on shield/chunk and forged releases on estop/state move nothing; a shield
 killed with SIGKILL comes back engaged and releases nothing until the operator does;
 `carryon policy run` exits (code 3, the goal lost) when policy_node is killed, even though
-its restart policy brings a new one, and SIGTERM to it cancels the goal (code 130).
+its restart policy brings a new one, and SIGTERM to it cancels the goal (code 130). Against
+memory_node and planner_node (a scripted LLM over HTTP): no name locks a memory file, a NUL
+never reaches a node, no plan or summary writes anything of bob's into dave's or erin's
+memory while their own facts are stored, and memory writes, Assist goals and e-stop
+releases sent unsigned or by an operator the run does not know are refused.
 (The stop and exit times are the benchmark's to report, not this test's to bound.)"""
 
 from __future__ import annotations
@@ -32,3 +36,15 @@ def test_the_fault_probes_hold_against_the_running_graph(config_dir: Path, tmp_p
     assert all(math.isfinite(s) for s in cli["death_exit_s"] + cli["sigterm_exit_s"]), cli
     assert cli["death_codes"] == [3.0, 3.0] and cli["sigterm_codes"] == [130.0, 130.0], cli
     assert cli["chunks_after_sigterm"] == [0.0, 0.0], cli
+    memory = result.details["memory"]
+    assert metrics["memory_locked_by_name"].value == 0, memory["names"]
+    assert not memory["names"]["NUL in the user id"]["landed_in_alice"]
+    assert metrics["cross_user_writes"].value == 0, memory["cross_user"]
+    assert memory["cross_user"]["own_facts_stored"], memory["cross_user"]
+    assert metrics["unauthenticated_accepted"].value == 0, (memory["operators"], result.details["releases"])
+    assert not memory["operators"]["alice_diet_meat"], memory["operators"]
+    assert all(row["status"] == 7 for row in result.details["releases"].values()), result.details["releases"]
+    assert memory["signed_by"], "the bench's own writes are recorded with its proven operator identity"
+    answers = memory["cross_user"]["answers"]
+    assert "no_foreign_facts" in answers["bob's value for dave"], answers
+    assert "no_other_users" in answers["section bob in dave's file"], answers

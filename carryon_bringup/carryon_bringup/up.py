@@ -28,6 +28,7 @@ import yaml
 
 from carryon_bringup.core import shm
 from carryon_bringup.core.graph import GraphSpec, NodeLaunch, find_config_dir
+from carryon_bringup.core.run_keys import give_operator_keys
 from carryon_bringup.core.supervisor import Supervisor
 from carryon_common.core.command_auth import create_key_file
 from carryon_common.core.config import config_as_params, parse_override
@@ -125,15 +126,17 @@ def give_command_key(resolved: Mapping[str, Any], overrides: dict[str, dict[str,
 
 
 def command_key_params(resolved: Mapping[str, Any], folder: Path) -> dict[str, Path]:
-    """For the launch file: a per-launch key in `folder` and a params file naming it, per
-    node that needs one (like `give_command_key`)."""
+    """For the launch file: the per-launch keys in `folder` (the command key, the operators
+    file, the signing nodes' keys, like `carryon up`) and a params file per node that needs
+    them."""
     overrides: dict[str, dict[str, Any]] = {}
-    if not give_command_key(resolved, overrides, folder / "command.key"):
-        return {}
-    path = folder / "command_key.yaml"
-    key_file = next(iter(overrides.values()))["command_key_file"]
-    path.write_text(yaml.safe_dump({"/**": {"ros__parameters": {"command_key_file": key_file}}}))
-    return dict.fromkeys(overrides, path)
+    give_command_key(resolved, overrides, folder / "command.key")
+    give_operator_keys(resolved, overrides, folder)
+    paths = {}
+    for name, params in overrides.items():
+        paths[name] = folder / f"{name}_keys.yaml"
+        paths[name].write_text(yaml.safe_dump({"/**": {"ros__parameters": params}}))
+    return paths
 
 
 def validate(launches: Sequence[NodeLaunch], overrides: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
@@ -213,7 +216,8 @@ def run_up(
         folder.mkdir(parents=True, exist_ok=True)
         # E-stop latches survive a node's restart within this run, not a new run in the same folder.
         shutil.rmtree(folder / "state", ignore_errors=True)
-        if give_command_key(resolved, overrides, folder / RUN_COMMAND_KEY):
+        keyed = give_command_key(resolved, overrides, folder / RUN_COMMAND_KEY)
+        if give_operator_keys(resolved, overrides, (folder / RUN_COMMAND_KEY).parent) or keyed:
             resolved = validate(launches, overrides)
         launches = _with_override_files(launches, overrides, folder)
         commands = {launch.name: command_for(launch, log_level) for launch in launches}

@@ -31,8 +31,9 @@ def _nodes(context, *_args, **_kwargs):
     launches = spec.launches(profile, only or None)
     # Fail before starting anything, with file / key / reason.
     resolved = {launch.name: launch.load_config() for launch in launches}
-    # Like `carryon up`: a new command key for this launch, shared by the shield and the driver
-    # (nodes that name a key file of their own keep it; docs/security.md).
+    # Like `carryon up`: a new command key for this launch, shared by the shield and the driver,
+    # and the authorized operators file and planner_node's signing key (nodes that name files
+    # of their own keep them; docs/security.md).
     key_params = command_key_params(resolved, Path(tempfile.mkdtemp(prefix="carryon-launch-")))
     return [
         Node(

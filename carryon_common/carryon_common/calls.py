@@ -24,6 +24,8 @@ from rclpy.signals import SignalHandlerOptions
 
 from carryon_common.core import names
 from carryon_common.core.errors import CarryOnError
+from carryon_common.core.operator_auth import Identity
+from carryon_common.request_auth import client_identity, sign_request
 from carryon_interfaces.srv import GetStatus
 
 
@@ -36,6 +38,24 @@ def _domain_hint() -> str:
         f"ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0 (unset)')}, "
         f"ROS_AUTOMATIC_DISCOVERY_RANGE={os.environ.get('ROS_AUTOMATIC_DISCOVERY_RANGE', '(unset)')}"
     )
+
+
+class InvalidRequest(CarryOnError):
+    """A request that cannot be sent as it is (see `check_sendable`)."""
+
+
+def check_sendable(message: Any, where: str = "request") -> None:
+    """Raise InvalidRequest for a string field holding a NUL character: ROS 2 strings end
+    at the first NUL, so "alice\\x00evil" would arrive as "alice" and act on another name."""
+    if isinstance(message, str):
+        if "\x00" in message:
+            raise InvalidRequest(f"{where} {message!r} contains a NUL character, which a ROS 2 string cannot carry")
+    elif isinstance(message, list | tuple):
+        for index, item in enumerate(message):
+            check_sendable(item, f"{where}[{index}]")
+    elif hasattr(message, "get_fields_and_field_types"):
+        for field_name in message.get_fields_and_field_types():
+            check_sendable(getattr(message, field_name), f"{where}.{field_name}")
 
 
 class GoalLost(GraphUnreachable):
@@ -97,10 +117,15 @@ class RosSession:
     """A short-lived rclpy context + node + executor used as a client of the graph.
 
     Use as a context manager; it owns its own rclpy Context so it can be created next
-    to other ROS code in the same process. `domain_id` None = $ROS_DOMAIN_ID.
+    to other ROS code in the same process. `domain_id` None = $ROS_DOMAIN_ID. Requests and
+    goals with an `auth` field are signed as `identity` (default: this login's operator
+    identity when it has one, see carryon_common.request_auth; None: unsigned).
     """
 
-    def __init__(self, node_name: str = "carryon_client", domain_id: int | None = None) -> None:
+    def __init__(
+        self, node_name: str = "carryon_client", domain_id: int | None = None, identity: Any = "login"
+    ) -> None:
+        self.identity: Identity | None = client_identity() if identity == "login" else identity
         self._context = Context()
         # No rclpy signal handlers: the owner (CLI, launcher, test) decides what Ctrl-C means.
         rclpy.init(context=self._context, args=[], domain_id=domain_id, signal_handler_options=SignalHandlerOptions.NO)
@@ -178,6 +203,9 @@ class RosSession:
         Returns the responses in order; None for a call not answered in time (or whose
         service failed). `resend_s` as in `call` (idempotent requests only).
         """
+        for _srv_type, name, request in calls:
+            check_sendable(request, name)
+            sign_request(self.identity, request)
         pending: dict[int, list[Any]] = {}
         clients = []
         for index, (srv_type, name, request) in enumerate(calls):
@@ -199,8 +227,8 @@ class RosSession:
             if not pending or now >= deadline:
                 break
             if resend_s and now >= next_send:
-                for index, futures in pending.items():
-                    futures.append(clients[index].call_async(calls[index][2]))
+                for index, futures in pending.items():  # signed anew: the same signature twice is a replay
+                    futures.append(clients[index].call_async(sign_request(self.identity, calls[index][2])))
                 next_send = now + resend_s
             self.executor.spin_once(timeout_sec=min(0.05, max(0.0, deadline - now)))
         for futures in pending.values():
@@ -228,6 +256,8 @@ class RosSession:
         services vanish from the graph, or `server_node` (the node's fully qualified name)
         stops answering its status service.
         """
+        check_sendable(goal, name)
+        sign_request(self.identity, goal)
         key = (action_type, name)
         if key not in self._action_clients:
             self._action_clients[key] = ActionClient(self.node, action_type, name)

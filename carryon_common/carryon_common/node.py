@@ -31,7 +31,9 @@ from carryon_common import __version__, convert
 from carryon_common.core import names
 from carryon_common.core.config import ROS_BUILTIN_PARAMETERS, NodeConfig, build_config, param_fields
 from carryon_common.core.errors import CarryOnError, ConfigError
+from carryon_common.core.operator_auth import Identity
 from carryon_common.core.status import Capability, NodeHealth, NodeState
+from carryon_common.request_auth import sign_request
 from carryon_interfaces.srv import GetStatus
 
 C = TypeVar("C", bound=NodeConfig)
@@ -97,6 +99,8 @@ class CarryOnNode(Node):
         self._state = NodeState.STARTING
         self._message = "starting"
         self.service_group = ReentrantCallbackGroup()
+        # What this node signs its requests with (request_auth); a node with an identity sets it.
+        self.identity: Identity | None = None
         self.create_service(
             GetStatus, names.GET_STATUS, self._on_get_status, callback_group=MutuallyExclusiveCallbackGroup()
         )
@@ -167,7 +171,7 @@ class CarryOnNode(Node):
         if not client.wait_for_service(timeout_sec=timeout_s):
             raise ServiceUnavailable(f"service {name} is not available after {timeout_s:.1f} s")
         done = threading.Event()
-        future = client.call_async(request)
+        future = client.call_async(sign_request(self.identity, request))
         future.add_done_callback(lambda _f: done.set())
         if not done.wait(max(0.0, deadline - time.monotonic())):
             client.remove_pending_request(future)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+import numpy as np
+
 from carryon_common import convert
 from carryon_common.core.command_auth import LatchState, sign
 
@@ -27,6 +29,8 @@ def _is_float32(field_type: str) -> bool:
 
 
 def _encode(value: Any, out: list[bytes], float32: bool = False) -> None:
+    if isinstance(value, np.generic):  # an element of a numpy-backed sequence field
+        value = value.item()
     if hasattr(value, "get_fields_and_field_types"):
         for name, field_type in value.get_fields_and_field_types().items():
             _encode(getattr(value, name), out, _is_float32(field_type))
@@ -47,7 +51,7 @@ def _encode(value: Any, out: list[bytes], float32: bool = False) -> None:
         items = list(value)
         out.append(_ULONG.pack(len(items)))
         for item in items:
-            _encode(item.item() if hasattr(item, "item") else item, out, float32)
+            _encode(item, out, float32)  # not item.item(): a message may have a field named `item`
 
 
 def payload(msg: Any, topic: str) -> bytes:

@@ -31,6 +31,7 @@ from carryon_common.core import names
 from carryon_common.core.errors import CarryOnError
 from carryon_common.core.status import NodeState, ServiceStatus, implemented
 from carryon_common.node import CarryOnNode, run_node
+from carryon_common.request_auth import RequestGate, Unauthorized
 from carryon_interfaces.msg import MemoryChange, MemoryFact, SceneLocation
 from carryon_interfaces.srv import (
     GetContext,
@@ -44,6 +45,7 @@ from carryon_memory import convert
 from carryon_memory.core.config import MemoryConfig, resolve_seed_dir
 from carryon_memory.core.errors import InvalidArgument, LockTimeout, NotFound, ReadOnly
 from carryon_memory.core.files import user_file
+from carryon_memory.core.others import others
 from carryon_memory.core.seed import seed_from
 from carryon_memory.core.store import MemoryStore
 from carryon_memory.core.types import Change, Context, SceneUpdate
@@ -63,6 +65,7 @@ _STATUS: tuple[tuple[type[Exception], ServiceStatus], ...] = (
     (NotFound, ServiceStatus.NOT_FOUND),
     (ReadOnly, ServiceStatus.READ_ONLY),
     (LockTimeout, ServiceStatus.UNAVAILABLE),
+    (Unauthorized, ServiceStatus.UNAUTHORIZED),
 )
 _MAX_PROBLEMS_SHOWN = 5
 
@@ -122,6 +125,11 @@ class MemoryNode(CarryOnNode):
         self._log_recoveries()
         self._seed(resolve_seed_dir(config.seed_dir))
 
+        # Who may write: the principals in operators_file (operators, planner_node), proven by signature.
+        self.requests = RequestGate(config.operators_file)
+        self.add_backend("operators", "authenticated" if self.requests.secured else "NOT authenticated")
+        if not self.requests.secured:
+            self.get_logger().warning(self.requests.describe())
         self.changed_pub = self.create_publisher(MemoryChange, names.MEMORY_CHANGED, 100)
         # user_id -> (context, its facts and scene as messages): conversion is a third of a request's cost.
         self._converted: dict[str, tuple[Context, list[MemoryFact], list[SceneLocation]]] = {}
@@ -179,7 +187,8 @@ class MemoryNode(CarryOnNode):
         self.set_state(
             NodeState.DEGRADED,
             f"serving memory in {self.memory_dir} with {_plural(len(problems), 'problem')}; files with malformed "
-            f"lines are served as far as they parse and read-only until fixed by hand: {shown}{more}",
+            f"lines are served as far as they parse and read-only until repaired (`carryon memory repair --all`, "
+            f"`--dry-run` first shows what it would change) or fixed by hand: {shown}{more}",
         )
 
     # -- services ---------------------------------------------------------------------
@@ -224,6 +233,8 @@ class MemoryNode(CarryOnNode):
             response.user_facts, response.scene = cached[1], cached[2]
             response.rendered = context.rendered
             response.version = context.version
+            apart = others(self.store, request.user_id)  # for the planner's cross-user checks; never rendered
+            response.other_users, response.foreign_values = list(apart.users), list(apart.foreign_values)
             parts = []
             if request.user_id:
                 who = f"user {request.user_id!r}"
@@ -245,8 +256,9 @@ class MemoryNode(CarryOnNode):
 
     def _on_update_user(self, request: UpdateUser.Request, response: UpdateUser.Response) -> UpdateUser.Response:
         def handle() -> str:
+            source = _by(request.source, self.requests.principal(request))
             facts = [convert.fact_from_msg(m) for m in request.facts]
-            changes = self.store.update_user(request.user_id, facts, request.source, time.time())
+            changes = self.store.update_user(request.user_id, facts, source, time.time())
             self._publish(changes)
             response.version = self._version_after(changes)
             if not changes:
@@ -257,8 +269,9 @@ class MemoryNode(CarryOnNode):
 
     def _on_update_scene(self, request: UpdateScene.Request, response: UpdateScene.Response) -> UpdateScene.Response:
         def handle() -> str:
-            now = time.time()
+            principal, now = self.requests.principal(request), time.time()
             updates = [_wall_clock(convert.scene_update_from_msg(m), now) for m in request.updates]
+            updates = [dataclasses.replace(u, source=_by(u.source, principal)) for u in updates]
             changes = self.store.update_scene(updates, now)
             self._publish(changes)
             response.version = self._version_after(changes)
@@ -279,7 +292,7 @@ class MemoryNode(CarryOnNode):
                 key=request.key,
                 image_format=request.image.format,
                 data=bytes(request.image.data),
-                source=request.source,
+                source=_by(request.source, self.requests.principal(request)),
                 now=time.time(),
             )
             self._publish(changes)
@@ -313,7 +326,8 @@ class MemoryNode(CarryOnNode):
         def handle() -> str:
             message = ""
             if request.restore_version > 0:
-                restored = self.store.restore(request.restore_version, time.time())
+                principal = self.requests.principal(request)
+                restored = self.store.restore(request.restore_version, time.time(), by=principal)
                 self._publish(restored)
                 if restored:
                     files = ", ".join(c.file for c in restored)
@@ -326,6 +340,11 @@ class MemoryNode(CarryOnNode):
             return message + f"{_plural(len(changes), 'change')} shown, version {response.version}"
 
         return self._answer(response, "history", handle)
+
+
+def _by(source: str, principal: str) -> str:
+    """The source a change is recorded with: the claimed one, and who proved to ask in brackets."""
+    return f"{source or 'unknown'} [{principal}]" if principal else source
 
 
 def main() -> int:

@@ -17,6 +17,7 @@ from carryon_common import signing
 from carryon_common.core import names
 from carryon_common.core.command_auth import EstopLatch, LatchState, latch_path, load_key
 from carryon_common.node import CarryOnNode, latched_qos
+from carryon_common.request_auth import RequestGate, Unauthorized
 from carryon_interfaces.msg import EstopState
 from carryon_interfaces.srv import SetEstop
 from carryon_shield.core.config import ShieldConfig
@@ -30,6 +31,9 @@ class ShieldEstop:
         node.add_backend("commands", "signed (HMAC-SHA256)" if self.key is not None else "NOT signed (no command key)")
         if self.key is None:
             node.get_logger().warning("no command_key_file: released chunks and e-stop states go out unsigned")
+        # Who may release: an operator in operators_file, proven by signature (engaging needs no proof).
+        self.requests = RequestGate(cfg.operators_file)
+        node.add_backend("operators", "authenticated" if self.requests.secured else "NOT authenticated")
         self.state_pub = node.create_publisher(EstopState, names.ESTOP_STATE, latched_qos())
         self.heartbeat_pub = node.create_publisher(EstopState, names.SHIELD_HEARTBEAT, 10)
         self._sequence = itertools.count(1)  # next() is atomic: the heartbeat thread and the service share it
@@ -88,6 +92,15 @@ class ShieldEstop:
 
     def _on_set_estop(self, request: SetEstop.Request, response: SetEstop.Response) -> SetEstop.Response:
         source = request.source or "unknown"
+        if not request.active:
+            try:
+                principal = self.requests.principal(request, ("operator:",))
+            except Unauthorized as exc:
+                self.node.get_logger().warning(f"e-stop release REFUSED ({source}): {exc}")
+                response.status, response.message = SetEstop.Response.STATUS_UNAUTHORIZED, f"release refused: {exc}"
+                response.state = self._state_msg()
+                return response
+            source = f"{source} [{principal}]" if principal else source
         self.gate.estop_active = request.active  # first: the gate stops even if the latch file cannot be written
         with self._lock:
             self.latch.set(LatchState(request.active, request.reason, source, self.node.now_s()))

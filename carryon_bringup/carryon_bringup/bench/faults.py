@@ -17,7 +17,10 @@ Each trial sets the arm moving with a chunk through the shield, then:
   come back engaged and release nothing until the operator releases it;
 * **cli**: `carryon policy run` with a long budget, then policy_node killed (SIGKILL): the
   seconds until the CLI exits, and its exit code; and SIGTERM to the CLI itself: the
-  seconds until it exits, and whether the goal stopped.
+  seconds until it exits, and whether the goal stopped;
+* **memory names**, **cross-user writes** and **unauthenticated requests**
+  (bench/faults_requests.py), against memory_node and planner_node in a second graph, and
+  e-stop releases sent unsigned or by an unknown operator against this one.
 
 Times are simulation seconds from the fault to the first of 0.25 s in which the tool moved
 less than 0.5 mm. The shield grounds obstacles with the simulator's own masks (`sim_truth`,
@@ -40,6 +43,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from carryon_bringup.bench.faults_requests import memory_probes, unsigned_release
 from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, percentile
 from carryon_bringup.core.graph import GraphSpec
 from carryon_bringup.graph_run import GraphRun
@@ -343,8 +347,13 @@ def run(options: BenchOptions) -> BenchResult:
             release_moved, release_trials = _forged_release_trials(probe, forged)
             engaged, restart_trials = _restart_trials(probe, restarts)
             cli = _cli_trials(probe, config, restarts)
+            probe.estop(True, "bench: unsigned releases")
+            releases = unsigned_release(graph.domain_id, spec.namespace, options.run_dir)
+            probe.estop(False, "bench")
         finally:
             probe.close()
+    own = [s for s in options.sets if s.startswith(("memory_node.", "planner_node."))]
+    memory = memory_probes(config, options.run_dir, own)
     for name, values, note in (
         ("estop_to_rest", estop, "e-stop at shield and driver (as `carryon estop`) to the arm at rest"),
         ("shield_frozen_to_rest", freeze, "SIGSTOP of shield_node mid-chunk to the arm at rest (heartbeat)"),
@@ -365,7 +374,18 @@ def run(options: BenchOptions) -> BenchResult:
         result.add(f"cli_{key.removesuffix('_s')}_max", max(cli[key]), "s", f"{note}; {len(cli[key])} trials")
     codes = sorted({int(c) for c in cli["death_codes"] + cli["sigterm_codes"]})
     result.add("cli_chunks_after_sigterm", sum(cli["chunks_after_sigterm"]), "chunks", f"exit codes {codes}")
-    result.details.update(estop_to_rest_s=estop, shield_frozen_to_rest_s=freeze, cli=cli)
+    locked = [n for n, row in memory["names"].items() if row["problems"] or not row["plain_write_ok"]]
+    result.add("memory_locked_by_name", len(locked), "probes", f"of {len(memory['names'])}: {', '.join(locked)}")
+    cross = memory["cross_user"]
+    note = f"of 3 attacks (bob's value, a section bob, a summary); own facts stored: {cross['own_facts_stored']}"
+    result.add("cross_user_writes", len(cross["writes"]), "lines", note)
+    refused = [*memory["operators"]["requests"].values(), *releases.values()]
+    accepted = sum(1 for row in refused if row.get("accepted") or row.get("released"))
+    note = f"of {len(refused)} (memory writes, Assist, e-stop releases: unsigned or by an unknown operator)"
+    result.add("unauthenticated_accepted", accepted, "requests", note)
+    result.details.update(
+        estop_to_rest_s=estop, shield_frozen_to_rest_s=freeze, cli=cli, memory=memory, releases=releases
+    )
     return result
 
 

@@ -115,6 +115,33 @@ def _print_status_table(title: str, health: dict[str, NodeHealth | None], verbos
             console.print(f"  [yellow]{name}[/] {cap.name}: {cap.detail}")
 
 
+def security_summary(health: dict[str, NodeHealth | None]) -> tuple[bool, str]:
+    """(secured, one line): whether every node that signs or checks commands and operator
+    requests does so, from the `commands=` and `operators=` backends the nodes report."""
+    parts, secured = [], True
+    for role, what in (("commands", "command path"), ("operators", "operator requests")):
+        roles = {
+            name: backend.split("=", 1)[1]
+            for name, h in health.items()
+            if h is not None
+            for backend in h.backends
+            if backend.startswith(f"{role}=")
+        }
+        weak = sorted(name for name, value in roles.items() if "NOT" in value)
+        secured = secured and bool(roles) and not weak
+        if not roles:
+            parts.append(f"{what}: no node reports it")
+        elif weak:
+            parts.append(f"{what}: NOT authenticated at {', '.join(weak)}")
+        else:
+            parts.append(f"{what}: authenticated ({', '.join(sorted(roles))})")
+    if os.environ.get("ROS_SECURITY_ENABLE", "").lower() == "true":
+        parts.append("DDS security (SROS2): ROS_SECURITY_ENABLE=true in this shell")
+    else:
+        parts.append("DDS security (SROS2): off (the PyPI ROS 2 build has none; docs/security.md)")
+    return secured, ("secured: " if secured else "NOT secured: ") + "; ".join(parts)
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from carryon_bringup.node import GraphClient
     from carryon_bringup.up import load_spec
@@ -128,6 +155,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(json.dumps({name: _health_json(h) for name, h in health.items()}, indent=2))
     else:
         _print_status_table(f"CarryOn graph /{spec.namespace} (profile {args.profile})", health, args.verbose)
+        if any(h is not None for h in health.values()):
+            secured, line = security_summary(health)
+            console.print(f"[{'green' if secured else 'yellow'}]{line}[/]", highlight=False)
     if all(h is None for h in health.values()):
         domain = os.environ.get("ROS_DOMAIN_ID", "0")
         err.print(
@@ -142,11 +172,16 @@ DEFAULT_KEY_FILE = "~/.config/carryon/command.key"
 
 
 def add_keys(sub: Subparsers, common: argparse.ArgumentParser) -> None:
-    keys = sub.add_parser("keys", parents=[common], help="the command key the shield and the driver share")
+    keys = sub.add_parser("keys", parents=[common], help="the command key (shield and driver) and operator identities")
     actions = keys.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
     init = actions.add_parser("init", parents=[common], help="make a command key for a robot PC (docs/security.md)")
     init.add_argument("--path", default=DEFAULT_KEY_FILE, help=f"where (default {DEFAULT_KEY_FILE}); kept if it exists")
     init.set_defaults(handler=cmd_keys_init)
+    operator = actions.add_parser(
+        "operator", parents=[common], help="make (or show) this login's operator identity and its authorized line"
+    )
+    operator.add_argument("--name", default="", help="operator name (default $CARRYON_OPERATOR or the login name)")
+    operator.set_defaults(handler=cmd_keys_operator)
 
 
 def cmd_keys_init(args: argparse.Namespace) -> int:
@@ -161,6 +196,28 @@ def cmd_keys_init(args: argparse.Namespace) -> int:
         "give it to the shield and the driver: command_key_file in config/profiles/robot/shield_node.yaml and "
         "arm_adapter_node.yaml (docs/security.md)"
     )
+    return EXIT_OK
+
+
+def cmd_keys_operator(args: argparse.Namespace) -> int:
+    from carryon_common.core.operator_auth import (
+        authorized_operators_path,
+        create_identity,
+        default_operator,
+        load_identity,
+        operator_key_path,
+    )
+
+    name = args.name or default_operator()
+    path = operator_key_path(args.name)
+    existed = path.exists()
+    identity = load_identity(create_identity(path), f"operator:{name}")
+    console.print(f"{'kept the existing' if existed else 'made a new'} operator identity {identity.principal}: {path}")
+    console.print(
+        f"authorize it on a robot PC by adding this line to its operators file (or {authorized_operators_path()} "
+        "for local runs):"
+    )
+    print(identity.public_line())
     return EXIT_OK
 
 

@@ -16,6 +16,7 @@ class ServiceStatus(enum.IntEnum):
     NOT_IMPLEMENTED = 4
     READ_ONLY = 5
     INTERNAL_ERROR = 6
+    UNAUTHORIZED = 7
 
     @property
     def label(self) -> str:

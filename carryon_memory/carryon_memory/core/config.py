@@ -6,10 +6,11 @@ from pathlib import Path
 
 from pydantic import Field
 
-from carryon_common.core.config import NodeConfig, under_config_dir
+from carryon_common.core.config import under_config_dir
+from carryon_common.core.operator_auth import OperatorAuthConfig
 
 
-class MemoryConfig(NodeConfig):
+class MemoryConfig(OperatorAuthConfig):
     memory_dir: str = Field(
         "memory",
         description="Directory holding users/, scene.md, images/, history/ and the journal; relative paths are "

@@ -357,7 +357,7 @@ class MemoryStore:
                     )
             return txn.commit(now)
 
-    def restore(self, version: int, now: float) -> list[Change]:
+    def restore(self, version: int, now: float, by: str = "") -> list[Change]:
         """Bring every file the journal knows back to its content at `version`; recorded
         as new changes (op "restore", source "restore:<version>"), so it can be undone.
 
@@ -379,7 +379,7 @@ class MemoryStore:
                 if current == target:
                     continue
                 writable(rel, current)
-                txn.record(rel, "restore", source=f"restore:{version}", after=target)
+                txn.record(rel, "restore", source=f"restore:{version}" + (f" [{by}]" if by else ""), after=target)
             return txn.commit(now)
 
 

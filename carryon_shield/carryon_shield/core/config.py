@@ -11,11 +11,12 @@ from typing import Annotated
 
 from pydantic import Field
 
-from carryon_common.core.config import NodeConfig, one_of
+from carryon_common.core.config import one_of
+from carryon_common.core.operator_auth import OperatorAuthConfig
 from carryon_shield.core.grounders import GROUNDERS
 
 
-class ShieldConfig(NodeConfig):
+class ShieldConfig(OperatorAuthConfig):
     enabled: bool = Field(
         True,
         description="Filter chunks. False (ablation): chunks pass through unfiltered, but every ShieldEvent still "

@@ -1,0 +1,37 @@
+"""`carryon status` says whether the graph runs secured: every node that signs or checks
+the command path and operator requests does so (from the backends each node reports)."""
+
+from __future__ import annotations
+
+import pytest
+
+from carryon_bringup.cli.graph import security_summary
+from carryon_common.core.status import NodeHealth, NodeState
+
+
+def health(name: str, *backends: str) -> NodeHealth:
+    return NodeHealth(name, 1, NodeState.READY, "ok", 1.0, "0", backends)
+
+
+def test_secured_only_when_every_node_signs_and_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ROS_SECURITY_ENABLE", raising=False)
+    nodes = {
+        "shield_node": health(
+            "shield_node", "grounder=tabletop", "commands=signed (HMAC-SHA256)", "operators=authenticated"
+        ),
+        "sim_node": health("sim_node", "commands=signed by the shield (key /k)"),
+        "memory_node": health("memory_node", "operators=authenticated"),
+        "judge_node": None,
+    }
+    secured, line = security_summary(nodes)
+    assert (
+        secured
+        and line.startswith("secured: ")
+        and "operator requests: authenticated (memory_node, shield_node)" in line
+    )
+    assert "DDS security (SROS2): off" in line
+    nodes["memory_node"] = health("memory_node", "operators=NOT authenticated")
+    secured, line = security_summary(nodes)
+    assert not secured and "operator requests: NOT authenticated at memory_node" in line
+    secured, line = security_summary({"judge_node": health("judge_node", "vlm=stub")})
+    assert not secured and "command path: no node reports it" in line

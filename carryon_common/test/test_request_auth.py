@@ -1,0 +1,42 @@
+"""Signing ROS requests: the signature covers every field and the type, so a signed
+request verifies at a RequestGate only unchanged, and only as the request it was."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from carryon_common.core.operator_auth import Unauthorized, create_identity, load_identity
+from carryon_common.request_auth import RequestGate, sign_request
+from carryon_interfaces.msg import MemoryFact
+from carryon_interfaces.srv import SetEstop, UpdateUser
+
+
+def gate_and_identities(tmp_path: Path):  # type: ignore[no-untyped-def]
+    operator = load_identity(create_identity(tmp_path / "op.key"), "operator:ops")
+    planner = load_identity(create_identity(tmp_path / "planner.key"), "node:planner_node")
+    (tmp_path / "operators").write_text(f"{operator.public_line()}\n{planner.public_line()}\n")
+    return RequestGate(str(tmp_path / "operators")), operator, planner
+
+
+def test_a_signed_request_verifies_only_unchanged(tmp_path: Path) -> None:
+    gate, operator, planner = gate_and_identities(tmp_path)
+    request = UpdateUser.Request(user_id="alice", facts=[MemoryFact(entity="diet", key="preference", value="vegan")])
+    sign_request(operator, request)
+    assert gate.secured and gate.principal(request) == "operator:ops"
+    tampered = sign_request(operator, UpdateUser.Request(user_id="alice", facts=list(request.facts)))
+    tampered.user_id = "bob"  # changed after signing
+    with pytest.raises(Unauthorized, match="does not verify"):
+        gate.principal(tampered)
+    release = sign_request(planner, SetEstop.Request(active=False, reason="go"))
+    with pytest.raises(Unauthorized, match="may not make this request"):  # a node may not release the e-stop
+        gate.principal(release, ("operator:",))
+    with pytest.raises(Unauthorized, match="not signed"):
+        gate.principal(SetEstop.Request(active=False))
+
+
+def test_without_an_operators_file_nobody_is_authenticated_and_the_gate_says_so() -> None:
+    gate = RequestGate("")
+    assert not gate.secured and gate.principal(SetEstop.Request(active=False)) == ""
+    assert "NOT authenticated" in gate.describe()
