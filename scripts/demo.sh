@@ -86,7 +86,9 @@ done
 operator carryon status
 operator carryon memory show --user alice
 bold "Injecting a perturbation: the carrot will be dropped just after it is picked up (carryon perturb)"
-carryon perturb drop --when-lifted carrot --lift-m 0.05 2>&1 | sed 's/^/  [perturbation] /' | tee -a "$TRANSCRIPT" &
+# $! must be carryon perturb itself (not the last command of a pipeline), so that stop_graph
+# ends it when the carrot was never lifted.
+carryon perturb drop --when-lifted carrot --lift-m 0.05 > >(sed 's/^/  [perturbation] /' | tee -a "$TRANSCRIPT") 2>&1 &
 DROP_PID=$!
 operator carryon assist --user alice "Serve me food"
 CODE=$?

@@ -323,6 +323,8 @@ def run(options: BenchOptions) -> BenchResult:
     stops, restarts, forged = (options.count(20, 3), options.count(5, 1), options.count(10, 2))
     config = _config_with_restarts(spec.config_dir, options.run_dir, 2 * restarts)
     result = BenchResult("faults", options.quick, options.seed)
+    own = [s for s in options.sets if s.startswith(("memory_node.", "planner_node."))]
+    memory = memory_probes(config, options.run_dir, own)  # first: its own short graph
     sets = ["shield_node.grounder=sim_truth", *options.sets]
     with GraphRun(
         GraphSpec.load(config),
@@ -352,8 +354,6 @@ def run(options: BenchOptions) -> BenchResult:
             probe.estop(False, "bench")
         finally:
             probe.close()
-    own = [s for s in options.sets if s.startswith(("memory_node.", "planner_node."))]
-    memory = memory_probes(config, options.run_dir, own)
     for name, values, note in (
         ("estop_to_rest", estop, "e-stop at shield and driver (as `carryon estop`) to the arm at rest"),
         ("shield_frozen_to_rest", freeze, "SIGSTOP of shield_node mid-chunk to the arm at rest (heartbeat)"),

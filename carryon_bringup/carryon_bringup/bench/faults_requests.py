@@ -193,7 +193,7 @@ def memory_probes(config: Path, folder: Path, sets: list[str]) -> dict[str, Any]
     from carryon_sim.harness.fakes.openai_server import StubVlmServer
 
     spec = GraphSpec.load(config)
-    memory_dir = folder / "memory"
+    memory_dir = (folder / "memory").resolve()  # memory_node resolves a relative one elsewhere
     with StubVlmServer(default=_plan("I did not understand that.")) as stub:
         sets = [
             *("planner_node.llm_backend=openai", f"planner_node.llm_base_url={stub.base_url}"),

@@ -140,14 +140,20 @@ class Supervisor:
         for proc in self.processes.values():
             self._start(proc)
 
-    def _start(self, proc: ManagedProcess) -> None:
+    def _start(self, proc: ManagedProcess, restart: bool = False) -> None:
         log = proc.log_path.open("ab")
+        env = self._env
+        if restart and "FASTDDS_BUILTIN_TRANSPORTS" not in env:
+            # A process killed with SIGKILL leaves its Fast DDS shared-memory port locked while its
+            # peers still map it; the restarted node could then fail to open its port
+            # ("open_and_lock_file failed") and never be discovered. It talks UDP on loopback instead.
+            env = {**env, "FASTDDS_BUILTIN_TRANSPORTS": "UDPv4"}
         proc.popen = subprocess.Popen(
             proc.command,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            env=self._env,
+            env=env,
             cwd=self._cwd,
             start_new_session=True,  # own process group: signals reach its children too
         )
@@ -182,7 +188,7 @@ class Supervisor:
         deaths = []
         for proc in self.processes.values():
             if proc.restart_at is not None and now >= proc.restart_at:
-                self._start(proc)
+                self._start(proc, restart=True)
                 continue
             if proc.popen is None or proc.restart_at is not None or not proc.exited():
                 continue
