@@ -13,6 +13,7 @@ a signed UpdateUser cannot be replayed as anything else, nor changed in any fiel
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -54,11 +55,16 @@ def sign_request(identity: Identity | None, request: Any, now_s: float | None = 
 
 def client_identity() -> Identity | None:
     """This login's operator identity when its key file exists (`carryon keys operator`,
-    or made by `carryon up`), else None: requests go out unsigned."""
+    or made by `carryon up`), else None: requests go out unsigned. A key file that cannot
+    be used is said on stderr, never raised: engaging the e-stop needs no identity."""
     path = operator_key_path()
     if not path.exists():
         return None
-    return load_identity(path, f"operator:{default_operator()}")
+    try:
+        return load_identity(path, f"operator:{default_operator()}")
+    except ConfigError as exc:
+        print(f"warning: operator identity unusable, requests go out unsigned: {exc}", file=sys.stderr)
+        return None
 
 
 class RequestGate:

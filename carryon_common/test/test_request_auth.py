@@ -40,3 +40,16 @@ def test_without_an_operators_file_nobody_is_authenticated_and_the_gate_says_so(
     gate = RequestGate("")
     assert not gate.secured and gate.principal(SetEstop.Request(active=False)) == ""
     assert "NOT authenticated" in gate.describe()
+
+
+def test_an_unusable_operator_key_leaves_the_client_unsigned_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from carryon_common.request_auth import client_identity
+
+    key = create_identity(tmp_path / "op.key")
+    monkeypatch.setenv("CARRYON_OPERATOR_KEY", str(key))
+    assert client_identity() is not None
+    key.chmod(0o644)  # readable by others: refused as an identity, but the e-stop must still be reachable
+    assert client_identity() is None
+    assert "requests go out unsigned" in capsys.readouterr().err
