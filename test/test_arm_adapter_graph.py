@@ -181,7 +181,12 @@ def test_joint_trajectories_estop_refusals_stale_state_and_cameras(config_dir: P
         assert np.abs(probe.tool() - stopped).max() < 2e-3, "the arm kept moving under e-stop"
         assert np.abs(probe.tool() - far).max() > 0.1
         probe.send(line(stopped, far, 5))  # sent once: a copy still queued after the release would move the arm
-        assert probe.spin(5.0, lambda: any("emergency stop engaged" in r for r in probe.rejections)), probe.rejections
+        # Its own refusal, not the control loop's "arm holds: emergency stop engaged": releasing before this
+        # chunk arrived would let it run (a full run did so, and the arm went on to `far`).
+        sent = f"chunk {probe.next_id - 1}: "
+        assert probe.spin(5.0, lambda: any(sent in r and "emergency stop engaged" in r for r in probe.rejections)), (
+            probe.rejections
+        )
         probe.set_estop(False)
         probe.spin(0.5)
 
@@ -199,7 +204,8 @@ def test_joint_trajectories_estop_refusals_stale_state_and_cameras(config_dir: P
         answer = session.call(SetEstop, "/carryon/driver/estop/set", engage, 10.0)
         assert answer.status == SetEstop.Response.STATUS_OK and answer.state.active
         probe.send(aside)
-        assert probe.spin(5.0, lambda: any("emergency stop engaged (test)" in r for r in probe.rejections))
+        sent = f"chunk {probe.next_id - 1}: "
+        assert probe.spin(5.0, lambda: any(sent in r and "emergency stop engaged" in r for r in probe.rejections))
         answer = session.call(SetEstop, "/carryon/driver/estop/set", SetEstop.Request(active=False), 10.0)
         assert answer.status == SetEstop.Response.STATUS_INVALID_ARGUMENT and "signed state" in answer.message
         probe.estop.publish(EstopState(active=False, reason="forged", source="intruder"))
