@@ -39,6 +39,11 @@ def _plan(reply: str, *ops: tuple[str, str, str]) -> str:
     return json.dumps({"reply": reply, "subtasks": [], "memory_operations": writes})
 
 
+def _user_lines(memory_dir: Path, user: str) -> list[str]:
+    path = memory_dir / "users" / f"{user}.md"
+    return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+
+
 class _Memory:
     """memory_node and planner_node as the probes reach them, plus the files they write."""
 
@@ -76,8 +81,7 @@ class _Memory:
         return [str(p) for p in load_file(rel, path.read_bytes()).problems] if path.exists() else []
 
     def lines(self, user: str) -> list[str]:
-        path = self.dir / "users" / f"{user}.md"
-        return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+        return _user_lines(self.dir, user)
 
     def ask(self, user: str, text: str) -> str:
         from carryon_interfaces.srv import Ask
@@ -183,7 +187,7 @@ def _operator_probes(graph: GraphRun, namespace: str, memory_dir: Path, folder: 
             requests[f"{who} memory write"] = {"accepted": ok, "message": message}
             result = memory.assist("alice", "Serve me food")
             requests[f"{who} assist"] = {"accepted": not result.startswith("refused"), "message": result}
-    alice = _Memory(None, namespace, memory_dir).lines("alice")
+    alice = _user_lines(memory_dir, "alice")
     return {"requests": requests, "alice_diet_meat": any("meat" in line for line in alice)}
 
 

@@ -12,7 +12,6 @@ or an unavailable LLM stores nothing and says why.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -20,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from carryon_common.core.llm import ChatMessage, LlmClient, LlmError
 from carryon_planner.core.plan import Name, Plan, UpdateUser
+from carryon_planner.core.validator import users_named
 
 MAX_FACTS = 8
 
@@ -115,7 +115,7 @@ def summarise(
     skipped: list[str] = []
     for fact in summary.remember:
         text = f"{fact.entity} {fact.key} {fact.value}".lower()
-        named = [u for u in others if re.search(rf"(?<![a-z0-9]){re.escape(u)}(?![a-z0-9])", text)]
+        named = users_named(text, others)
         if named:
             skipped.append(f"{fact.entity}/{fact.key}: names another user ({', '.join(named)})")
         elif fact.value.lower() in foreign:

@@ -115,6 +115,12 @@ def _words(text: str) -> list[str]:
     return re.findall(r"[a-z0-9]+", text.lower())
 
 
+def users_named(text: str, users: Iterable[str]) -> list[str]:
+    """The `users` (lower-case ids) that lower-case `text` names as a word of its own:
+    "bob_diet" and "bob eats meat" name bob, "bobcat" does not."""
+    return [u for u in users if re.search(rf"(?<![a-z0-9]){re.escape(u)}(?![a-z0-9])", text)]
+
+
 def _readable(text: str) -> str:
     """`text` as a reader sees it, lower case: look-alikes folded (NFKC: full-width letters,
     no-break spaces), whitespace runs as one space, invisible characters (zero-width, bidi
@@ -368,7 +374,7 @@ class Validator:
             if not isinstance(op, UpdateUser):
                 continue
             text = _readable(f"{op.entity} {op.key} {op.value}")
-            named = sorted(u for u in facts.other_users if re.search(rf"(?<![a-z0-9]){re.escape(u)}(?![a-z0-9])", text))
+            named = sorted(users_named(text, facts.other_users))
             if named:
                 yield Violation(
                     "no_other_users",
