@@ -25,7 +25,7 @@ from rosbags.rosbag2 import Reader
 from carryon_bringup.core.graph import GraphSpec
 from carryon_bringup.core.recorder import typestore_for
 from carryon_bringup.graph_run import GraphRun
-from carryon_common.calls import RosSession
+from carryon_common.calls import GraphUnreachable, RosSession
 from carryon_common.core.audit import verify
 from carryon_common.core.scripted_llm import ScriptedLlm
 from carryon_interfaces.srv import SimState
@@ -83,11 +83,26 @@ def tell(config_dir: Path, tmp_path: Path, *, drop: bool, stuck_s: float = 12.0,
                 if dropper is not None:
                     dropper.terminate()
                     dropped = dropper.communicate(timeout=30)[0]
-            with RosSession("assist_probe", domain_id=graph.domain_id) as session:
-                truth = session.call(SimState, f"/{spec.namespace}/sim/state", SimState.Request(), timeout_s=10.0)
+            truth = read_truth(graph, spec, done)
         prompts = ["\n".join(r.texts()) for r in stub.requests]
     where = {o.name: o.inside for o in truth.objects}
     return Story(done.returncode, done.stdout + done.stderr, where, prompts, dropped, tmp_path / "run")
+
+
+def read_truth(graph: GraphRun, spec: GraphSpec, done: subprocess.CompletedProcess[str]) -> Any:
+    """The simulator's state after the story (the evaluation oracle). The test process joins
+    the DDS domain only here, as a brand-new participant on a loaded machine: it may take a
+    while to discover sim_node (resend: reading the state is idempotent). When it cannot, the
+    failure says what the launcher saw (a node that died or was restarted) and how the story
+    ended."""
+    try:
+        with RosSession("assist_probe", domain_id=graph.domain_id) as session:
+            return session.call(SimState, f"/{spec.namespace}/sim/state", SimState.Request(), timeout_s=10.0,
+                                wait_s=45.0, resend_s=5.0)  # fmt: skip
+    except GraphUnreachable as exc:
+        events = [e for e in graph.events() if e.get("event") != "ready"]
+        pytest.fail(f"{exc}\nlauncher events: {events}\nlauncher output (tail):\n{graph.output()[-4000:]}\n"
+                    f"assist exited {done.returncode}:\n{(done.stdout + done.stderr)[-3000:]}")  # fmt: skip
 
 
 def audit_kinds(run: Path) -> tuple[set[str], list[dict[str, Any]]]:
@@ -121,6 +136,7 @@ def test_serve_me_food_end_to_end(config_dir: Path, tmp_path: Path) -> None:
     # Every decision of the story is in the run's audit log, and its hash chain holds.
     kinds, entries = audit_kinds(story.run)
     assert {"plan", "plan.validation", "subtask", "plan.end", "memory.change"} <= kinds, kinds
+    assert "forged" not in kinds, [e for e in entries if e["kind"] == "forged"]  # every decision verified
     assert any("preference_conflict" in e["data"].get("message", "") for e in entries)
     if story.code == 0:
         assert story.where["carrot"] == "bowl" and "s4 succeeded" in transcript, transcript

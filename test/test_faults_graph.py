@@ -7,7 +7,8 @@ its restart policy brings a new one, and SIGTERM to it cancels the goal (code 13
 memory_node and planner_node (a scripted LLM over HTTP): no name locks a memory file, a NUL
 never reaches a node, no plan or summary writes anything of bob's into dave's or erin's
 memory while their own facts are stored, and memory writes, Assist goals and e-stop
-releases sent unsigned or by an operator the run does not know are refused.
+releases sent unsigned or by an operator the run does not know are refused. Messages forged
+on the decision topics reach the audit log as forged, never as their node's decisions.
 (The stop and exit times are the benchmark's to report, not this test's to bound.)"""
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ def test_the_fault_probes_hold_against_the_running_graph(config_dir: Path, tmp_p
     assert metrics["forged_chunks_executed"].value == 0 and metrics["forged_chunks_executed"].note.startswith("of 6")
     assert metrics["forged_release_moved"].value == 0
     assert metrics["estop_survived_restart"].value == 2, metrics["estop_survived_restart"]
+    # Forged plan states, shield events, verdicts, memory changes and e-stop states (10, plus the
+    # forged releases) are audited as forged by the recorder, none as the node they claim.
+    audit = result.details["audit"]
+    assert metrics["forged_decisions_audited_as_node"].value == 0 and audit["flagged"] >= 10, audit
     cli = result.details["cli"]
     assert all(math.isfinite(s) for s in cli["death_exit_s"] + cli["sigterm_exit_s"]), cli
     assert cli["death_codes"] == [3.0, 3.0] and cli["sigterm_codes"] == [130.0, 130.0], cli

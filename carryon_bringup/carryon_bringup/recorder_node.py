@@ -18,6 +18,7 @@ import importlib
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from carryon_common.core.command_auth import create_key_file, load_key
 from carryon_common.core.errors import ConfigError
 from carryon_common.core.status import implemented
 from carryon_common.node import CarryOnNode, latched_qos, run_node
+from carryon_common.request_auth import DecisionCheck, Unauthorized
 from carryon_interfaces.msg import EstopState, MemoryChange, PlanState, ShieldEvent, Verdict
 from carryon_judge.core.types import VerdictStatus
 from carryon_shield.core.gate import Decision
@@ -90,6 +92,13 @@ class Recorder(CarryOnNode):
                     self.get_logger().error(f"audit log without MACs: {unkeyed}")
             self.audit = AuditLog(self._audit_path(), key=key)
             self.add_backend("audit", f"hash chain + MACs (key {cfg.audit_key_file})" if key else unkeyed)
+            self.decisions = DecisionCheck(cfg.publishers_file)
+            self.add_backend(
+                "decisions",
+                "signed by their nodes (publishers_file)"
+                if self.decisions.secured
+                else "NOT verified (no publishers_file)",
+            )
             self._audit_topics()
         self.create_timer(cfg.discovery_period_s, self._discover)
         self._discover()
@@ -172,11 +181,32 @@ class Recorder(CarryOnNode):
             self._log(self.feed.estop(m.active, m.source, m.reason))
 
         ns = self.get_namespace()
-        self.create_subscription(PlanState, qualified(ns, names.PLAN_STATE), on_plan, latched_qos(10))
-        self.create_subscription(ShieldEvent, qualified(ns, names.SHIELD_EVENTS), on_event, 100)
-        self.create_subscription(Verdict, qualified(ns, names.VERDICT), on_verdict, 10)
-        self.create_subscription(MemoryChange, qualified(ns, names.MEMORY_CHANGED), on_memory, 50)
-        self.create_subscription(EstopState, qualified(ns, names.ESTOP_STATE), on_estop, latched_qos())
+        for msg_type, topic, node, handle, qos in (
+            (PlanState, names.PLAN_STATE, names.PLANNER_NODE, on_plan, latched_qos(10)),
+            (ShieldEvent, names.SHIELD_EVENTS, names.SHIELD_NODE, on_event, 100),
+            (Verdict, names.VERDICT, names.JUDGE_NODE, on_verdict, 10),
+            (MemoryChange, names.MEMORY_CHANGED, names.MEMORY_NODE, on_memory, 50),
+            (EstopState, names.ESTOP_STATE, names.SHIELD_NODE, on_estop, latched_qos()),
+        ):
+            self.create_subscription(msg_type, qualified(ns, topic), self._checked(topic, node, handle), qos)
+
+    def _checked(self, topic: str, node: str, handle: Callable[[Any], None]) -> Callable[[Any], None]:
+        """`handle` for the messages on `topic` that `node` signed; the others are logged as forged."""
+
+        def on_message(msg: Any) -> None:
+            try:
+                self.decisions.check(msg, topic, node)
+            except Unauthorized as exc:
+                self.get_logger().warning(
+                    f"{topic}: a message not from {node} ({exc}): audited as forged", throttle_duration_sec=1.0
+                )
+                self._log(
+                    self.feed.forged(topic=topic, node=node, reason=str(exc), message=str(msg), now_s=time.monotonic())
+                )
+                return
+            handle(msg)
+
+        return on_message
 
     def _discover(self) -> None:
         missing = self.wanted - set(self.subscriptions_by_topic)

@@ -33,3 +33,21 @@ def test_verdicts_are_logged_when_their_status_changes_and_releases_are_not_bloc
     assert feed.shield_event(decision="released_all", **released) == []
     ((kind, _source, data),) = feed.shield_event(decision="retreat", **{**released, "released": 3})
     assert kind == "shield.block" and data["released"] == 3
+
+
+def test_forged_messages_are_logged_as_the_recorder_saw_them_at_most_once_a_second() -> None:
+    feed = AuditFeed()
+    first = feed.forged(topic="estop/state", node="shield_node", reason="not signed", message="m", now_s=10.0)
+    assert first == [
+        (
+            "forged",
+            "recorder_node",
+            {"topic": "estop/state", "claimed": "shield_node", "reason": "not signed", "message": "m", "left_out": 0},
+        )
+    ]
+    for now in (10.2, 10.5, 10.9):  # a flood: counted, not logged
+        assert feed.forged(topic="estop/state", node="shield_node", reason="x", message="m", now_s=now) == []
+    assert feed.forged(topic="judge/verdict", node="judge_node", reason="x", message="m", now_s=10.5)  # per topic
+    (entry,) = feed.forged(topic="estop/state", node="shield_node", reason="x", message="m" * 900, now_s=11.1)
+    assert entry[2]["left_out"] == 3 and len(entry[2]["message"]) == 500
+    assert not feed.plans and not feed.verdicts  # nothing a forgery says becomes the feed's state

@@ -35,3 +35,16 @@ def test_secured_only_when_every_node_signs_and_checks(monkeypatch: pytest.Monke
     assert not secured and "operator requests: NOT authenticated at memory_node" in line
     secured, line = security_summary({"judge_node": health("judge_node", "vlm=stub")})
     assert not secured and "command path: no node reports it" in line
+
+
+def test_an_audit_that_does_not_verify_who_decided_is_not_secured(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ROS_SECURITY_ENABLE", raising=False)
+    nodes = {
+        "shield_node": health("shield_node", "commands=signed (HMAC-SHA256)", "operators=authenticated"),
+        "recorder_node": health("recorder_node", "decisions=signed by their nodes (publishers_file)"),
+    }
+    secured, line = security_summary(nodes)
+    assert secured and "audit: authenticated (recorder_node)" in line
+    nodes["recorder_node"] = health("recorder_node", "decisions=NOT verified (no publishers_file)")
+    secured, line = security_summary(nodes)
+    assert not secured and "audit: NOT authenticated at recorder_node" in line

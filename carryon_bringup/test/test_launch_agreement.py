@@ -95,21 +95,27 @@ def test_launch_file_and_carryon_up_start_the_same_processes(
     spec = GraphSpec.load(config_dir)
     up = [_parse_up_command(command_for(launch)) for launch in spec.launches(profile)]
     # Both give the shield and the robot driver a new command key, the nodes that check operators
-    # the run's authorized operators file and planner_node a signing key of its own (`carryon up`
-    # as --set overrides, the launch file as one more params file): the rest is the same.
+    # the run's authorized operators file, the nodes whose decisions are audited a signing key of
+    # their own (only planner_node's may sign requests) and the recorder their public keys
+    # (`carryon up` as --set overrides, the launch file as one more params file): the rest is the same.
     keyed = {
         node["name"]: yaml.safe_load(Path(node["parameters"].pop()).read_text())["/**"]["ros__parameters"]
         for node in launched
         if node["parameters"][-1].endswith("_keys.yaml")
     }
     driver = "sim_node" if profile == "sim" else "arm_adapter_node"
-    assert set(keyed) == {"shield_node", driver, "memory_node", "planner_node"}
+    assert set(keyed) == {"shield_node", driver, "memory_node", "planner_node", "judge_node", "recorder_node"}
     key_file = Path(keyed[driver]["command_key_file"])
     assert key_file == Path(keyed["shield_node"]["command_key_file"])
     assert key_file.stat().st_mode & 0o777 == 0o600 and len(bytes.fromhex(key_file.read_text())) == 32
     operators = {keyed[name]["operators_file"] for name in ("shield_node", "memory_node", "planner_node")}
-    assert len(operators) == 1 and "node:planner_node " in Path(operators.pop()).read_text()
-    assert Path(keyed["planner_node"]["identity_file"]).stat().st_mode & 0o777 == 0o600
+    authorized = Path(operators.pop()).read_text()
+    assert len(operators) == 0 and "node:planner_node " in authorized and "node:shield_node" not in authorized
+    signers = ("planner_node", "shield_node", "judge_node", "memory_node")  # their decisions are audited
+    publishers = Path(keyed["recorder_node"]["publishers_file"]).read_text()
+    for name in signers:
+        assert Path(keyed[name]["identity_file"]).stat().st_mode & 0o777 == 0o600
+        assert f"node:{name} " in publishers
     assert [_as_command(node) for node in launched] == up
     assert len(up) == len(spec.launches(profile))
     niced = {launch.name: launch.nice for launch in spec.launches(profile) if launch.nice}

@@ -33,7 +33,7 @@ from carryon_common.core.config import ROS_BUILTIN_PARAMETERS, NodeConfig, build
 from carryon_common.core.errors import CarryOnError, ConfigError
 from carryon_common.core.operator_auth import Identity
 from carryon_common.core.status import Capability, NodeHealth, NodeState
-from carryon_common.request_auth import sign_request
+from carryon_common.request_auth import load_node_identity, sign_request
 from carryon_interfaces.srv import GetStatus
 
 C = TypeVar("C", bound=NodeConfig)
@@ -99,8 +99,9 @@ class CarryOnNode(Node):
         self._state = NodeState.STARTING
         self._message = "starting"
         self.service_group = ReentrantCallbackGroup()
-        # What this node signs its requests with (request_auth); a node with an identity sets it.
-        self.identity: Identity | None = None
+        # What this node signs its requests and published decisions with (request_auth): its
+        # identity_file when its config has one (NodeIdentityConfig), else nothing.
+        self.identity: Identity | None = load_node_identity(getattr(self.config, "identity_file", ""), node_name)
         self.create_service(
             GetStatus, names.GET_STATUS, self._on_get_status, callback_group=MutuallyExclusiveCallbackGroup()
         )

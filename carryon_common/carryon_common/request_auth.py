@@ -9,6 +9,10 @@ a signed UpdateUser cannot be replayed as anything else, nor changed in any fiel
   tools: this login's operator key when it exists).
 * Servers: `RequestGate` (built from a node's `operators_file`) says who asks, or why
   the request is refused.
+* Decisions: the nodes whose messages are the audit log's decisions (plan states, shield
+  events, verdicts, memory changes, the e-stop state) sign them the same way as
+  `node:<name>` (`sign_decision`, under a purpose of their own); the recorder's
+  `DecisionCheck` logs what does not verify as forged, never as that node's decision.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from carryon_common.core.operator_auth import (
 from carryon_common.signing import payload
 
 _PURPOSE = "carryon-request"
+_DECISION = "carryon-decision:"
 
 
 def request_payload(request: Any) -> bytes:
@@ -41,6 +46,29 @@ def request_payload(request: Any) -> bytes:
         return payload(request, _PURPOSE)
     finally:
         auth.signature = signature
+
+
+def decision_payload(msg: Any, topic: str) -> bytes:
+    """The bytes a decision message's `auth.signature` covers: its fields (`auth.signature`
+    and an HMAC `signature` left out) and the topic it is published on, under a purpose of
+    its own, so a signed plan state is neither a request nor a memory change."""
+    auth = msg.auth
+    signature, auth.signature = auth.signature, ""
+    try:
+        return payload(msg, _DECISION + topic)
+    finally:
+        auth.signature = signature
+
+
+def sign_decision(identity: Identity | None, msg: Any, topic: str) -> Any:
+    """Fill `msg.auth` as `identity` for publication on `topic` (a relative name, e.g.
+    names.PLAN_STATE); nothing to do without an identity. Returns `msg`."""
+    if identity is None:
+        return msg
+    msg.auth.principal = identity.principal
+    msg.auth.stamp = convert.time_to_msg(time.time())
+    msg.auth.signature = identity.sign(decision_payload(msg, topic))
+    return msg
 
 
 def sign_request(identity: Identity | None, request: Any, now_s: float | None = None) -> Any:
@@ -102,6 +130,33 @@ class RequestGate:
         return who
 
 
+class DecisionCheck:
+    """Who sent a decision message (the recorder's audit): the node whose key in the run's
+    publishers file verifies its `auth`. Without a publishers file nothing is verified
+    (`secured` False) and every message counts as its topic's node."""
+
+    def __init__(self, publishers_file: str) -> None:
+        # Ages are loose: a latched state may reach a late recorder; replays are still refused.
+        self.verifier = RequestVerifier.from_file(Path(publishers_file), max_age_s=120.0) if publishers_file else None
+
+    @property
+    def secured(self) -> bool:
+        return self.verifier is not None
+
+    def check(self, msg: Any, topic: str, node: str) -> None:
+        """Unauthorized unless `msg` (received on `topic`, relative name) is signed by `node`."""
+        if self.verifier is None:
+            return
+        auth = msg.auth
+        if auth.principal and auth.principal != f"node:{node}":
+            raise Unauthorized(f"signed by {auth.principal}, not node:{node}")
+        if not auth.principal:
+            raise Unauthorized(f"not signed (node:{node} signs everything it publishes here)")
+        self.verifier.check(
+            decision_payload(msg, topic), auth.principal, convert.time_from_msg(auth.stamp), auth.signature, time.time()
+        )
+
+
 def load_node_identity(path: str, node_name: str) -> Identity | None:
     """A node's own identity (`identity_file`), or None when none is configured."""
     if not path:
@@ -112,4 +167,14 @@ def load_node_identity(path: str, node_name: str) -> Identity | None:
         raise ConfigError(f"identity_file: {exc}") from None
 
 
-__all__ = ["RequestGate", "Unauthorized", "client_identity", "load_node_identity", "request_payload", "sign_request"]
+__all__ = [
+    "DecisionCheck",
+    "RequestGate",
+    "Unauthorized",
+    "client_identity",
+    "decision_payload",
+    "load_node_identity",
+    "request_payload",
+    "sign_decision",
+    "sign_request",
+]

@@ -53,3 +53,34 @@ def test_an_unusable_operator_key_leaves_the_client_unsigned_with_a_warning(
     key.chmod(0o644)  # readable by others: refused as an identity, but the e-stop must still be reachable
     assert client_identity() is None
     assert "requests go out unsigned" in capsys.readouterr().err
+
+
+def test_a_decision_verifies_only_from_its_node_unchanged_and_once(tmp_path: Path) -> None:
+    """The recorder's check of decision messages: the node's own signature, on the topic it
+    was signed for; an unsigned message, another node's, a changed one or a replay is not."""
+    from carryon_common.request_auth import DecisionCheck, sign_decision
+    from carryon_interfaces.msg import EstopState, PlanState
+
+    planner = load_identity(create_identity(tmp_path / "planner.key"), "node:planner_node")
+    shield = load_identity(create_identity(tmp_path / "shield.key"), "node:shield_node")
+    (tmp_path / "publishers").write_text(f"{planner.public_line()}\n{shield.public_line()}\n")
+    check = DecisionCheck(str(tmp_path / "publishers"))
+    state = sign_decision(planner, PlanState(plan_id="p1", user_id="alice", message="ok"), "planner/plan_state")
+    check.check(state, "planner/plan_state", "planner_node")
+    with pytest.raises(Unauthorized, match="already used"):  # the same message again: a replay
+        check.check(state, "planner/plan_state", "planner_node")
+    changed = sign_decision(planner, PlanState(plan_id="p2", user_id="alice"), "planner/plan_state")
+    changed.user_id = "bob"
+    with pytest.raises(Unauthorized, match="does not verify"):
+        check.check(changed, "planner/plan_state", "planner_node")
+    elsewhere = sign_decision(planner, PlanState(plan_id="p3"), "planner/plan_state")
+    with pytest.raises(Unauthorized, match="does not verify"):  # signed for another topic
+        check.check(elsewhere, "judge/verdict", "planner_node")
+    with pytest.raises(Unauthorized, match="not node:planner_node"):  # the shield cannot speak for the planner
+        check.check(
+            sign_decision(shield, PlanState(plan_id="p4"), "planner/plan_state"), "planner/plan_state", "planner_node"
+        )
+    with pytest.raises(Unauthorized, match="not signed"):
+        check.check(EstopState(active=False, source="intruder"), "estop/state", "shield_node")
+    assert not DecisionCheck("").secured
+    DecisionCheck("").check(EstopState(active=False), "estop/state", "shield_node")  # unverified: passes

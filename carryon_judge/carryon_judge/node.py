@@ -37,6 +37,7 @@ from carryon_common.core.clouds import ObservationUnusable
 from carryon_common.core.status import implemented
 from carryon_common.core.subtask import Subtask
 from carryon_common.node import CarryOnNode, latched_qos, run_node
+from carryon_common.request_auth import sign_decision
 from carryon_interfaces.msg import PlanState, SubtaskState, Verdict
 from carryon_interfaces.srv import Judge as JudgeSrv
 from carryon_judge import convert
@@ -281,7 +282,9 @@ class JudgeNode(CarryOnNode):
             self._publish(verdict)
 
     def _publish(self, verdict: JudgeVerdict) -> None:
-        self.verdict_pub.publish(convert.verdict_to_msg(verdict, self.stamp_now()))
+        self.verdict_pub.publish(
+            sign_decision(self.identity, convert.verdict_to_msg(verdict, self.stamp_now()), names.VERDICT)
+        )
 
 
 def main() -> int:

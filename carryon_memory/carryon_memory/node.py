@@ -31,7 +31,7 @@ from carryon_common.core import names
 from carryon_common.core.errors import CarryOnError
 from carryon_common.core.status import NodeState, ServiceStatus, implemented
 from carryon_common.node import CarryOnNode, run_node
-from carryon_common.request_auth import RequestGate, Unauthorized
+from carryon_common.request_auth import RequestGate, Unauthorized, sign_decision
 from carryon_interfaces.msg import MemoryChange, MemoryFact, SceneLocation
 from carryon_interfaces.srv import (
     GetContext,
@@ -210,7 +210,7 @@ class MemoryNode(CarryOnNode):
     def _publish(self, changes: Sequence[Change]) -> None:
         self._log_recoveries()
         for change in changes:
-            self.changed_pub.publish(convert.change_to_msg(change))
+            self.changed_pub.publish(sign_decision(self.identity, convert.change_to_msg(change), names.MEMORY_CHANGED))
 
     def _version_after(self, changes: Sequence[Change]) -> int:
         return changes[-1].version if changes else self.store.version()

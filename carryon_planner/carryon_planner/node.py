@@ -36,7 +36,7 @@ from carryon_common.core.llm_backends import make_llm
 from carryon_common.core.skills import load_skill_library, skills_path
 from carryon_common.core.status import implemented
 from carryon_common.node import CarryOnNode, latched_qos, run_node
-from carryon_common.request_auth import RequestGate, Unauthorized, load_node_identity
+from carryon_common.request_auth import RequestGate, Unauthorized, sign_decision
 from carryon_interfaces.action import Assist
 from carryon_interfaces.msg import PerceivedScene, PlanState, SubtaskState
 from carryon_interfaces.srv import Ask
@@ -101,7 +101,6 @@ class PlannerNode(CarryOnNode):
             )
         # Who may ask for writes and motion (operators_file), and what the planner signs its memory writes with.
         self.requests = RequestGate(cfg.operators_file)
-        self.identity = load_node_identity(cfg.identity_file, names.PLANNER_NODE)
         self.add_backend("operators", "authenticated" if self.requests.secured else "NOT authenticated")
         self.memory: Memory = memory if memory is not None else RosMemory(self, cfg.service_timeout_s)
         self._make_dispatch = make_dispatch or self._ros_dispatch
@@ -165,7 +164,7 @@ class PlannerNode(CarryOnNode):
         state = self._plan_state(answer.plan_id, request, answer.outcome)
         notes = list(answer.notes)
         state.message = "; ".join([state.message, *notes] if state.message else notes)
-        self.plan_state_pub.publish(state)
+        self.plan_state_pub.publish(sign_decision(self.identity, state, names.PLAN_STATE))
         response.status = Ask.Response.STATUS_OK
         response.message = state.message
         response.reply = answer.outcome.plan.reply
@@ -232,7 +231,7 @@ class PlannerNode(CarryOnNode):
         def publish(progress: Progress) -> None:
             state = self._progress_msg(progress, plan_id, request)
             published[:] = [state]
-            self.plan_state_pub.publish(state)
+            self.plan_state_pub.publish(sign_decision(self.identity, state, names.PLAN_STATE))
             goal_handle.publish_feedback(Assist.Feedback(plan=state))
 
         session = AssistSession(

@@ -17,7 +17,7 @@ from carryon_common import signing
 from carryon_common.core import names
 from carryon_common.core.command_auth import EstopLatch, LatchState, latch_path, load_key
 from carryon_common.node import CarryOnNode, latched_qos
-from carryon_common.request_auth import RequestGate, Unauthorized
+from carryon_common.request_auth import RequestGate, Unauthorized, sign_decision
 from carryon_interfaces.msg import EstopState
 from carryon_interfaces.srv import SetEstop
 from carryon_shield.core.config import ShieldConfig
@@ -87,6 +87,8 @@ class ShieldEstop:
 
     def _publish_state(self) -> EstopState:
         msg = self._state_msg()
+        # The node's signature for the audit first: the HMAC covers it.
+        sign_decision(self.node.identity, msg, names.ESTOP_STATE)
         self.state_pub.publish(self.sign(msg, names.ESTOP_STATE))
         return msg
 

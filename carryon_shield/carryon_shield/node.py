@@ -31,6 +31,7 @@ from carryon_common.core import names
 from carryon_common.core.chunk import InvalidChunk
 from carryon_common.core.status import implemented
 from carryon_common.node import CarryOnNode, run_node
+from carryon_common.request_auth import sign_decision
 from carryon_interfaces.msg import ActionChunk, SegmentationLabels, ShieldEvent
 from carryon_interfaces.srv import SetTask
 from carryon_shield import convert
@@ -307,7 +308,9 @@ class ShieldNode(CarryOnNode):
             released = common_convert.chunk_to_msg(decision.released, stamp)
             self.safe_pub.publish(self.estop.sign(released, names.SHIELD_CHUNK))
         decision = replace(decision, compute_time_s=time.perf_counter() - started)
-        self.event_pub.publish(convert.decision_to_event(decision, stamp))
+        self.event_pub.publish(
+            sign_decision(self.identity, convert.decision_to_event(decision, stamp), names.SHIELD_EVENTS)
+        )
         markers = convert.decision_markers(decision, stamp)
         markers.markers.append(convert.carried_marker(self._carried_in_world(), decision.frame_id, stamp))
         self.marker_pub.publish(markers)

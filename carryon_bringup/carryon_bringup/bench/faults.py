@@ -1,5 +1,5 @@
-"""`carryon bench faults`: the safety probes of issue 19 against a running graph (sim_node
-and shield_node in their own processes, `carryon up` with its per-run command key).
+"""`carryon bench faults`: the safety probes of issue 19 against a running graph (sim_node,
+shield_node, policy_node, recorder_node in their own processes, `carryon up` with its keys).
 
 Each trial sets the arm moving with a chunk through the shield, then:
 
@@ -18,9 +18,9 @@ Each trial sets the arm moving with a chunk through the shield, then:
 * **cli**: `carryon policy run` with a long budget, then policy_node killed (SIGKILL): the
   seconds until the CLI exits, and its exit code; and SIGTERM to the CLI itself: the
   seconds until it exits, and whether the goal stopped;
-* **memory names**, **cross-user writes** and **unauthenticated requests**
-  (bench/faults_requests.py), against memory_node and planner_node in a second graph, and
-  e-stop releases sent unsigned or by an unknown operator against this one.
+* **memory names**, **cross-user writes**, **unauthenticated requests** (bench/faults_requests.py)
+  against memory_node and planner_node in a second graph, unsigned releases against this one;
+* **audit**: forged decisions must be audited as forged by recorder_node (bench/faults_audit.py).
 
 Times are simulation seconds from the fault to the first of 0.25 s in which the tool moved
 less than 0.5 mm. The shield grounds obstacles with the simulator's own masks (`sim_truth`,
@@ -43,13 +43,14 @@ from typing import Any
 import numpy as np
 import yaml
 
+from carryon_bringup.bench.faults_audit import audited, publish_forged_decisions
 from carryon_bringup.bench.faults_requests import memory_probes, unsigned_release
 from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, percentile
 from carryon_bringup.core.graph import GraphSpec
 from carryon_bringup.graph_run import GraphRun
 from carryon_bringup.up import load_spec
 
-NODES = ["sim_node", "shield_node", "policy_node"]
+NODES = ["sim_node", "shield_node", "policy_node", "recorder_node"]
 REST_WINDOW_S = 0.25
 REST_MOVE_M = 0.0005
 EXECUTED_M = 0.005
@@ -347,6 +348,7 @@ def run(options: BenchOptions) -> BenchResult:
             ]
             forged_executed, forged_sent = _forged_trials(probe, forged)
             release_moved, release_trials = _forged_release_trials(probe, forged)
+            forged_decisions = publish_forged_decisions(probe.session.node, probe.ns, probe.spin)
             engaged, restart_trials = _restart_trials(probe, restarts)
             cli = _cli_trials(probe, config, restarts)
             probe.estop(True, "bench: unsigned releases")
@@ -354,6 +356,7 @@ def run(options: BenchOptions) -> BenchResult:
             probe.estop(False, "bench")
         finally:
             probe.close()
+    audit = audited(options.run_dir / "graph" / "audit.jsonl")
     for name, values, note in (
         ("estop_to_rest", estop, "e-stop at shield and driver (as `carryon estop`) to the arm at rest"),
         ("shield_frozen_to_rest", freeze, "SIGSTOP of shield_node mid-chunk to the arm at rest (heartbeat)"),
@@ -366,6 +369,8 @@ def run(options: BenchOptions) -> BenchResult:
     result.add(
         "forged_release_moved", release_moved, "trials", f"of {release_trials} (forged and replayed releases + chunks)"
     )
+    note = f"of {forged_decisions} on the decision topics + the forged releases; flagged as forged: {audit['flagged']}"
+    result.add("forged_decisions_audited_as_node", audit["as_node"], "entries", note)
     result.add("estop_survived_restart", engaged, "trials", f"of {restart_trials} SIGKILLs of shield_node")
     for key, note in (
         ("death_exit_s", "`carryon policy run` exits after SIGKILL of policy_node, goal <= 5 s"),
@@ -384,7 +389,7 @@ def run(options: BenchOptions) -> BenchResult:
     note = f"of {len(refused)} (memory writes, Assist, e-stop releases: unsigned or by an unknown operator)"
     result.add("unauthenticated_accepted", accepted, "requests", note)
     result.details.update(
-        estop_to_rest_s=estop, shield_frozen_to_rest_s=freeze, cli=cli, memory=memory, releases=releases
+        estop_to_rest_s=estop, shield_frozen_to_rest_s=freeze, cli=cli, memory=memory, releases=releases, audit=audit
     )
     return result
 

@@ -117,9 +117,10 @@ def _print_status_table(title: str, health: dict[str, NodeHealth | None], verbos
 
 def security_summary(health: dict[str, NodeHealth | None]) -> tuple[bool, str]:
     """(secured, one line): whether every node that signs or checks commands and operator
-    requests does so, from the `commands=` and `operators=` backends the nodes report."""
+    requests does so, from the `commands=` and `operators=` backends the nodes report, and
+    whether the audit verifies who decided (`decisions=`, when a recorder runs)."""
     parts, secured = [], True
-    for role, what in (("commands", "command path"), ("operators", "operator requests")):
+    for role, what in (("commands", "command path"), ("operators", "operator requests"), ("decisions", "audit")):
         roles = {
             name: backend.split("=", 1)[1]
             for name, h in health.items()
@@ -128,7 +129,9 @@ def security_summary(health: dict[str, NodeHealth | None]) -> tuple[bool, str]:
             if backend.startswith(f"{role}=")
         }
         weak = sorted(name for name, value in roles.items() if "NOT" in value)
-        secured = secured and bool(roles) and not weak
+        secured = secured and (bool(roles) or role == "decisions") and not weak
+        if not roles and role == "decisions":
+            continue  # no recorder in this graph: nothing is audited
         if not roles:
             parts.append(f"{what}: no node reports it")
         elif weak:

@@ -5,7 +5,8 @@ subtask changing state (recovering included), a plan's end, every shield chunk n
 released whole, a judge verdict whose status changed, every memory change, the e-stop.
 The feed keeps what it has seen so repeats (the judge's periodic verdicts, a plan state
 republished for another subtask) are not logged twice. Inputs are plain values, so the
-rules are tested without ROS.
+rules are tested without ROS. With a publishers file, a message its node did not sign is
+not a decision: it is logged as `forged` (source recorder_node) and changes no state here.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 Entry = tuple[str, str, dict[str, Any]]  # (kind, source, data)
+FORGED_EVERY_S = 1.0
 
 
 @dataclass
@@ -23,6 +25,8 @@ class AuditFeed:
     plan_states: dict[str, tuple[str, str]] = field(default_factory=dict)  # plan id -> (state, message)
     subtasks: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)  # (plan, id) -> (state, message)
     verdicts: dict[str, str] = field(default_factory=dict)  # subtask id -> status
+    forged_at: dict[str, float] = field(default_factory=dict)  # topic -> when a forgery was last logged
+    forged_left_out: dict[str, int] = field(default_factory=dict)  # topic -> forgeries not logged since
 
     def plan_state(
         self,
@@ -126,3 +130,15 @@ class AuditFeed:
     @staticmethod
     def estop(active: bool, source: str, reason: str) -> list[Entry]:
         return [("estop", "shield_node", {"active": active, "source": source, "reason": reason})]
+
+    def forged(self, *, topic: str, node: str, reason: str, message: str, now_s: float) -> list[Entry]:
+        """A message on a decision topic that `node` did not sign (the recorder's DecisionCheck):
+        logged as the recorder saw it, never as the node's decision, at most once a second per
+        topic (a flood must not fill the disk); `left_out` counts the ones not logged before it."""
+        if now_s - self.forged_at.get(topic, -float("inf")) < FORGED_EVERY_S:
+            self.forged_left_out[topic] = self.forged_left_out.get(topic, 0) + 1
+            return []
+        self.forged_at[topic] = now_s
+        left_out = self.forged_left_out.pop(topic, 0)
+        data = {"topic": topic, "claimed": node, "reason": reason, "message": message[:500], "left_out": left_out}
+        return [("forged", "recorder_node", data)]

@@ -67,6 +67,15 @@ class RecorderConfig(NodeConfig):
         description="Key of the audit log's MACs, kept outside the run folder (made on first use, mode 600; "
         "'' = no MACs, the hash chain only).",
     )
+    publishers_file: str = Field(
+        "",
+        description=(
+            "Public keys of the nodes whose decisions the audit accepts ('<node:name> <base64 Ed25519 key>' per "
+            "line): a plan state, shield event, verdict, memory change or e-stop state not signed by its node is "
+            "logged as `forged`, never as that node's decision ('' = none given: `carryon up` and the launch file "
+            "make one per run; without one, decisions are logged unverified and the status says so)."
+        ),
+    )
     discovery_period_s: float = Field(1.0, gt=0.0, description="How often to look for topics not yet seen, s.")
 
 

@@ -3,9 +3,12 @@ an Assist and write memory.
 
 `carryon up` and the launch file give every node that serves such requests and has no
 `operators_file` of its own the run's authorized principals file, and every node that
-signs requests and has no `identity_file` a key of its own. The file lists this login's
-operator (its key made on first use, `carryon keys operator`), those nodes, and the lines
-of `<config home>/authorized_operators` (other operators' public keys).
+signs (requests or the decisions it publishes) and has no `identity_file` a key of its
+own. The operators file lists this login's operator (its key made on first use, `carryon
+keys operator`), the nodes that sign requests (planner_node), and the lines of `<config
+home>/authorized_operators` (other operators' public keys). The publishers file lists
+every signing node, for the recorder's audit (a node's key there lets it sign only
+decisions, never requests).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from carryon_common.core.operator_auth import (
 )
 
 OPERATORS_FILE = "operators"
+PUBLISHERS_FILE = "publishers"
 
 
 def give_operator_keys(resolved: Mapping[str, Any], overrides: dict[str, dict[str, Any]], keys_dir: Path) -> bool:
@@ -32,15 +36,20 @@ def give_operator_keys(resolved: Mapping[str, Any], overrides: dict[str, dict[st
     node's key) in `overrides`. False when no node needs one."""
     checkers = [name for name, cfg in resolved.items() if getattr(cfg, "operators_file", None) == ""]
     signers = [name for name, cfg in resolved.items() if getattr(cfg, "identity_file", None) == ""]
-    if not checkers and not signers:
+    auditors = [name for name, cfg in resolved.items() if getattr(cfg, "publishers_file", None) == ""]
+    if not checkers and not signers and not auditors:
         return False
     own = operator_key_path()
     try:
         create_identity(own)
         lines = [load_identity(own, f"operator:{default_operator()}").public_line()]
+        publishers = []
         for name in signers:
             path = create_identity(keys_dir / "nodes" / f"{name}.key").resolve()
-            lines.append(load_identity(path, f"node:{name}").public_line())
+            line = load_identity(path, f"node:{name}").public_line()
+            publishers.append(line)
+            if getattr(resolved[name], "signs_requests", False):
+                lines.append(line)
             overrides.setdefault(name, {})["identity_file"] = str(path)
     except OSError as exc:
         raise ConfigError(
@@ -59,4 +68,11 @@ def give_operator_keys(resolved: Mapping[str, Any], overrides: dict[str, dict[st
     )
     for name in checkers:
         overrides.setdefault(name, {})["operators_file"] = str(operators.resolve())
+    published = keys_dir / PUBLISHERS_FILE
+    published.write_text(
+        "# Nodes whose published decisions the audit accepts (carryon_bringup/core/run_keys.py)\n"
+        + "".join(f"{line}\n" for line in publishers)
+    )
+    for name in auditors:
+        overrides.setdefault(name, {})["publishers_file"] = str(published.resolve())
     return True

@@ -28,6 +28,7 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
@@ -190,5 +191,20 @@ class OperatorAuthConfig(NodeConfig):
             "Requests that release the e-stop, start an Assist or write memory must be signed by one of them "
             "('' = none given: `carryon up` and the launch file make one per run; a node started alone "
             "authenticates nobody and says so in its status)."
+        ),
+    )
+
+
+class NodeIdentityConfig(NodeConfig):
+    """The config of a node that signs as `node:<its name>`: the decisions it publishes (the
+    recorder's audit verifies them) and, where `signs_requests`, requests to other nodes."""
+
+    signs_requests: ClassVar[bool] = False  # its key is also an authorized principal for requests
+    identity_file: str = Field(
+        "",
+        description=(
+            "Ed25519 private key (PEM) this node signs with as node:<its name>: the decisions it publishes "
+            "(checked by the recorder's audit) and, for planner_node, its memory writes ('' = none given: "
+            "`carryon up` and the launch file make one per run; a node started alone signs nothing)."
         ),
     )

@@ -6,13 +6,14 @@ from typing import Annotated
 
 from pydantic import Field
 
-from carryon_common.core.config import NodeConfig, one_of
+from carryon_common.core.config import one_of
+from carryon_common.core.operator_auth import NodeIdentityConfig
 
 JUDGE_BACKENDS = ("vlm", "geometric")
 IMAGE_FORMATS = ("png", "jpeg")
 
 
-class JudgeConfig(NodeConfig):
+class JudgeConfig(NodeIdentityConfig):
     backend: Annotated[str, one_of("judge backend", JUDGE_BACKENDS)] = Field(
         "geometric",
         description="Judge backend by name: 'vlm' (OpenAI-compatible vision-language model) or 'geometric' "

@@ -7,10 +7,10 @@ from pathlib import Path
 from pydantic import Field
 
 from carryon_common.core.config import under_config_dir
-from carryon_common.core.operator_auth import OperatorAuthConfig
+from carryon_common.core.operator_auth import NodeIdentityConfig, OperatorAuthConfig
 
 
-class MemoryConfig(OperatorAuthConfig):
+class MemoryConfig(OperatorAuthConfig, NodeIdentityConfig):
     memory_dir: str = Field(
         "memory",
         description="Directory holding users/, scene.md, images/, history/ and the journal; relative paths are "

@@ -2,27 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 from pydantic import Field
 
 from carryon_common.core.config import one_of
-from carryon_common.core.operator_auth import OperatorAuthConfig
+from carryon_common.core.operator_auth import NodeIdentityConfig, OperatorAuthConfig
 
 LLM_BACKENDS = ("local", "openai", "scripted")
 OBSERVE_SOURCES = ("perception", "none")
 LOCAL_MODELS = ("0.5b", "1.5b")
 
 
-class PlannerConfig(OperatorAuthConfig):
-    identity_file: str = Field(
-        "",
-        description=(
-            "Ed25519 private key (PEM) planner_node signs its memory writes with, as node:planner_node ('' = none "
-            "given: `carryon up` makes one per run and authorizes it; a memory_node with an operators_file refuses "
-            "unsigned writes)."
-        ),
-    )
+class PlannerConfig(OperatorAuthConfig, NodeIdentityConfig):
+    signs_requests: ClassVar[bool] = True  # its memory writes, on a request's behalf
+
     llm_backend: Annotated[str, one_of("LLM backend", LLM_BACKENDS)] = Field(
         "local",
         description="LLM backend by name: 'local' (offline instruction model, no key), 'openai' "

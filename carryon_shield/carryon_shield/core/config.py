@@ -12,11 +12,11 @@ from typing import Annotated
 from pydantic import Field
 
 from carryon_common.core.config import one_of
-from carryon_common.core.operator_auth import OperatorAuthConfig
+from carryon_common.core.operator_auth import NodeIdentityConfig, OperatorAuthConfig
 from carryon_shield.core.grounders import GROUNDERS
 
 
-class ShieldConfig(OperatorAuthConfig):
+class ShieldConfig(OperatorAuthConfig, NodeIdentityConfig):
     enabled: bool = Field(
         True,
         description="Filter chunks. False (ablation): chunks pass through unfiltered, but every ShieldEvent still "
