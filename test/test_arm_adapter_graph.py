@@ -124,7 +124,7 @@ def adapter_and_controller(
     config_dir: Path, tmp_path: Path, interface: str, topic: str
 ) -> Iterator[tuple[GraphRun, subprocess.Popen[bytes]]]:
     spec = GraphSpec.load(config_dir)
-    # Timing made for a loaded 2-core machine (defaults 0.5 s, 0.25 s and 0.2 s): the Python fake
+    # Timing made for a loaded 2-core machine (defaults 0.5 s, 0.25 s, 0.1 s and 0.4 s): the Python fake
     # controller's joint states can arrive more than 0.5 s apart, and the watchdog's hold at
     # the *measured* pose after the last step froze the lagging arm short of the goal; the
     # test's own heartbeat (sent between its other work) reached the driver 347 ms late alone
@@ -132,6 +132,7 @@ def adapter_and_controller(
     sets = [f"arm_adapter_node.interface={interface}", f"arm_adapter_node.command_topic={topic}",
             "arm_adapter_node.gripper_command_topic=/gripper/width_command",
             "arm_adapter_node.state_timeout_s=1.5", "arm_adapter_node.watchdog_s=1.0",
+            "arm_adapter_node.shield_heartbeat_pause_s=1.5",
             "arm_adapter_node.shield_heartbeat_timeout_s=1.5"]  # fmt: skip
     extra = [arg for value in sets for arg in ("--set", value)]
     with GraphRun(spec, tmp_path / interface, profile="robot", only=["arm_adapter_node"], extra_args=extra) as graph:

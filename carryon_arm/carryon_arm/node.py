@@ -77,7 +77,7 @@ class ArmAdapterNode(CarryOnNode):
         control = MutuallyExclusiveCallbackGroup()
         self.create_subscription(ActionChunk, names.SHIELD_CHUNK, self._on_chunk, 10, callback_group=control)
         self.link = DriverLink(self, cfg, self.now_s, self._reject, on_engage=self._hold_now)
-        self.executor_.blocked = self.link.blocked
+        self.executor_.blocked, self.executor_.paused = self.link.blocked, self.link.paused
         self.create_subscription(
             JointState, cfg.joint_states_topic, self._on_joint_state, qos_profile_sensor_data, callback_group=control
         )

@@ -236,3 +236,28 @@ def test_depth_becomes_float_metres_with_nan_for_no_reading() -> None:
     assert np.allclose(metres[0, 1:], [1.0]) and metres[1, 0] == pytest.approx(1.5)
     floats = np.array([[0.5]], dtype=np.float32)
     assert depth_in_metres(floats, 0.001) is floats or np.array_equal(depth_in_metres(floats, 0.001), floats)
+
+
+def test_a_late_heartbeat_pauses_the_arm_keeping_its_chunk(kinematics: ArmKinematics) -> None:
+    """While `paused` (a late shield heartbeat, not yet the timeout) the executor stops the
+    arm once where it is and sends nothing more; the chunk waits and goes on when it ends."""
+    run = executor(kinematics, watchdog_s=0.25)
+    start, _ = kinematics.forward(HOME)
+    path = [start + np.array([0.0, 0.01 * i, 0.0]) for i in range(1, 5)]
+    run.submit(chunk([list(p) for p in path]), 0.0)
+    late: list[str] = []
+    run.paused = lambda _now: late[0] if late else None
+    first = run.tick(0.05)
+    assert first is not None and not first.hold
+    late.append("no heartbeat from the shield for 150 ms: paused")
+    follow(run, 0.1, first.q)
+    stop = run.tick(0.1)
+    assert stop is not None and stop.hold and np.allclose(stop.q, first.q)  # stopped at the measured joints
+    for now in (0.15, 0.2, 0.3, 0.45):  # quiet while paused, and longer than the watchdog: no hold for it
+        follow(run, now, first.q)
+        assert run.tick(now) is None
+    late.clear()
+    follow(run, 0.5, first.q)
+    going = run.tick(0.5)
+    assert going is not None and not going.hold and np.allclose(going.position, path[1])  # the next step
+    assert run.mode == Mode.EXECUTING and not run.rejections

@@ -44,7 +44,9 @@ class DriverLink:
         key = load_key(Path(config.command_key_file)) if config.command_key_file else None
         path = latch_path(config.estop_latch_file, node.get_name())
         latch = EstopLatch(path, LatchState(False, "not engaged since start-up", node.get_name()))
-        self.guard = CommandGuard(key, latch, config.shield_heartbeat_timeout_s)
+        self.guard = CommandGuard(
+            key, latch, config.shield_heartbeat_timeout_s, heartbeat_pause_s=config.shield_heartbeat_pause_s
+        )
         if key is None:
             node.get_logger().warning(
                 "no command_key_file: released chunks and e-stop states are NOT verified (any process on the "
@@ -70,6 +72,11 @@ class DriverLink:
         heartbeat's age is on the monotonic clock, whatever the driver's clock."""
         with self.lock:
             return self.guard.blocked(time.monotonic())
+
+    def paused(self, _now_s: float) -> str | None:
+        """Why steps must wait now (a late heartbeat, not yet the timeout), or None."""
+        with self.lock:
+            return self.guard.paused(time.monotonic())
 
     def _on_heartbeat(self, msg: EstopState) -> None:
         payload, stamp_s = signing.payload(msg, names.SHIELD_HEARTBEAT), convert.time_from_msg(msg.header.stamp)

@@ -118,3 +118,22 @@ def test_the_latch_survives_a_restart_and_fails_closed_on_a_bad_file(tmp_path: P
     memory_only = EstopLatch(None, LatchState(False, "start", "driver"))
     memory_only.set(LatchState(True, "x", "y"))
     assert memory_only.state.active
+
+
+def test_a_late_heartbeat_pauses_before_the_timeout_ends_the_chunk(tmp_path: Path) -> None:
+    latch = EstopLatch(tmp_path / "driver-estop.json", LatchState(False, "not engaged since start-up", "driver"))
+    g = CommandGuard(KEY, latch, 0.4, heartbeat_pause_s=0.1)
+    assert g.paused(0.0) is None  # before the first heartbeat `blocked` says why
+    beat = b"beat 1"
+    assert g.on_heartbeat(beat, sign(KEY, beat), 1.0, now_s=1.0, mono_s=100.0) is None
+    assert g.paused(100.05) is None and g.blocked(100.05) is None
+    assert "for 150 ms: paused" in (g.paused(100.15) or "") and g.blocked(100.15) is None
+    assert g.blocked(100.45) is not None  # the timeout: the chunk ends
+    assert CommandGuard(None, latch, 0.4, heartbeat_pause_s=0.1).paused(200.0) is None  # no key: nothing waits
+
+
+def test_the_pause_may_not_come_after_the_timeout() -> None:
+    from carryon_common.core.driver import DriverCommandConfig
+
+    with pytest.raises(ValueError, match="must not exceed"):
+        DriverCommandConfig(shield_heartbeat_pause_s=0.5, shield_heartbeat_timeout_s=0.4)

@@ -121,7 +121,7 @@ class SimNode(CarryOnNode):
         self.create_subscription(ActionChunk, names.SHIELD_CHUNK, self._on_chunk, 10)
         # The driver holds the arm within one control period of an e-stop or a silent shield.
         self.link = DriverLink(self, cfg, lambda: self.world.time, self._reject)
-        self.driver.blocked = self.link.blocked
+        self.driver.blocked, self.driver.paused = self.link.blocked, self.link.paused
         self.create_service(SimReset, names.SIM_RESET, self._on_reset, callback_group=self.service_group)
         self.create_service(SimPerturb, names.SIM_PERTURB, self._on_perturb, callback_group=self.service_group)
         self.create_service(SimState, names.SIM_STATE, self._on_state, callback_group=self.service_group)

@@ -105,3 +105,23 @@ def test_a_step_beyond_the_motion_limits_from_the_last_target_holds_the_arm(worl
     assert np.linalg.norm(world.ee_pose()[0] - start) < 0.002
     with pytest.raises(InvalidChunk, match="more than the limit"):
         driver.submit(chunk(np.zeros((10_000, 3))), world.time)
+
+
+def test_a_late_heartbeat_stops_the_arm_and_the_chunk_goes_on_when_it_returns(world: World) -> None:
+    world.reset(0)
+    driver = Driver(world, watchdog_s=0.25)
+    late: list[str] = []
+    driver.paused = lambda _now: late[0] if late else None
+    start = world.ee_pose()[0]
+    driver.submit(chunk(np.tile([0.004, 0.0, 0.0], (20, 1))), world.time)
+    run(world, driver, 0.25)  # 5 steps
+    late.append("no heartbeat from the shield for 150 ms: paused")
+    run(world, driver, 0.2)  # the arm stops where it is
+    paused_at = world.ee_pose()[0]
+    run(world, driver, 0.6)  # longer than the watchdog: still paused, not holding
+    assert np.linalg.norm(world.ee_pose()[0] - paused_at) < 0.001
+    assert driver.state == DriverState.EXECUTING and driver.steps_executed <= 6
+    late.clear()
+    run(world, driver, 1.2)  # the rest of the chunk
+    assert driver.steps_executed == 20 and not driver.rejections
+    assert np.allclose(world.ee_pose()[0] - start, [0.08, 0.0, 0.0], atol=0.005)

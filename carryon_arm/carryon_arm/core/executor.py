@@ -6,8 +6,9 @@ length and speed from the last target as MotionLimits allow, IK error, joint jum
 the measured joints) and returns the command for the controller. The arm holds — the
 command becomes the measured joints / tool pose — when a step fails a check, when no step
 arrived for `watchdog_s`, when the joint states go stale, on e-stop and whenever `blocked`
-says so (the e-stop latch and shield heartbeat of the node's CommandGuard); a new chunk
-replaces what is left of the previous one. Times are seconds on one clock.
+says so (the e-stop latch and shield heartbeat of the node's CommandGuard); while `paused`
+(a late heartbeat, not yet the timeout) it stops where it is and the chunk waits. A new
+chunk replaces what is left of the previous one. Times are seconds on one clock.
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ class ChunkExecutor:
         self.estop = False
         # Why no step may run now (None: they may); arm_adapter_node sets its CommandGuard's.
         self.blocked: Callable[[float], str | None] = lambda _now_s: None
+        # Why steps must wait now (a late heartbeat): the arm stops, the chunk is kept.
+        self.paused: Callable[[float], str | None] = lambda _now_s: None
+        self.pausing = False
         self.state: RobotState | None = None
         self.rejections: list[Rejection] = []
         self.steps_sent = 0
@@ -119,6 +123,13 @@ class ChunkExecutor:
         if stale is not None:
             self.rejections.append(Rejection(-1, -1, f"arm holds: {stale}"))
             return self.hold(now_s)
+        if self._queue and self.paused(now_s) is not None:
+            self._last_step_s = now_s  # waiting on the shield is not a silent command stream
+            if self.pausing:
+                return None
+            self.pausing = True  # stop where the arm is; the targets of the chunk stay queued
+            return self._pause_command()
+        self.pausing = False
         if not self._queue:
             if now_s - self._last_step_s > self.config.watchdog_s:
                 return self.hold(now_s)  # the command stream stopped: do not drift
@@ -161,6 +172,13 @@ class ChunkExecutor:
     def measured_pose(self) -> tuple[FloatArray, FloatArray]:
         assert self.state is not None
         return self.kinematics.forward(self.state.q)
+
+    def _pause_command(self) -> Command | None:
+        """Stop at the measured joints and pose, keeping the queue and the last target (the
+        next step's limits are checked from it, as if no pause had happened)."""
+        if self.state is None:
+            return None
+        return Command(True, self.state.q.copy(), *self.measured_pose(), None, self._dt)
 
     def hold(self, now_s: float) -> Command | None:
         """Stop where the arm is: the target becomes the measured joints and tool pose. With

@@ -150,11 +150,17 @@ class CommandGuard:
     the simulator's real-time factor."""
 
     def __init__(
-        self, key: bytes | None, latch: EstopLatch, heartbeat_timeout_s: float, max_age_s: float = 1.0
+        self,
+        key: bytes | None,
+        latch: EstopLatch,
+        heartbeat_timeout_s: float,
+        max_age_s: float = 1.0,
+        heartbeat_pause_s: float | None = None,
     ) -> None:
         self.key = key
         self.latch = latch
         self.heartbeat_timeout_s = heartbeat_timeout_s
+        self.heartbeat_pause_s = heartbeat_timeout_s if heartbeat_pause_s is None else heartbeat_pause_s
         self.max_age_s = max_age_s
         self.last_heartbeat_mono: float | None = None  # monotonic time of the latest valid heartbeat
         self._seen: collections.deque[str] = collections.deque(maxlen=_REPLAYS_KEPT)
@@ -215,6 +221,17 @@ class CommandGuard:
             return (
                 f"no heartbeat from the shield for {age * 1000:.0f} ms (limit {self.heartbeat_timeout_s * 1000:.0f} ms)"
             )
+        return None
+
+    def paused(self, mono_s: float) -> str | None:
+        """Why steps must wait now (None: they may run): the heartbeat is older than the
+        pause limit but not yet the timeout (then `blocked` says so). The arm stops where it
+        is and keeps its chunk; a heartbeat in time lets it go on."""
+        if self.key is None or self.last_heartbeat_mono is None:
+            return None
+        age = mono_s - self.last_heartbeat_mono
+        if age > self.heartbeat_pause_s:
+            return f"no heartbeat from the shield for {age * 1000:.0f} ms: paused"
         return None
 
     def _check(self, payload: bytes, signature: str, stamp_s: float, now_s: float) -> str | None:

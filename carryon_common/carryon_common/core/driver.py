@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from carryon_common.core.chunk import WORLD_FRAME, Chunk, Convention, InvalidChunk
 from carryon_common.core.config import NodeConfig
@@ -119,9 +119,31 @@ class DriverCommandConfig(NodeConfig):
             "under `carryon up`, else memory only)."
         ),
     )
-    shield_heartbeat_timeout_s: float = Field(
-        0.2,
+    shield_heartbeat_pause_s: float = Field(
+        0.1,
         gt=0.0,
         le=5.0,
-        description="With a command key: hold the arm when the shield's signed heartbeat is older than this, seconds.",
+        description=(
+            "With a command key: when the shield's signed heartbeat is older than this the arm stops where it is, "
+            "keeping the rest of its chunk, and goes on if the heartbeat returns before shield_heartbeat_timeout_s "
+            "(a late beat on a loaded machine costs a pause, not the chunk), seconds."
+        ),
     )
+    shield_heartbeat_timeout_s: float = Field(
+        0.4,
+        gt=0.0,
+        le=5.0,
+        description=(
+            "With a command key: when the shield's signed heartbeat is older than this the chunk ends and the arm "
+            "holds (the shield is taken for frozen or dead; the arm stopped at shield_heartbeat_pause_s), seconds."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _pause_before_timeout(self) -> DriverCommandConfig:
+        if self.shield_heartbeat_pause_s > self.shield_heartbeat_timeout_s:
+            raise ValueError(
+                f"shield_heartbeat_pause_s ({self.shield_heartbeat_pause_s}) must not exceed "
+                f"shield_heartbeat_timeout_s ({self.shield_heartbeat_timeout_s})"
+            )
+        return self

@@ -126,11 +126,11 @@ class ShieldConfig(OperatorAuthConfig, NodeIdentityConfig):
         "are signed with it ('' = none given: `carryon up` and the launch file make a per-run key; else unsigned).",
     )
     heartbeat_period_s: float = Field(
-        0.05,
+        0.025,
         gt=0.0,
         le=1.0,
         description="Period of the signed heartbeat on shield/heartbeat (wall clock); the driver holds the arm "
-        "when it stops (shield_heartbeat_timeout_s), seconds.",
+        "when it stops (shield_heartbeat_pause_s, then shield_heartbeat_timeout_s), seconds.",
     )
     executor_stall_s: float = Field(
         1.0,

@@ -6,7 +6,9 @@ and sets the joint and gripper targets. A step it cannot execute (wrong frame, o
 the workspace, beyond the motion limits of carryon_common.core.driver.MotionLimits, IK
 failure) ends the chunk and the arm holds; so does the watchdog when no step arrived for
 `watchdog_s`, and `blocked` (the e-stop latch and the shield's heartbeat of
-carryon_common.core.command_auth.CommandGuard, in a graph). Times are simulation seconds.
+carryon_common.core.command_auth.CommandGuard, in a graph). While `paused` (a late
+heartbeat, not yet the timeout) the arm stops where it is and the chunk waits; it goes on
+when the heartbeat returns. Times are simulation seconds.
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ class Driver:
         self.estop = False
         # Why no step may run now (None: they may); sim_node sets its CommandGuard's.
         self.blocked: Callable[[float], str | None] = lambda _now_s: None
+        # Why steps must wait now (a late heartbeat): the arm stops, the chunk is kept.
+        self.paused: Callable[[float], str | None] = lambda _now_s: None
+        self.pausing = False
         self._queue: collections.deque[ToolTarget] = collections.deque()
         self._last_step_s = 0.0
         self._dt = 0.05
@@ -81,6 +86,13 @@ class Driver:
                 self.hold()
                 self.state = DriverState.HOLDING
             return
+        if self._queue and self.paused(now_s) is not None:
+            if not self.pausing:  # stop where the arm is; the targets of the chunk stay queued
+                self.pausing = True
+                self.world.set_arm_target(self.world.arm_q())
+            self._last_step_s = now_s  # waiting on the shield is not a silent command stream
+            return
+        self.pausing = False
         if not self._queue:
             if self.state == DriverState.EXECUTING and now_s - self._last_step_s > self.watchdog_s:
                 self.hold()  # the command stream stopped: do not drift
