@@ -35,6 +35,7 @@ from carryon_planner.core.session import (
     Status,
     ask,
 )
+from carryon_planner.core.taxonomy import Taxonomy
 
 SCENE = {"kitchen_counter": ("pink_cover", "carrot under pink_cover", "plate"), "dining_table": ("bowl",)}
 CARROT = {
@@ -119,7 +120,9 @@ class FakeDispatch:
 
 def planner(replies: list[str]) -> RequestPlanner:
     library = load_skill_library(skills_path())
-    return RequestPlanner(FakeLlm(replies), library, {"vegetarian": ("meat",)}, max_repairs=1)
+    return RequestPlanner(
+        FakeLlm(replies), library, Taxonomy(kinds={"meat": ("meat",)}, diets={"vegetarian": ("meat",)}), max_repairs=1
+    )
 
 
 @dataclass

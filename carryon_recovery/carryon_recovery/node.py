@@ -39,6 +39,7 @@ from typing import Any
 from geometry_msgs.msg import PoseStamped
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.qos import qos_profile_sensor_data
+from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Float64
 
@@ -92,6 +93,8 @@ class RecoveryNode(CarryOnNode):
         self.create_subscription(ShieldEvent, names.SHIELD_EVENTS, self.latest.keep_event, 50)
         self.chunk_pub = self.create_publisher(ActionChunk, names.RECOVERY_CHUNK, 10)
         self._busy = threading.Lock()
+        self._watching = False  # camera messages are decoded only while a recovery runs
+        self._watch_cameras()
         self._attempts = itertools.count(1)
         self._locations: dict[str, Location] | None = None  # the look skill's, read at the first look
         self._server = ActionServer(
@@ -109,27 +112,33 @@ class RecoveryNode(CarryOnNode):
         cfg: RecoveryConfig = self.config
         return config_path(cfg.skills_dir, "skills", "recovery")
 
-    def _watch_cameras(self) -> list[Any]:
-        """Camera subscriptions for one recovery (images are decoded only while one runs)."""
+    def _watch_cameras(self) -> None:
+        """Camera subscriptions, raw: a message is decoded only while a recovery runs. They
+        live as long as the node: one made and destroyed per recovery, from the action's
+        thread, raced the executor's other threads building their wait sets (rclpy's
+        InvalidHandle "destruction was requested" killed the node)."""
         cfg: RecoveryConfig = self.config
-        subs = []
         for camera in cfg.cameras:
             for stream in STREAMS:
-                qos = qos_profile_sensor_data if CAMERA_STREAM_TYPES[stream] is Image else 10
-                topic = names.camera_topic(camera, stream)
                 kind = CAMERA_STREAM_TYPES[stream]
-                subs.append(self.create_subscription(kind, topic, self.latest.keeper(camera, stream), qos))
-        return subs
+                qos = qos_profile_sensor_data if kind is Image else 10
+                keep = self.latest.keeper(camera, stream)
+
+                def on_raw(data: bytes, kind: Any = kind, keep: Any = keep) -> None:
+                    if self._watching:
+                        keep(deserialize_message(data, kind))
+
+                self.create_subscription(kind, names.camera_topic(camera, stream), on_raw, qos, raw=True)
 
     def _on_recover(self, goal_handle: Any) -> Recover.Result:
         result = Recover.Result()
         with self._busy:
-            subs = self._watch_cameras()
+            self.latest.streams.clear()  # nothing from before this recovery
+            self._watching = True
             try:
                 outcome = self._recover(goal_handle)
             finally:
-                for sub in subs:
-                    self.destroy_subscription(sub)
+                self._watching = False
                 self.latest.streams.clear()
         convert.result_to_msg(outcome, result)
         self.get_logger().info(

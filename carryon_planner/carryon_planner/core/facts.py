@@ -6,9 +6,9 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from carryon_common.core.config import config_path, read_yaml
-from carryon_common.core.errors import ConfigError
+from carryon_common.core.config import config_path
 from carryon_common.core.skills import SkillLibrary
+from carryon_planner.core.taxonomy import Taxonomy, load_taxonomy, ruled_out
 from carryon_planner.core.validator import PlanningFacts
 
 _RELATIONS = {"under", "in", "on", "at", "inside", "near", "beside", "behind"}
@@ -28,22 +28,19 @@ def preferences_path(configured: str = "") -> Path:
     return config_path(configured, "planner", "preferences.yaml")
 
 
-def load_preference_rules(path: Path) -> dict[str, tuple[str, ...]]:
-    """`rules_out` of config/planner/preferences.yaml: preference value -> object names."""
-    raw = read_yaml(path) or {}
-    table = raw.get("rules_out", {}) if isinstance(raw, dict) else None
-    if not isinstance(table, dict) or not all(isinstance(v, list) for v in table.values()):
-        raise ConfigError(f"{path}: expected 'rules_out: {{preference: [object, ...]}}'")
-    return {str(k).lower(): tuple(str(o) for o in v) for k, v in table.items()}
+def load_preference_rules(path: Path) -> Taxonomy:
+    """config/planner/preferences.yaml: the kinds, diets and exact rules (core/taxonomy.py)."""
+    return load_taxonomy(path)
 
 
-def ruled_out_objects(user_facts: Iterable[str], rules: Mapping[str, Sequence[str]]) -> dict[str, str]:
-    """Objects the user's fact values rule out (object -> the preference)."""
-    out: dict[str, str] = {}
-    for value in user_facts:
-        for obj in rules.get(value.strip().lower(), ()):
-            out.setdefault(obj, value.strip())
-    return out
+def ruled_out_objects(user_facts: Iterable[str], rules: Taxonomy, names: Iterable[str]) -> dict[str, str]:
+    """The names the user's facts rule out (name -> the preference, and why)."""
+    return ruled_out(names, tuple(user_facts), rules)
+
+
+def preference_texts(facts: Iterable[tuple[str, str, str]]) -> list[str]:
+    """What the taxonomy reads of each (entity, key, value) fact: "allergy food: peanuts"."""
+    return [f"{entity.replace('_', ' ')} {key.replace('_', ' ')}: {value}".strip() for entity, key, value in facts]
 
 
 def planning_facts(
@@ -55,14 +52,20 @@ def planning_facts(
     foreign_facts: Iterable[str] = (),
     other_users: Iterable[str] = (),
     pending_observations: Mapping[str, tuple[str, ...]] | None = None,
-    preference_rules: Mapping[str, Sequence[str]] | None = None,
+    preference_rules: Taxonomy | None = None,
+    preferences: Iterable[str] | None = None,
 ) -> PlanningFacts:
     """Objects: everything scene memory mentions plus what the library's skills act on;
-    locations: scene memory's named locations."""
+    locations: scene memory's named locations. `preferences`: the user's facts as the
+    taxonomy reads them (preference_texts; default: their values); what they rule out is
+    every object, library instruction and word of one that is of an excluded kind."""
     objects = objects_in_contents(item for items in scene.values() for item in items)
     for skill in library.vla:
         objects |= set(skill.objects)
     user_facts = tuple(user_facts)
+    words = {w for instruction in library.instructions for w in re.findall(r"[a-z_]+", instruction.lower())}
+    names = {*objects, *(i.lower() for i in library.instructions), *words}
+    said = tuple(user_facts if preferences is None else preferences)
     return PlanningFacts(
         request=request,
         instructions=library.instructions,
@@ -72,5 +75,5 @@ def planning_facts(
         foreign_facts=frozenset(foreign_facts),
         other_users=frozenset(u.lower() for u in other_users if u),
         pending_observations=dict(pending_observations or {}),
-        ruled_out=ruled_out_objects(user_facts, preference_rules or {}),
+        ruled_out=ruled_out_objects(said, preference_rules, names) if preference_rules is not None else {},
     )

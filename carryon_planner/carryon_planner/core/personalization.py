@@ -25,9 +25,10 @@ from carryon_common.core.skills import SkillLibrary, VlaSkill
 from carryon_memory.core.render import render_context
 from carryon_memory.core.types import Fact, Location
 from carryon_planner.core.context import Endpoint, LibraryEntry, build_messages
-from carryon_planner.core.facts import planning_facts
+from carryon_planner.core.facts import planning_facts, preference_texts
 from carryon_planner.core.plan import Plan, UpdateScene, UpdateUser
 from carryon_planner.core.repair import PlanningOutcome, plan_with_repair
+from carryon_planner.core.taxonomy import Taxonomy
 from carryon_planner.core.validator import Validator, ancestors
 
 UserMemory = dict[str, dict[str, str]]  # entity -> key -> value
@@ -166,7 +167,7 @@ def plan_request(
     users: Mapping[str, UserMemory],
     scene: Mapping[str, Sequence[str]],
     library: SkillLibrary,
-    preference_rules: Mapping[str, Sequence[str]],
+    preference_rules: Taxonomy,
     max_repairs: int,
     observations: Mapping[str, Sequence[str]] | None = None,
 ) -> PlanningOutcome:
@@ -184,6 +185,7 @@ def plan_request(
         user_facts=[f.value for f in user_facts],
         pending_observations=seen,
         preference_rules=preference_rules,
+        preferences=preference_texts((f.entity, f.key, f.value) for f in user_facts),
     )
     messages = build_messages(
         request=request,
@@ -196,9 +198,7 @@ def plan_request(
     return plan_with_repair(llm, messages, facts, max_repairs=max_repairs, validator=Validator())
 
 
-def run_case(
-    llm: LlmClient, suite: Suite, case: Case, *, preference_rules: Mapping[str, Sequence[str]], max_repairs: int
-) -> CaseResult:
+def run_case(llm: LlmClient, suite: Suite, case: Case, *, preference_rules: Taxonomy, max_repairs: int) -> CaseResult:
     """Plan one case as planner_node would and score it."""
     began = time.perf_counter()
     outcome = plan_request(
@@ -234,7 +234,7 @@ def run_suites(
     llm: LlmClient,
     suites: Sequence[Suite],
     *,
-    preference_rules: Mapping[str, Sequence[str]],
+    preference_rules: Taxonomy,
     max_repairs: int,
     cases_per_suite: int = 0,
     on_result: Callable[[CaseResult], None] | None = None,

@@ -30,7 +30,7 @@ from carryon_common.core.skills import SkillLibrary
 from carryon_planner.core.assist import AssistResult, assist
 from carryon_planner.core.context import Endpoint, LibraryEntry, build_messages
 from carryon_planner.core.executive import Dispatch, State, SubtaskRecord
-from carryon_planner.core.facts import planning_facts
+from carryon_planner.core.facts import planning_facts, preference_texts
 from carryon_planner.core.memory_ops import (
     ContextUnavailable,
     Memory,
@@ -41,6 +41,7 @@ from carryon_planner.core.memory_ops import (
 )
 from carryon_planner.core.plan import Plan, PlannedSubtask
 from carryon_planner.core.repair import PlanningOutcome, plan_with_repair
+from carryon_planner.core.taxonomy import Taxonomy
 from carryon_planner.core.validator import Validator
 
 Log = Callable[[str], None]
@@ -80,7 +81,7 @@ class RequestPlanner:
 
     llm: LlmClient
     library: SkillLibrary
-    preferences: Mapping[str, tuple[str, ...]]
+    preferences: Taxonomy
     max_repairs: int
     validator: Validator = field(default_factory=Validator)
 
@@ -103,6 +104,7 @@ class RequestPlanner:
             other_users=[u for u in context.other_users if u != user_id],
             pending_observations=seen,
             preference_rules=self.preferences,
+            preferences=preference_texts((f.entity, f.key, f.value) for f in context.facts),
         )
         messages = build_messages(
             request=text,

@@ -90,7 +90,7 @@ class PlanningFacts:
     foreign_facts: frozenset[str] = frozenset()
     other_users: frozenset[str] = frozenset()
     pending_observations: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    ruled_out: Mapping[str, str] = field(default_factory=dict)  # object -> the preference ruling it out
+    ruled_out: Mapping[str, str] = field(default_factory=dict)  # name -> the preference ruling it out, and why
 
 
 @dataclass(frozen=True)
@@ -386,7 +386,8 @@ class Validator:
         for subtask in plan.subtasks:
             if subtask.kind != "vla":
                 continue
-            for name in (subtask.target, *re.findall(r"[a-z_]+", subtask.instruction.lower())):
+            said = subtask.instruction.lower()
+            for name in (subtask.target, said, *re.findall(r"[a-z_]+", said)):  # names, phrases, words
                 if name in facts.ruled_out:
                     yield Violation(
                         "preference_conflict",

@@ -1,0 +1,112 @@
+"""Preferences by meaning: a diet, an allergy or a stated wish rules out every object of its
+kind, however the object is named, and nothing it does not (config/planner/preferences.yaml)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from carryon_common.core.errors import ConfigError
+from carryon_planner.core.taxonomy import Taxonomy, load_taxonomy, ruled_out
+
+TAXONOMY = load_taxonomy(Path(__file__).resolve().parents[2] / "config" / "planner" / "preferences.yaml")
+NAMES = [
+    "turkey_slices", "chorizo", "ham", "meat", "salmon", "shrimp", "steak", "chicken_nuggets", "hot_dog",
+    "marshmallows", "carrot", "eggplant", "veggie_burger", "almond_milk", "soy_milk", "peanut_butter",
+    "mixed_nuts", "butternut_squash", "cheese", "ice_cream", "milk", "lactose_free_milk", "bread",
+    "gluten_free_bread", "egg_noodles", "beer", "bacon", "mushroom_soup", "pink_cover", "bowl",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fact", "expected"),
+    [
+        ("vegetarian", {"turkey_slices", "chorizo", "ham", "meat", "salmon", "shrimp", "steak", "chicken_nuggets",
+                        "hot_dog", "marshmallows", "bacon"}),
+        ("strict vegan", {"turkey_slices", "chorizo", "ham", "meat", "salmon", "shrimp", "steak", "chicken_nuggets",
+                          "hot_dog", "marshmallows", "bacon", "cheese", "ice_cream", "milk", "lactose_free_milk",
+                          "egg_noodles"}),
+        ("pescatarian", {"turkey_slices", "chorizo", "ham", "meat", "steak", "chicken_nuggets", "hot_dog",
+                         "marshmallows", "bacon"}),
+        ("allergic to peanuts", {"peanut_butter"}),
+        ("nut allergy", {"peanut_butter", "mixed_nuts", "almond_milk"}),
+        ("lactose intolerant", {"cheese", "ice_cream", "milk"}),  # lactose-free milk is fine
+        ("dairy-free", {"cheese", "ice_cream", "milk", "lactose_free_milk"}),
+        ("gluten-free", {"bread", "egg_noodles", "beer"}),
+        ("halal", {"ham", "chorizo", "bacon", "beer", "marshmallows"}),
+        ("diet preference: no red meat", {"ham", "chorizo", "bacon", "steak"}),
+        ("doesn't eat pork", {"ham", "chorizo", "bacon"}),
+        ("hates mushrooms", {"mushroom_soup"}),  # a word the taxonomy does not know stands for itself
+        ("no longer vegetarian", set()),
+        ("not a vegan", set()),
+        ("likes ham", set()),
+    ],
+)  # fmt: skip
+def test_a_fact_rules_out_every_object_of_its_kind_and_nothing_else(fact: str, expected: set[str]) -> None:
+    assert set(ruled_out(NAMES, [fact], TAXONOMY)) == expected
+
+
+def test_names_are_read_word_by_word_longest_phrase_first() -> None:
+    assert {"turkey", "poultry", "meat"} <= TAXONOMY.kinds_of("turkey_slices")
+    assert "dairy" not in TAXONOMY.kinds_of("peanut_butter") and "nuts" in TAXONOMY.kinds_of("peanut butter")
+    assert "egg" not in TAXONOMY.kinds_of("eggplant") and "beef" not in TAXONOMY.kinds_of("veggie_burger")
+    assert "gluten" not in TAXONOMY.kinds_of("gluten_free_bread")  # what the name says it is free of
+    assert TAXONOMY.unknown_words("pink_cover") == ["pink", "cover"] and TAXONOMY.unknown_words("ham") == []
+    why = TAXONOMY.rules_out_name("turkey_slices", ["likes music", "vegetarian"])
+    assert why == "vegetarian: turkey slices is meat"
+
+
+def test_the_older_exact_table_still_applies() -> None:
+    table = Taxonomy(kinds={"meat": ("ham",)}, diets={}, rules_out={"no red food": ("tomato",)})
+    assert ruled_out(["tomato", "ham"], ["No red food"], table) == {"tomato": "No red food"}
+
+
+def test_a_broken_taxonomy_names_its_problem(tmp_path: Path) -> None:
+    bad = tmp_path / "preferences.yaml"
+    bad.write_text("kinds: {meat: [ham]}\ndiets: {vegetarian: [meat, fish]}\n")
+    with pytest.raises(ConfigError, match="diets name kinds that `kinds` does not define: fish"):
+        load_taxonomy(bad)
+    bad.write_text("kinds: [meat]\n")
+    with pytest.raises(ConfigError, match="expected 'kinds: "):
+        load_taxonomy(bad)
+
+
+def test_the_validator_refuses_an_object_of_an_excluded_kind_named_anyhow() -> None:
+    """From the user's stored facts (entity, key, value) to the validator's verdict: a nut
+    allergy stored as `## allergy - food: peanuts` refuses the peanut butter, whatever the
+    instruction calls it, and lets the carrot through."""
+    import json
+
+    from carryon_common.core.skills import SkillLibrary, VlaSkill
+    from carryon_planner.core.facts import planning_facts, preference_texts
+    from carryon_planner.core.plan import parse_plan
+    from carryon_planner.core.validator import Validator
+
+    library = SkillLibrary(
+        vla=[
+            VlaSkill(instruction="put the peanut butter in the bowl", objects=("peanut_butter", "bowl")),
+            VlaSkill(instruction="put the carrot in the bowl", objects=("carrot", "bowl")),
+            VlaSkill(instruction="hand over the turkey slices", objects=("turkey_slices",)),
+        ]
+    )
+    stored = [("allergy", "food", "peanuts"), ("diet", "preference", "vegetarian")]
+    facts = planning_facts(
+        request="Give me a snack",
+        scene={"dining_table": ("bowl", "carrot", "peanut_butter", "turkey_slices")},
+        library=library,
+        user_facts=[value for _e, _k, value in stored],
+        preference_rules=TAXONOMY,
+        preferences=preference_texts(stored),
+    )
+
+    def verdict(instruction: str, target: str) -> list[str]:
+        step = {"id": "s1", "kind": "vla", "objective": "served", "instruction": instruction, "target": target}
+        plan = parse_plan(json.dumps({"reply": "Here you go.", "subtasks": [step]}))
+        return [v.message for v in Validator().validate(plan, facts).violations if v.check == "preference_conflict"]
+
+    (peanut,) = verdict("put the peanut butter in the bowl", "peanut_butter")
+    assert "allergy food: peanuts" in peanut
+    (turkey,) = verdict("hand over the turkey slices", "")  # no target: the instruction's words say it
+    assert "diet preference: vegetarian" in turkey and "meat" in turkey
+    assert verdict("put the carrot in the bowl", "carrot") == []
