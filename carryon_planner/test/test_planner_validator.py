@@ -139,11 +139,11 @@ def test_revealed_contents_must_be_written_to_scene_memory() -> None:
 
 
 def test_serving_what_the_users_preference_rules_out_is_rejected() -> None:
-    from carryon_planner.core.facts import load_preference_rules, ruled_out_objects
+    from carryon_planner.core.facts import load_preference_rules
+    from carryon_planner.core.taxonomy import ruled_out
 
     rules = load_preference_rules(Path(__file__).resolve().parents[2] / "config" / "planner" / "preferences.yaml")
-    ruled_out = ruled_out_objects(["vegetarian"], rules, FACTS.objects)
-    facts = PlanningFacts(**{**FACTS.__dict__, "ruled_out": ruled_out})
+    facts = PlanningFacts(**{**FACTS.__dict__, "ruled_out": ruled_out(FACTS.objects, ["vegetarian"], rules)})
     meat = plan_with(reply="I'll put the meat in the bowl.",
                      subtasks=[sub(instruction="put the meat in the bowl", target="meat")])  # fmt: skip
     violations = Validator().validate(parse_plan(meat), facts).violations

@@ -33,11 +33,6 @@ def load_preference_rules(path: Path) -> Taxonomy:
     return load_taxonomy(path)
 
 
-def ruled_out_objects(user_facts: Iterable[str], rules: Taxonomy, names: Iterable[str]) -> dict[str, str]:
-    """The names the user's facts rule out (name -> the preference, and why)."""
-    return ruled_out(names, tuple(user_facts), rules)
-
-
 def preference_texts(facts: Iterable[tuple[str, str, str]]) -> list[str]:
     """What the taxonomy reads of each (entity, key, value) fact: "allergy food: peanuts"."""
     return [f"{entity.replace('_', ' ')} {key.replace('_', ' ')}: {value}".strip() for entity, key, value in facts]
@@ -75,5 +70,5 @@ def planning_facts(
         foreign_facts=frozenset(foreign_facts),
         other_users=frozenset(u.lower() for u in other_users if u),
         pending_observations=dict(pending_observations or {}),
-        ruled_out=ruled_out_objects(said, preference_rules, names) if preference_rules is not None else {},
+        ruled_out=ruled_out(names, said, preference_rules) if preference_rules is not None else {},
     )

@@ -130,7 +130,10 @@ class Taxonomy:
 
     def unknown_words(self, name: str) -> list[str]:
         """Words of `name` the taxonomy cannot place (a name made only of them has no kind)."""
-        present, freed = self._match(name)
+        return self._unknown(name, *self._match(name))
+
+    @staticmethod
+    def _unknown(name: str, present: list[str], freed: list[str]) -> list[str]:
         known = {w for t in (*present, *freed) for w in words(t)} | {"free"}
         return [w for w in words(name) if not {*_singulars(w), w + "s"} & known]
 
@@ -157,12 +160,17 @@ class Taxonomy:
 
     def rules_out_name(self, name: str, values: Iterable[str]) -> str | None:
         """The first fact value that rules `name` out, with why (`vegetarian: meat`), or None."""
-        kinds = self.kinds_of(name)
-        plain = {s for w in self.unknown_words(name) for s in _singulars(w)}  # for wishes of unknown words
-        for value in values:
+        return self._why(name, [(value, self.excluded(value)) for value in values])
+
+    def _why(self, name: str, exclusions: Sequence[tuple[str, set[str]]]) -> str | None:
+        """rules_out_name with each value's exclusions read once (`ruled_out` reads many names)."""
+        present, freed = self._match(name)
+        kinds = self._above(present) - set(freed)
+        plain = {s for w in self._unknown(name, present, freed) for s in _singulars(w)}  # wishes of unknown words
+        for value, excluded in exclusions:
             if name in self.rules_out.get(value.strip().lower(), ()):
                 return value.strip()
-            hit = sorted(self.excluded(value) & (kinds | plain))
+            hit = sorted(excluded & (kinds | plain))
             if hit:
                 spoken = name.replace("_", " ")
                 said = [h for h in hit if h != spoken]  # "meat is meat" says nothing
@@ -189,9 +197,10 @@ def load_taxonomy(path: Path) -> Taxonomy:
 
 def ruled_out(names: Iterable[str], values: Sequence[str], taxonomy: Taxonomy) -> dict[str, str]:
     """name -> why, for the names the user's fact values rule out."""
+    exclusions = [(value, taxonomy.excluded(value)) for value in values]
     out: dict[str, str] = {}
     for name in names:
-        why = taxonomy.rules_out_name(name, values)
+        why = taxonomy._why(name, exclusions)
         if why is not None:
             out[name] = why
     return out
