@@ -4,10 +4,11 @@
 #   lerobot  the policy's lerobot_local backend   (.venv-lerobot, requirements/lerobot.txt)
 #   text     the shield's text_prompted grounder and perception's open_vocab backend
 #            (.venv-text, requirements/text.txt + requirements/perception.txt for Open3D)
-# Each venv gets requirements/base.txt, the pytest pins of requirements/dev.txt and the
-# extra's files installed with --no-deps (the files list full pinned closures); it is
-# reinstalled only when those files change. Needs no ROS; nothing is downloaded at test
-# time (the tests build their own tiny random models). Extra arguments go to pytest.
+# Each venv gets requirements/base.txt, the pytest and hypothesis pins of requirements/dev.txt
+# (conftest.py imports both) and the extra's files installed with --no-deps (the files list
+# full pinned closures); it is reinstalled only when those files change. Needs no ROS;
+# nothing is downloaded at test time (the tests build their own tiny random models). Extra
+# arguments go to pytest.
 # First run ~2-3 min on 2 cores (Open3D is a large wheel), later runs ~15-60 s.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -42,7 +43,7 @@ if [ "$(cat "$VENV/.carryon-extra-stamp" 2>/dev/null)" != "$req_hash" ]; then
       2> >(grep -v "is neither a file nor a directory" >&2)   # noise from unreachable extra indexes
   }
   # shellcheck disable=SC2046
-  pip_install -r requirements/base.txt $(grep -E '^pytest(-timeout)?==' requirements/dev.txt)
+  pip_install -r requirements/base.txt $(grep -E '^(pytest(-timeout)?|hypothesis)==' requirements/dev.txt)
   for file in "${FILES[@]}"; do pip_install --no-deps -r "$file"; done
   echo "$req_hash" > "$VENV/.carryon-extra-stamp"
   say "installed in $(( $(date +%s) - started )) s"
