@@ -56,7 +56,7 @@ class Story:
 
 def tell(config_dir: Path, tmp_path: Path, *, drop: bool, stuck_s: float = 12.0, recoveries: int = 2) -> Story:
     spec = GraphSpec.load(config_dir)
-    with StubVlmServer(replies("first_look", "with_meat", "carrot_only", "summary")) as stub:
+    with StubVlmServer(replies("first_look", "with_meat", "summary")) as stub:
         sets = [
             "planner_node.llm_backend=openai", f"planner_node.llm_base_url={stub.base_url}",
             "planner_node.llm_model=stub", "planner_node.llm_api_key_env=CARRYON_TEST_KEY",
@@ -123,12 +123,12 @@ def test_serve_me_food_end_to_end(config_dir: Path, tmp_path: Path) -> None:
     story = tell(config_dir, tmp_path, drop=False, stuck_s=20.0, recoveries=3)
     transcript = story.transcript
     assert "kitchen_counter shows meat in plate" in transcript, transcript  # perception_node, no simulator truth
-    assert "not the meat" in transcript
-    assert "Observed since the last plan" in story.prompts[1] and "preference_conflict" in story.prompts[2]
+    assert "Left out because of your preferences: meat" in transcript  # mended: no LLM round for it
+    assert "Observed since the last plan" in story.prompts[1]
     if transcript.count("planning again with what was observed") == 1:
-        assert len(story.prompts) == 4, transcript  # plan, replan, repair of the refused meat, summariser
+        assert len(story.prompts) == 3, transcript  # plan, replan (the meat dropped by the planner), summariser
     else:  # the second look (after the arm moved the cover) differed from memory: a second replan
-        assert "s3 succeeded" in transcript and "Observed since the last plan" in story.prompts[3], transcript
+        assert "s3 succeeded" in transcript and "Observed since the last plan" in story.prompts[2], transcript
         assert story.code != 0, transcript
     scene = (tmp_path / "memory" / "scene.md").read_text()
     assert "meat in plate" in scene  # the revealed meat is recorded

@@ -148,7 +148,8 @@ def test_a_revealed_item_stops_the_plan_for_a_replan() -> None:
 
 def test_revealed_meat_is_recorded_and_refused_for_a_vegetarian() -> None:
     """Serve me food (alice, vegetarian): look -> meat revealed -> replan with a mandatory
-    update_scene; the LLM offers the meat, the validator rejects it, the repair serves the carrot."""
+    update_scene; the LLM offers the meat, the validator rejects it and the planner drops it
+    without another LLM round (core/mend.py): the carrot is served, the reply says why."""
     library = load_skill_library(skills_path(str(CONFIG / "skills" / "library.yaml")))
     rules = load_preference_rules(CONFIG / "planner" / "preferences.yaml")
     users = {"alice": {"diet": {"preference": "vegetarian"}}}
@@ -163,13 +164,6 @@ def test_revealed_meat_is_recorded_and_refused_for_a_vegetarian() -> None:
             {
                 "reply": "I will uncover the pink cover and serve the meat and the carrot.",
                 "subtasks": [OBSERVE, OPEN, LOOK_AGAIN, CARROT, meat],
-                "memory_operations": [record],
-            }
-        ),
-        json.dumps(
-            {
-                "reply": "I will uncover the pink_cover and serve the carrot, not the meat: you are vegetarian.",
-                "subtasks": [OBSERVE, OPEN, LOOK_AGAIN, CARROT],
                 "memory_operations": [record],
             }
         ),
@@ -197,7 +191,10 @@ def test_revealed_meat_is_recorded_and_refused_for_a_vegetarian() -> None:
     first, second = result.rounds
     assert first.run is not None and first.run.replan == {"kitchen_counter": COUNTER}
     assert "Observed since the last plan" in second_prompt and "meat in plate" in second_prompt
-    assert [a.rejected_because.split("]")[0] for a in second.outcome.attempts] == ["[preference_conflict", ""]
+    (attempt,) = second.outcome.attempts
+    assert attempt.rejected_because == ""
+    assert attempt.mended == ("[preference_conflict] dropped s5: meat conflicts with 'diet preference: vegetarian'",)
+    assert len(stub.requests) == 2 and "Left out because of your preferences: meat" in result.reply
     assert "vegetarian" in result.reply
     assert scene["kitchen_counter"] == COUNTER  # recorded into scene memory
     assert inside_of(dispatch.plant.world, "carrot") == "bowl"

@@ -13,7 +13,7 @@ from carryon_common.core.openai_client import OpenAiClient
 from carryon_planner.core.context import Endpoint, LibraryEntry, build_messages
 from carryon_planner.core.plan import Plan
 from carryon_planner.core.repair import plan_with_repair
-from carryon_planner.core.validator import PlanningFacts, Validator, _dependency_cycle
+from carryon_planner.core.validator import PlanningFacts, Validator, dependency_cycle
 from carryon_sim.harness.fakes.openai_server import StubVlmServer
 
 INSTRUCTIONS = ("open the pink cover", "put the carrot in the bowl", "put the meat in the bowl")
@@ -35,6 +35,20 @@ VALID: dict[str, Any] = {
          "target": "carrot", "destination": "bowl", "depends_on": ["s2"]},
     ],
 }  # fmt: skip
+
+
+MENDED = {"condition_without_observe"}  # what the planner mends without another LLM round
+
+
+def observed_first(plan: Plan) -> bool:
+    """Every conditional subtask depends (directly or not) on an observe subtask."""
+    by_id = {s.id: s for s in plan.subtasks}
+
+    def before(sid: str, seen: frozenset[str] = frozenset()) -> set[str]:
+        deps = {d for d in by_id[sid].depends_on if d in by_id and d not in seen}
+        return deps.union(*(before(d, seen | {sid}) for d in deps))
+
+    return all(any(by_id[a].kind == "observe" for a in before(s.id)) for s in plan.subtasks if s.condition)
 
 
 def mutate(rng: random.Random) -> tuple[str, str | dict[str, Any]]:
@@ -107,10 +121,11 @@ def dispatchable_is_valid(plan: Plan) -> bool:
         and all(s.kind != "control" for s in plan.subtasks)
         and len(ids) == len(set(ids))
         and all(d in ids for s in plan.subtasks for d in s.depends_on)
-        and not _dependency_cycle(plan.subtasks)
+        and not dependency_cycle(plan.subtasks)
         and all(s.target in FACTS.objects for s in plan.subtasks if s.kind == "vla")
         and "ham" not in plan.reply.lower()
         and (plan.refusal is None or not plan.subtasks)
+        and observed_first(plan)
     )
 
 
@@ -122,6 +137,8 @@ def test_500_generated_replies_never_dispatch_an_invalid_plan() -> None:
         kind, bad = mutate(rng)
         repaired = rng.random() < 0.5  # half are followed by a valid answer, half exhaust the repairs
         replies = [bad, VALID] if repaired else [bad, bad, bad]
+        if kind in MENDED:  # the planner mends these itself (core/mend.py): one LLM round
+            repaired, replies = True, [bad]
         cases.append((kind, repaired, len(replies)))
         script += replies
     messages = build_messages(request=FACTS.request, user_id="alice", memory="",
@@ -139,5 +156,6 @@ def test_500_generated_replies_never_dispatch_an_invalid_plan() -> None:
                 assert dispatchable_is_valid(outcome.plan), (kind, outcome.plan)
                 outcomes["accepted"] += 1
             assert repaired == (not outcome.refused), (kind, outcome.attempts)
+            assert (kind in MENDED) == bool(outcome.attempts[0].mended), (kind, outcome.attempts)
         assert len(stub.requests) == sum(n for *_, n in cases)
     assert outcomes["refused"] + outcomes["accepted"] == 520 and min(outcomes.values()) > 150

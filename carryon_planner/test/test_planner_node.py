@@ -87,12 +87,13 @@ def test_an_unknown_user_is_reported_by_memory(ros, tmp_path: Path) -> None:  # 
     assert response.status == Ask.Response.STATUS_INVALID_ARGUMENT and "memory:" in response.message
 
 
-def test_meat_for_a_vegetarian_is_repaired_into_a_refusal_that_says_why(ros, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_meat_for_a_vegetarian_is_mended_into_a_refusal_that_says_why(ros, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     step = {"id": "s1", "kind": "vla", "objective": "meat in bowl", "instruction": "put the meat in the bowl",
             "target": "meat", "destination": "bowl"}  # fmt: skip
     meat = {"reply": "I'll put the meat in the bowl.", "subtasks": [step]}
-    refusal = {"reply": "Sorry, you are vegetarian, so I won't serve you the meat.", "refusal": "meat vs vegetarian"}
-    llm = start(ros, tmp_path, [json.dumps(meat), json.dumps(refusal)])
+    llm = start(ros, tmp_path, [json.dumps(meat)])
     response = ask("Give me the meat")
-    assert response.plan.state == PlanState.STATE_REFUSED and response.reply.startswith("Sorry, you are vegetarian")
-    assert "preference_conflict" in llm.seen[1][-1].content
+    assert response.plan.state == PlanState.STATE_REFUSED and response.plan.subtasks == []
+    assert response.reply.startswith("Sorry, I did not do that") and "meat" in response.reply
+    assert "vegetarian" in response.reply
+    assert len(llm.seen) == 1 and "mended: [preference_conflict] dropped s1: meat" in response.message

@@ -32,8 +32,8 @@ def test_the_demo_script_tells_its_story_through_the_real_validator() -> None:
     first = plan()
     assert not first.refused and [s.kind for s in first.plan.subtasks] == ["observe"]
     replan = plan(SEEN)
-    assert not replan.refused and len(replan.attempts) == 2
-    assert replan.attempts[0].rejected_because.startswith("[preference_conflict]")
+    assert not replan.refused and len(replan.attempts) == 1  # mended without another LLM round
+    assert replan.attempts[0].mended[0].startswith("[preference_conflict] dropped s5: meat")
     assert "meat" not in {s.target for s in replan.plan.subtasks} and "vegetarian" in replan.plan.reply
 
 

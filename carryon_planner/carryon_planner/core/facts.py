@@ -23,6 +23,15 @@ def objects_in_contents(items: Iterable[str]) -> set[str]:
     return names
 
 
+def _whereabouts(scene: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """Object -> the one location scene memory puts it at (objects at two are left out)."""
+    places: dict[str, set[str]] = {}
+    for place, items in scene.items():
+        for name in objects_in_contents(items):
+            places.setdefault(name, set()).add(place)
+    return {name: next(iter(at)) for name, at in places.items() if len(at) == 1}
+
+
 def preferences_path(configured: str = "") -> Path:
     """`configured`, else `<$CARRYON_CONFIG_DIR or ./config>/planner/preferences.yaml`."""
     return config_path(configured, "planner", "preferences.yaml")
@@ -71,4 +80,5 @@ def planning_facts(
         other_users=frozenset(u.lower() for u in other_users if u),
         pending_observations=dict(pending_observations or {}),
         ruled_out=ruled_out(names, said, preference_rules) if preference_rules is not None else {},
+        whereabouts=_whereabouts(scene),
     )

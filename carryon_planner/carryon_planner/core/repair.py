@@ -1,11 +1,13 @@
-"""Plan, validate, repair: failed checks go back to the LLM up to `max_repairs` times,
-then the request is refused safely. An invalid plan is never returned as dispatchable."""
+"""Plan, validate, repair: what the validator can mend by itself is mended (core/mend.py),
+the other failed checks go back to the LLM up to `max_repairs` times, then the request is
+refused safely. An invalid plan is never returned as dispatchable."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from carryon_common.core.llm import ChatMessage, LlmClient, LlmError
+from carryon_planner.core.mend import mend
 from carryon_planner.core.plan import Plan, PlanParseError, parse_plan, plan_json_schema
 from carryon_planner.core.validator import PlanningFacts, ValidationReport, Validator
 
@@ -14,10 +16,12 @@ SAFE_REFUSAL_REPLY = "Sorry, I could not work out a safe plan for that. Nothing 
 
 @dataclass(frozen=True)
 class Attempt:
-    """One LLM round: its raw reply and why it was rejected ("" when accepted)."""
+    """One LLM round: its raw reply, why it was rejected ("" when accepted) and what was
+    mended in it without the LLM (then the mended plan is what was accepted or handed back)."""
 
     reply: str
     rejected_because: str
+    mended: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -58,11 +62,17 @@ def plan_with_repair(
             attempts.append(Attempt(text, str(exc)))
         else:
             report: ValidationReport = validator.validate(plan, facts)
+            mended = mend(plan, facts) if not report.ok else None
+            fixes: tuple[str, ...] = ()
+            if mended is not None:  # validated again: mending never passes what the checks refuse
+                plan, fixes, report = mended.plan, mended.fixes, validator.validate(mended.plan, facts)
             if report.ok:
-                attempts.append(Attempt(text, ""))
+                attempts.append(Attempt(text, "", fixes))
                 return PlanningOutcome(plan, plan.refusal is not None, tuple(attempts))
             feedback = report.feedback()
-            attempts.append(Attempt(text, "; ".join(str(v) for v in report.violations)))
+            attempts.append(Attempt(text, "; ".join(str(v) for v in report.violations), fixes))
+            if mended is not None:  # the LLM is shown the mended plan: what is left to repair
+                text = plan.model_dump_json(exclude_defaults=True)
         conversation += [ChatMessage("assistant", text), ChatMessage("user", feedback)]
     last = attempts[-1].rejected_because
     reason = f"no valid plan after {max_repairs} repair round(s); last problem: {last}"

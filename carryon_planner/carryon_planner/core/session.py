@@ -142,7 +142,7 @@ def ask(
     context = memory.context(user_id)
     outcome = planner.plan(user_id, text, context)
     plan_id = new_plan_id()
-    notes = [f"{len(outcome.attempts)} LLM round(s)"]
+    notes = [f"{len(outcome.attempts)} LLM round(s)", *(f"mended: {f}" for a in outcome.attempts for f in a.mended)]
     if not outcome.refused and not plan_only:
         notes += apply_plan_memory(memory, user_id, outcome.plan, plan_id)
     if not outcome.refused:
@@ -285,9 +285,12 @@ class AssistSession:
             self._records = [SubtaskRecord(s) for s in outcome.plan.subtasks]
         rounds = len(outcome.attempts)
         rejected = [
-            f"LLM round {number} rejected: {attempt.rejected_because}"
+            line
             for number, attempt in enumerate(outcome.attempts, 1)
-            if attempt.rejected_because
+            for line in (
+                *(f"LLM round {number} mended by the planner: {fix}" for fix in attempt.mended),
+                *([f"LLM round {number} rejected: {attempt.rejected_because}"] if attempt.rejected_because else []),
+            )
         ]
         for line in rejected:
             self.log(f"{self.plan_id}: {line}")

@@ -22,33 +22,9 @@ _QUESTION_WORDS = ("what", "where", "which", "who", "whose", "when", "why", "how
 _STATEMENT_STARTS = ("i", "i'm", "im", "i've", "i'd", "my", "remember", "note", "fyi", "from now on")
 # Clause openings that make a statement, not an order ("the keys are on the sofa now").
 _SUBJECTS = (
-    "the",
-    "this",
-    "that",
-    "these",
-    "those",
-    "it",
-    "it's",
-    "they",
-    "they're",
-    "we",
-    "he",
-    "she",
-    "you",
-    "there",
-    "today",
-    "just",
-    "no",
-    "not",
-    "yes",
-    "thanks",
-    "thank",
-    "ok",
-    "okay",
-    "hi",
-    "hello",
-    "good",
-)
+    "the", "this", "that", "these", "those", "it", "it's", "they", "they're", "we", "he", "she", "you", "there",
+    "today", "just", "no", "not", "yes", "thanks", "thank", "ok", "okay", "hi", "hello", "good",
+)  # fmt: skip
 _FILLERS = ("please", "and", "so", "now", "also", "then", "but")
 _ACTION_PROMISES = re.compile(r"\b(i will|i'll|let me|i am going to|i'm going to|on it)\b", re.IGNORECASE)
 _CONDITION = re.compile(r"^\s*([a-z0-9_]+)\s+(?:is\s+)?(under|in|on|at|inside|near)\s+(?:the\s+)?([a-z0-9_]+)\s*$")
@@ -78,7 +54,8 @@ class PlanningFacts:
     users' memories hold (never to appear in this user's plan); other_users: the other
     users' ids (lower case: nothing about them is written here); pending_observations:
     location -> contents revealed since the last plan, which the plan must write to scene
-    memory; ruled_out: objects the user's preferences exclude (object -> preference).
+    memory; ruled_out: objects the user's preferences exclude (object -> preference);
+    whereabouts: object -> its location in scene memory (for mending a plan, core/mend.py).
     """
 
     request: str
@@ -91,6 +68,7 @@ class PlanningFacts:
     other_users: frozenset[str] = frozenset()
     pending_observations: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     ruled_out: Mapping[str, str] = field(default_factory=dict)  # name -> the preference ruling it out, and why
+    whereabouts: Mapping[str, str] = field(default_factory=dict)  # object -> the location scene memory puts it at
 
 
 @dataclass(frozen=True)
@@ -158,7 +136,15 @@ def request_asks_for_action(request: str) -> bool:
     return False
 
 
-def _dependency_cycle(subtasks: list[PlannedSubtask]) -> list[str]:
+def condition_names(condition: str) -> list[str] | None:
+    """The names an observable condition reads ("carrot under pink_cover" -> [carrot,
+    pink_cover]; "carrot present" -> [carrot]), or None when it is not one."""
+    text = condition.lower()
+    match = _CONDITION.match(text) or _PRESENCE.match(text)
+    return None if match is None else [match.group(1)] + ([match.group(3)] if match.re is _CONDITION else [])
+
+
+def dependency_cycle(subtasks: list[PlannedSubtask]) -> list[str]:
     graph = {s.id: list(s.depends_on) for s in subtasks}
     state: dict[str, int] = {}  # 1 = on the stack, 2 = done
     path: list[str] = []
@@ -237,7 +223,7 @@ class Validator:
                     yield Violation("dependencies_exist", f"depends on unknown subtask {dependency!r}", subtask.id)
                 elif dependency == subtask.id:
                     yield Violation("no_dependency_cycle", "depends on itself", subtask.id)
-        cycle = _dependency_cycle(plan.subtasks)
+        cycle = dependency_cycle(plan.subtasks)
         if len(cycle) > 2:
             yield Violation("no_dependency_cycle", "dependency cycle " + " -> ".join(cycle))
 
@@ -286,9 +272,8 @@ class Validator:
         for subtask in plan.subtasks:
             if not subtask.condition:
                 continue
-            text = subtask.condition.lower()
-            match = _CONDITION.match(text) or _PRESENCE.match(text)
-            if match is None:
+            names = condition_names(subtask.condition)
+            if names is None:
                 yield Violation(
                     "conditions_observable",
                     f"condition {subtask.condition!r} must read '<object> under|in|on|at <object or location>' "
@@ -296,8 +281,7 @@ class Validator:
                     subtask.id,
                 )
                 continue
-            names = [g for g in match.groups() if g not in ("under", "in", "on", "at", "inside", "near")]
-            unknown = [n for n in names if n not in everything and n not in ("present", "visible", "absent", "missing")]
+            unknown = [n for n in names if n not in everything]
             if unknown:
                 yield Violation(
                     "conditions_observable", f"condition names unknown {', '.join(map(repr, unknown))}", subtask.id
@@ -384,15 +368,23 @@ class Validator:
 
     def _preferences(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
         for subtask in plan.subtasks:
-            if subtask.kind != "vla":
-                continue
-            said = subtask.instruction.lower()
-            for name in (subtask.target, said, *re.findall(r"[a-z_]+", said)):  # names, phrases, words
-                if name in facts.ruled_out:
-                    yield Violation(
-                        "preference_conflict",
-                        f"{_spoken(name)} conflicts with the user's preference '{facts.ruled_out[name]}': do not "
-                        "serve it; tell the user why in the reply",
-                        subtask.id,
-                    )
-                    break
+            conflict = preference_conflict(subtask, facts)
+            if conflict is not None:
+                name, preference = conflict
+                yield Violation(
+                    "preference_conflict",
+                    f"{_spoken(name)} conflicts with the user's preference '{preference}': do not serve it; tell "
+                    "the user why in the reply",
+                    subtask.id,
+                )
+
+
+def preference_conflict(subtask: PlannedSubtask, facts: PlanningFacts) -> tuple[str, str] | None:
+    """(name, preference) when a vla subtask acts on what the user's preferences rule out:
+    its target, its instruction, or a word of it."""
+    said = subtask.instruction.lower()
+    if subtask.kind == "vla":
+        for name in (subtask.target, said, *re.findall(r"[a-z_]+", said)):  # names, phrases, words
+            if name in facts.ruled_out:
+                return name, facts.ruled_out[name]
+    return None

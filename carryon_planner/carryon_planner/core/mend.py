@@ -1,0 +1,164 @@
+"""Deterministic repairs: what the validator can mend by itself, it mends, and the LLM's
+repair rounds are left for what needs the model (issue 20).
+
+* A subtask that serves what the user's preferences rule out is dropped with every subtask
+  that depends on it, and the reply says what was left out and why.
+* An observation not yet written to scene memory gets its `update_scene set_contents`,
+  applied before the plan's first physical step.
+* A conditional subtask with no observe step before it gets one: of the location its
+  condition names, or where scene memory puts the condition's objects, or the plan's
+  only observe step.
+
+A mended plan is validated again like any other: mending never makes a plan dispatchable
+that the validator would refuse. What cannot be mended stays for the LLM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene
+from carryon_planner.core.validator import (
+    PlanningFacts,
+    ancestors,
+    condition_names,
+    dependency_cycle,
+    preference_conflict,
+)
+
+_REPLY_LIMIT: int = Plan.model_json_schema()["properties"]["reply"]["maxLength"]
+_REFUSAL_LIMIT: int = Plan.model_json_schema()["properties"]["refusal"]["anyOf"][0]["maxLength"]
+
+
+@dataclass(frozen=True)
+class Mended:
+    """`plan` with the repairs `fixes` describes (one line each, for the log and the audit)."""
+
+    plan: Plan
+    fixes: tuple[str, ...]
+
+
+def mend(plan: Plan, facts: PlanningFacts) -> Mended | None:
+    """`plan` with what can be mended without the LLM mended, or None when nothing could be
+    (or its subtasks do not form a graph: duplicate ids, unknown dependencies, a cycle)."""
+    ids = [s.id for s in plan.subtasks]
+    if len(set(ids)) != len(ids) or any(d not in ids for s in plan.subtasks for d in s.depends_on):
+        return None
+    if dependency_cycle(plan.subtasks):
+        return None
+    raw: dict[str, Any] = plan.model_dump(mode="json")
+    fixes: list[str] = []
+    for repair in (_drop_conflicts, _record_observations, _observe_first):
+        fixes += repair(raw, facts)
+    if not fixes:
+        return None
+    try:
+        return Mended(Plan.model_validate(raw), tuple(fixes))
+    except ValidationError:  # e.g. an inserted step went past the schema's limits: the LLM's turn
+        return None
+
+
+def _spoken(name: str) -> str:
+    return name.replace("_", " ")
+
+
+def _drop_conflicts(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
+    conflicts: dict[str, tuple[str, str]] = {}
+    for entry in raw["subtasks"]:
+        found = preference_conflict(PlannedSubtask.model_validate(entry), facts)
+        if found is not None:
+            conflicts[entry["id"]] = found
+    if not conflicts:
+        return []
+    dropped = set(conflicts)
+    while True:  # and everything that depends on a dropped subtask, directly or not
+        more = {e["id"] for e in raw["subtasks"] if set(e["depends_on"]) & dropped} - dropped
+        if not more:
+            break
+        dropped |= more
+    raw["subtasks"] = [e for e in raw["subtasks"] if e["id"] not in dropped]
+    for op in raw["memory_operations"]:
+        if op.get("before_subtask") in dropped:
+            op["before_subtask"] = None
+    reasons = "; ".join(sorted({f"{_spoken(name)} ({preference})" for name, preference in conflicts.values()}))
+    kept = [e["instruction"] for e in raw["subtasks"] if e["kind"] == "vla"]
+    # The LLM's reply promised what was dropped: the reply is said anew from what is left.
+    if kept:
+        raw["reply"] = f"I will {', then '.join(kept)}. Left out because of your preferences: {reasons}."
+    else:  # nothing left to do: a refusal that says why
+        raw["subtasks"], raw["refusal"] = [], f"against the user's preferences: {reasons}"[:_REFUSAL_LIMIT]
+        raw["reply"] = f"Sorry, I did not do that: it goes against your preferences ({reasons})."
+    raw["reply"] = raw["reply"][:_REPLY_LIMIT]
+    return [
+        f"[preference_conflict] dropped {', '.join(sorted(dropped))}: {_spoken(name)} conflicts with '{preference}'"
+        for name, preference in sorted(set(conflicts.values()))
+    ]
+
+
+def _record_observations(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
+    recorded = {
+        op["location"]
+        for op in raw["memory_operations"]
+        if op["op"] == "update_scene" and op["action"] == "set_contents"
+    }
+    first = next((e["id"] for e in raw["subtasks"] if e["kind"] in ("vla", "control", "observe")), None)
+    fixes = []
+    for location in sorted(set(facts.pending_observations) - recorded):
+        contents = list(facts.pending_observations[location])
+        op = UpdateScene(
+            op="update_scene", action="set_contents", location=location, contents=contents, before_subtask=first
+        )
+        raw["memory_operations"].append(op.model_dump(mode="json"))
+        seen = ", ".join(contents) or "nothing"
+        fixes.append(f"[observation_updates_scene] added update_scene set_contents {location}: {seen}")
+    return fixes
+
+
+def _observe_first(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
+    fixes = []
+    for entry in list(raw["subtasks"]):
+        names = condition_names(entry["condition"]) if entry["condition"] else None
+        if not names or any(n not in facts.objects | facts.locations for n in names):
+            continue  # not an observable condition, or an unknown name: the LLM's to mend
+        by_id = {e["id"]: PlannedSubtask.model_validate(e) for e in raw["subtasks"]}
+        before = ancestors(by_id[entry["id"]], by_id)
+        if any(by_id[a].kind == "observe" for a in before):
+            continue
+        location = _where(names, facts)
+        observes = [e["id"] for e in raw["subtasks"] if e["kind"] == "observe" and e["id"] not in before]
+        safe = [o for o in observes if entry["id"] not in ancestors(by_id[o], by_id) and o != entry["id"]]
+        if location is None and len(safe) == 1:  # the plan's only observe step, if that makes no cycle
+            entry["depends_on"] = [*entry["depends_on"], safe[0]]
+            fixes.append(f"[conditions_observable] {entry['id']} now waits for observe step {safe[0]}")
+        elif location is not None:
+            new_id = _fresh_id(by_id, "look")
+            look = PlannedSubtask(
+                id=new_id,
+                kind="observe",
+                objective=f"see whether {entry['condition']}",
+                target=location,
+                depends_on=list(entry["depends_on"]),
+            )
+            raw["subtasks"].insert(raw["subtasks"].index(entry), look.model_dump(mode="json"))
+            entry["depends_on"] = [*entry["depends_on"], new_id]
+            fixes.append(f"[conditions_observable] added observe step {new_id} of {location} before {entry['id']}")
+    return fixes
+
+
+def _where(names: Iterable[str], facts: PlanningFacts) -> str | None:
+    """The location a condition is settled at: one it names, else the one scene memory puts
+    its objects at (None when there is none, or more than one)."""
+    named = list(names)
+    places = {n for n in named if n in facts.locations} or {
+        facts.whereabouts[n] for n in named if n in facts.whereabouts
+    }
+    return next(iter(places)) if len(places) == 1 else None
+
+
+def _fresh_id(taken: Iterable[str], stem: str) -> str:
+    used = set(taken)
+    return next(f"{stem}{n}" for n in range(1, len(used) + 2) if f"{stem}{n}" not in used)

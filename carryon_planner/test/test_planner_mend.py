@@ -1,0 +1,130 @@
+"""Deterministic repairs (core/mend.py): what the validator can mend by itself is mended
+without an LLM round, the result is validated again, and what cannot be mended is left
+for the LLM with the mended plan in front of it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from planner_fixtures import ScriptedLlm
+
+from carryon_common.core.llm import ChatMessage
+from carryon_common.core.skills import SkillLibrary, VlaSkill
+from carryon_planner.core.facts import planning_facts
+from carryon_planner.core.mend import mend
+from carryon_planner.core.plan import Plan, UpdateScene
+from carryon_planner.core.repair import plan_with_repair
+from carryon_planner.core.taxonomy import Taxonomy
+from carryon_planner.core.validator import PlanningFacts, Validator
+
+RULES = Taxonomy(kinds={"meat": ("ham", "meat")}, diets={"vegetarian": ("meat",)}, rules_out={})
+SCENE = {"kitchen_counter": ["pink_cover", "carrot under pink_cover", "meat in plate"], "dining_table": ["bowl"]}
+LIBRARY = SkillLibrary(
+    vla=[
+        VlaSkill(instruction="open the pink cover", objects=("pink_cover",)),
+        VlaSkill(instruction="put the carrot in the bowl", objects=("carrot", "bowl")),
+        VlaSkill(instruction="put the meat in the bowl", objects=("meat", "bowl")),
+    ]
+)
+
+
+def facts(**extra: Any) -> PlanningFacts:
+    return planning_facts(
+        request="Serve me food", scene=SCENE, library=LIBRARY, user_facts=("vegetarian",), preference_rules=RULES,
+        **extra,
+    )  # fmt: skip
+
+
+def step(sid: str, instruction: str, target: str, *after: str, condition: str = "") -> dict[str, Any]:
+    return {"id": sid, "kind": "vla", "objective": f"{target} done", "instruction": instruction, "target": target,
+            "depends_on": list(after), "condition": condition}  # fmt: skip
+
+
+LOOK = {"id": "s1", "kind": "observe", "objective": "see the counter", "target": "kitchen_counter"}
+OPEN = step("s2", "open the pink cover", "pink_cover", "s1")
+CARROT = step("s3", "put the carrot in the bowl", "carrot", "s2")
+MEAT = step("s4", "put the meat in the bowl", "meat", "s2")
+
+
+def plan(*subtasks: dict[str, Any], reply: str = "I will serve the carrot and the meat.", **more: Any) -> Plan:
+    return Plan.model_validate({"reply": reply, "subtasks": list(subtasks), **more})
+
+
+def test_a_preference_conflict_drops_the_subtask_and_its_dependents_and_the_reply_says_why() -> None:
+    after_meat = step("s5", "put the carrot in the bowl", "carrot", "s4")
+    mended = mend(plan(LOOK, OPEN, CARROT, MEAT, after_meat), facts())
+    assert mended is not None and [s.id for s in mended.plan.subtasks] == ["s1", "s2", "s3"]
+    assert mended.fixes == ("[preference_conflict] dropped s4, s5: meat conflicts with 'vegetarian'",)
+    assert mended.plan.reply == (
+        "I will open the pink cover, then put the carrot in the bowl. "
+        "Left out because of your preferences: meat (vegetarian)."
+    )
+    assert Validator().validate(mended.plan, facts()).ok
+
+
+def test_a_plan_with_nothing_left_becomes_a_refusal_that_says_why() -> None:
+    look_first = {**LOOK}
+    mended = mend(plan(look_first, step("s2", "put the meat in the bowl", "meat", "s1")), facts())
+    assert mended is not None and mended.plan.subtasks == [] and mended.plan.refusal
+    assert mended.plan.reply.startswith("Sorry, I did not do that") and "meat (vegetarian)" in mended.plan.reply
+    assert Validator().validate(mended.plan, facts()).ok
+
+
+def test_an_unrecorded_observation_is_written_to_scene_memory_before_the_first_physical_step() -> None:
+    seen = {"kitchen_counter": ("meat in plate", "pink_cover")}
+    mended = mend(
+        plan(OPEN | {"depends_on": []}, reply="I will open the pink cover."), facts(pending_observations=seen)
+    )
+    assert mended is not None
+    (op,) = mended.plan.memory_operations
+    assert isinstance(op, UpdateScene) and op.action == "set_contents" and op.location == "kitchen_counter"
+    assert op.contents == ["meat in plate", "pink_cover"] and op.before_subtask == "s2"
+    assert Validator().validate(mended.plan, facts(pending_observations=seen)).ok
+
+
+def test_a_condition_gets_an_observe_step_of_where_its_objects_are() -> None:
+    conditional = step("s1", "open the pink cover", "pink_cover", condition="carrot under pink_cover")
+    mended = mend(plan(conditional, reply="I will open the pink cover."), facts())
+    assert mended is not None and [s.id for s in mended.plan.subtasks] == ["look1", "s1"]
+    look = mended.plan.subtasks[0]
+    assert look.kind == "observe" and look.target == "kitchen_counter"  # scene memory: the cover is there
+    assert mended.plan.subtasks[1].depends_on == ["look1"]
+    assert Validator().validate(mended.plan, facts()).ok
+
+
+def test_a_condition_waits_for_the_plans_only_observe_step_when_its_place_is_unknown() -> None:
+    scene = {**SCENE, "dining_table": ["bowl", "pink_cover"]}  # the cover at two places: no single location
+    two_places = planning_facts(request="Serve me food", scene=scene, library=LIBRARY)
+    conditional = step("s2", "open the pink cover", "pink_cover", condition="pink_cover present")
+    mended = mend(plan(LOOK, conditional, reply="I will open the pink cover."), two_places)
+    assert mended is not None and mended.plan.subtasks[1].depends_on == ["s1"]
+    assert mended.fixes == ("[conditions_observable] s2 now waits for observe step s1",)
+    assert Validator().validate(mended.plan, two_places).ok
+    # With no observe step and no single place, nothing is guessed: the LLM's to mend.
+    assert mend(plan(conditional | {"id": "s1"}, reply="I will open the pink cover."), two_places) is None
+
+
+def test_nothing_is_mended_in_a_plan_whose_subtasks_are_not_a_graph() -> None:
+    duplicate = CARROT | {"id": "s2"}
+    assert mend(plan(LOOK, OPEN, duplicate, MEAT), facts()) is None
+    assert mend(plan(LOOK | {"depends_on": ["s2"]}, OPEN, MEAT), facts()) is None  # a cycle
+    assert mend(plan(LOOK, OPEN, MEAT | {"depends_on": ["s9"]}), facts()) is None
+    assert mend(plan(LOOK, OPEN, CARROT, reply="I will open the pink cover and serve the carrot."), facts()) is None
+
+
+def test_what_is_left_after_mending_goes_to_the_llm_with_the_mended_plan() -> None:
+    paraphrased = step("s3", "place the carrot into the bowl", "carrot", "s2")
+    first = json.dumps({"reply": "Serving the carrot and the meat.", "subtasks": [LOOK, OPEN, paraphrased, MEAT]})
+    second = json.dumps({"reply": "I will open the pink cover and serve the carrot.", "subtasks": [LOOK, OPEN, CARROT]})
+    llm = ScriptedLlm([first, second])
+    outcome = plan_with_repair(
+        llm, [ChatMessage("user", "Serve me food")], facts(), max_repairs=2, validator=Validator()
+    )
+    assert not outcome.refused and len(outcome.attempts) == 2
+    assert outcome.attempts[0].mended[0].startswith("[preference_conflict] dropped s4")
+    assert outcome.attempts[0].reply == first  # the LLM's own words are kept in the record
+    assert outcome.attempts[0].rejected_because.startswith("[instruction_in_library]")
+    shown, feedback = llm.seen[1][-2], llm.seen[1][-1]
+    assert shown.role == "assistant" and '"s4"' not in shown.content and "place the carrot" in shown.content
+    assert "instruction_in_library" in feedback.content and "preference_conflict" not in feedback.content
