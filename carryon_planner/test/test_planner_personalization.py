@@ -109,3 +109,17 @@ def test_refusing_everything_passes_only_the_refusal_cases(suite) -> None:  # ty
     for case, result in zip(suite.cases, results, strict=True):
         expected = case.expect.refuse and not case.expect.remember and not case.expect.scene_updates
         assert result.passed == expected, (case.id, result.failures)
+
+
+def test_a_case_records_what_the_planner_mended_without_the_llm() -> None:
+    suite = next(s for s in SUITES if s.name == "sandwich_preferences")
+    case = next(c for c in suite.cases if c.id == "alice_vegetarian")
+    ham = {"id": "s1", "kind": "vla", "objective": "ham on bread", "instruction": "put the ham on the bread",
+           "target": "ham"}  # fmt: skip
+    with StubVlmServer([plan([ham])]) as stub:
+        llm = OpenAiClient(base_url=stub.base_url, model="stub", api_key="x", timeout_s=5.0, attempts=1)
+        result = run_case(llm, suite, case, preference_rules=RULES, max_repairs=0)
+    assert result.llm_rounds == 1 and result.refused and result.dispatched == ()
+    assert result.mended == (
+        "[preference_conflict] dropped s1: ham conflicts with 'diet preference: vegetarian: ham is meat'",
+    )

@@ -62,7 +62,10 @@ def run(options: BenchOptions) -> BenchResult:
             log.write(json.dumps(dataclasses.asdict(case)) + "\n")
             log.flush()
             mark = "[green]pass[/]" if case.passed else f"[red]FAIL[/] {'; '.join(case.failures)}"
-            console.print(f"{case.suite}/{case.case}: {mark} ({case.llm_rounds} round(s), {case.seconds:.1f} s)")
+            mended = f", {len(case.mended)} mended" if case.mended else ""
+            console.print(
+                f"{case.suite}/{case.case}: {mark} ({case.llm_rounds} round(s){mended}, {case.seconds:.1f} s)"
+            )
             progress.advance(task)
 
         rows = options.run_dir / "rows"
@@ -89,8 +92,11 @@ def run(options: BenchOptions) -> BenchResult:
     result.add("all_accuracy", 100 * scores["all"], "%", f"{len(results)} cases, backend {llm.name}")
     seconds = [r.seconds for r in results]
     result.add("plan_time_p50", percentile(seconds, 50), "s", "per request, repairs included")
+    result.add("plan_time_p99", percentile(seconds, 99), "s", "per request, repairs included")
     result.add("plan_time_max", max(seconds), "s")
     result.add("repair_rounds_mean", sum(r.llm_rounds - 1 for r in results) / len(results), "rounds")
+    result.add("llm_repair_rounds", sum(r.llm_rounds - 1 for r in results), "rounds", "LLM rounds after the first")
+    result.add("deterministic_repairs", sum(len(r.mended) for r in results), "fixes", "mended without the LLM")
     result.details["cases"] = [
         {"suite": r.suite, "case": r.case, "passed": r.passed, "failures": list(r.failures)} for r in results
     ]

@@ -117,6 +117,7 @@ class CaseResult:
     llm_rounds: int
     seconds: float
     rejected: tuple[str, ...] = field(default_factory=tuple)  # why earlier rounds were rejected
+    mended: tuple[str, ...] = field(default_factory=tuple)  # what the planner mended without the LLM
 
 
 def score(plan: Plan, refused: bool, expect: Expect) -> list[str]:
@@ -227,6 +228,7 @@ def run_case(llm: LlmClient, suite: Suite, case: Case, *, preference_rules: Taxo
         len(outcome.attempts),
         seconds,
         tuple(a.rejected_because for a in outcome.attempts if a.rejected_because),
+        tuple(fix for a in outcome.attempts for fix in a.mended),
     )
 
 
