@@ -24,6 +24,7 @@ import json
 import threading
 import traceback
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from geometry_msgs.msg import PoseStamped
@@ -44,6 +45,7 @@ from carryon_planner import convert
 from carryon_planner.core.config import PlannerConfig
 from carryon_planner.core.executive import Dispatch, State, SubtaskRecord
 from carryon_planner.core.facts import load_preference_rules, preferences_path
+from carryon_planner.core.learned_kinds import LearnedKinds
 from carryon_planner.core.memory_ops import ContextUnavailable, Memory
 from carryon_planner.core.repair import PlanningOutcome
 from carryon_planner.core.session import AssistSession, DispatchHooks, Progress, RequestPlanner, Status, ask
@@ -90,8 +92,15 @@ class PlannerNode(CarryOnNode):
             except CarryOnError as exc:
                 self._llm_problem = str(exc)
                 self.get_logger().error(f"planning unavailable: {exc}")
+        learned = None
+        if cfg.classify_unknown_names:
+            learned = LearnedKinds(Path(cfg.learned_kinds_file) if cfg.learned_kinds_file else None)
+            for problem in learned.problems:
+                self.get_logger().warning(problem)
         self.planner = (
-            RequestPlanner(llm, library, preferences, max_repairs=cfg.max_repairs) if llm is not None else None
+            RequestPlanner(llm, library, preferences, max_repairs=cfg.max_repairs, learned=learned)
+            if llm is not None
+            else None
         )
         self.set_backends({"llm": llm.name if llm is not None else f"{cfg.llm_backend} (unavailable)"})
         if cfg.llm_backend == "scripted" and llm is not None:

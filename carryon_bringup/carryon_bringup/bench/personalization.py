@@ -36,6 +36,7 @@ from carryon_bringup.up import default_config_fallbacks
 from carryon_common.core.llm_backends import make_llm
 from carryon_planner.core.config import PlannerConfig
 from carryon_planner.core.facts import load_preference_rules
+from carryon_planner.core.learned_kinds import LearnedKinds
 from carryon_planner.core.personalization import Case, CaseResult, Suite, accuracy, load_suites, run_case
 
 SUITES_DIR = Path("planner") / "personalization"
@@ -50,6 +51,11 @@ def run(options: BenchOptions) -> BenchResult:
     result = BenchResult("personalization", options.quick, options.seed)
     result.details["backend"] = llm.name
     result.details["max_repairs"] = config.max_repairs
+    # Names the taxonomy does not know, asked of the LLM as planner_node would (classify_unknown_names).
+    learned = None
+    if config.classify_unknown_names:
+        learned = LearnedKinds(Path(config.learned_kinds_file or options.run_dir / "learned_kinds.json"))
+    result.details["classify_unknown_names"] = config.classify_unknown_names
     options.run_dir.mkdir(parents=True, exist_ok=True)
     log = (options.run_dir / "cases.jsonl").open("w")  # every case, saved rows included
     console = Console(stderr=True)
@@ -75,7 +81,9 @@ def run(options: BenchOptions) -> BenchResult:
                 for case in suite.cases[: per_suite or None]:
 
                     def plan(suite: Suite = suite, case: Case = case) -> dict[str, Any]:
-                        outcome = run_case(llm, suite, case, preference_rules=rules, max_repairs=config.max_repairs)
+                        outcome = run_case(
+                            llm, suite, case, preference_rules=rules, max_repairs=config.max_repairs, learned=learned
+                        )
                         return dataclasses.asdict(outcome)
 
                     row = saved_row(rows, f"{suite.name}-{case.id}", plan)

@@ -56,6 +56,17 @@ class PlannerConfig(OperatorAuthConfig, NodeIdentityConfig):
         description="Preferences the validator enforces, e.g. vegetarian rules out meat ('' = "
         "<config dir>/planner/preferences.yaml).",
     )
+    classify_unknown_names: bool = Field(
+        False,
+        description="Before planning for a user with preference facts, ask the LLM once which taxonomy kinds the "
+        "scene's and library's object names that preferences.yaml does not know are (meat, nuts, ...), so a diet "
+        "or allergy rules them out too (core/learned_kinds.py). Off: such names are never ruled out.",
+    )
+    learned_kinds_file: str = Field(
+        "",
+        description="JSON file keeping the LLM's classifications across runs ('' = kept in memory for the node's "
+        "life only).",
+    )
     # --- the executive (Assist) ---
     policy_step_budget: int = Field(400, ge=1, description="Control steps one VLA subtask may use (all resumptions).")
     max_recoveries: int = Field(2, ge=0, description="Recovery attempts per VLA subtask before it fails.")

@@ -23,6 +23,14 @@ def objects_in_contents(items: Iterable[str]) -> set[str]:
     return names
 
 
+def scene_and_library_objects(scene: Mapping[str, Sequence[str]], library: SkillLibrary) -> set[str]:
+    """Every object name scene memory mentions plus what the library's skills act on."""
+    objects = objects_in_contents(item for items in scene.values() for item in items)
+    for skill in library.vla:
+        objects |= set(skill.objects)
+    return objects
+
+
 def _whereabouts(scene: Mapping[str, Sequence[str]]) -> dict[str, str]:
     """Object -> the one location scene memory puts it at (objects at two are left out)."""
     places: dict[str, set[str]] = {}
@@ -63,9 +71,7 @@ def planning_facts(
     locations: scene memory's named locations. `preferences`: the user's facts as the
     taxonomy reads them (preference_texts; default: their values); what they rule out is
     every object, library instruction and word of one that is of an excluded kind."""
-    objects = objects_in_contents(item for items in scene.values() for item in items)
-    for skill in library.vla:
-        objects |= set(skill.objects)
+    objects = scene_and_library_objects(scene, library)
     user_facts = tuple(user_facts)
     words = {w for instruction in library.instructions for w in re.findall(r"[a-z_]+", instruction.lower())}
     names = {*objects, *(i.lower() for i in library.instructions), *words}

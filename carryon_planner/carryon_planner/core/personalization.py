@@ -24,12 +24,13 @@ from carryon_common.core.llm import LlmClient
 from carryon_common.core.skills import SkillLibrary, VlaSkill
 from carryon_memory.core.render import render_context
 from carryon_memory.core.types import Fact, Location
-from carryon_planner.core.context import Endpoint, LibraryEntry, build_messages
-from carryon_planner.core.facts import planning_facts, preference_texts
+from carryon_planner.core.learned_kinds import LearnedKinds
+from carryon_planner.core.memory_ops import MemoryContext, StoredFact
 from carryon_planner.core.plan import Plan, UpdateScene, UpdateUser
-from carryon_planner.core.repair import PlanningOutcome, plan_with_repair
+from carryon_planner.core.repair import PlanningOutcome
+from carryon_planner.core.session import RequestPlanner
 from carryon_planner.core.taxonomy import Taxonomy
-from carryon_planner.core.validator import Validator, ancestors
+from carryon_planner.core.validator import ancestors
 
 UserMemory = dict[str, dict[str, str]]  # entity -> key -> value
 
@@ -171,35 +172,32 @@ def plan_request(
     preference_rules: Taxonomy,
     max_repairs: int,
     observations: Mapping[str, Sequence[str]] | None = None,
+    learned: LearnedKinds | None = None,
 ) -> PlanningOutcome:
     """Plan one request from in-memory user and scene memory exactly as planner_node plans
-    an Ask from memory_node's context (same rendering, context, validator, repair)."""
+    an Ask from memory_node's context (the same RequestPlanner: rendering, context,
+    validator, mending, repair, and `learned` kinds when given)."""
     user_facts = _facts_of(users.get(user, {}))
     scene_items = {name: tuple(items) for name, items in scene.items()}
     places = [Location(name, items) for name, items in scene_items.items()]
-    rendered = render_context(user, user_facts, (), places, known_user=user in users)
-    seen = {loc: tuple(items) for loc, items in (observations or {}).items()}
-    facts = planning_facts(
-        request=request,
+    context = MemoryContext(
+        rendered=render_context(user, user_facts, (), places, known_user=user in users),
+        facts=tuple(StoredFact(f.entity, f.key, f.value) for f in user_facts),
         scene=scene_items,
-        library=library,
-        user_facts=[f.value for f in user_facts],
-        pending_observations=seen,
-        preference_rules=preference_rules,
-        preferences=preference_texts((f.entity, f.key, f.value) for f in user_facts),
     )
-    messages = build_messages(
-        request=request,
-        user_id=user,
-        memory=rendered,
-        endpoints=[Endpoint(n) for n in sorted(scene_items)],
-        library=[LibraryEntry(s.instruction, s.description) for s in library.vla],
-        observations=seen,
-    )
-    return plan_with_repair(llm, messages, facts, max_repairs=max_repairs, validator=Validator())
+    planner = RequestPlanner(llm, library, preference_rules, max_repairs, learned=learned)
+    return planner.plan(user, request, context, observations)
 
 
-def run_case(llm: LlmClient, suite: Suite, case: Case, *, preference_rules: Taxonomy, max_repairs: int) -> CaseResult:
+def run_case(
+    llm: LlmClient,
+    suite: Suite,
+    case: Case,
+    *,
+    preference_rules: Taxonomy,
+    max_repairs: int,
+    learned: LearnedKinds | None = None,
+) -> CaseResult:
     """Plan one case as planner_node would and score it."""
     began = time.perf_counter()
     outcome = plan_request(
@@ -212,6 +210,7 @@ def run_case(llm: LlmClient, suite: Suite, case: Case, *, preference_rules: Taxo
         preference_rules=preference_rules,
         max_repairs=max_repairs,
         observations=case.observations,
+        learned=learned,
     )
     seconds = time.perf_counter() - began
     failures = score(outcome.plan, outcome.refused, case.expect)

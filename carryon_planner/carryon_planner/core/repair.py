@@ -31,6 +31,7 @@ class PlanningOutcome:
     plan: Plan
     refused: bool
     attempts: tuple[Attempt, ...]
+    notes: tuple[str, ...] = ()  # what else planning did (names classified for the taxonomy)
 
     @property
     def repairs(self) -> int:

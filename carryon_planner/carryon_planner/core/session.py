@@ -30,7 +30,8 @@ from carryon_common.core.skills import SkillLibrary
 from carryon_planner.core.assist import AssistResult, assist
 from carryon_planner.core.context import Endpoint, LibraryEntry, build_messages
 from carryon_planner.core.executive import Dispatch, State, SubtaskRecord
-from carryon_planner.core.facts import planning_facts, preference_texts
+from carryon_planner.core.facts import planning_facts, preference_texts, scene_and_library_objects
+from carryon_planner.core.learned_kinds import LearnedKinds
 from carryon_planner.core.memory_ops import (
     ContextUnavailable,
     Memory,
@@ -84,6 +85,7 @@ class RequestPlanner:
     preferences: Taxonomy
     max_repairs: int
     validator: Validator = field(default_factory=Validator)
+    learned: LearnedKinds | None = None  # names the taxonomy does not know, asked of the LLM (None: not asked)
 
     def plan(
         self,
@@ -95,6 +97,10 @@ class RequestPlanner:
         """A valid plan or a safe refusal for `text`; `observations` (location -> items
         seen) are what execution revealed, for a replan."""
         seen = {loc: tuple(items) for loc, items in (observations or {}).items()}
+        rules, notes = self.preferences, []
+        if self.learned is not None and context.facts:  # only a user with facts can have something ruled out
+            notes = self.learned.learn(self.llm, scene_and_library_objects(context.scene, self.library), rules)
+            rules = self.learned.taxonomy(rules)
         facts = planning_facts(
             request=text,
             scene=context.scene,
@@ -103,7 +109,7 @@ class RequestPlanner:
             foreign_facts=context.foreign_values,
             other_users=[u for u in context.other_users if u != user_id],
             pending_observations=seen,
-            preference_rules=self.preferences,
+            preference_rules=rules,
             preferences=preference_texts((f.entity, f.key, f.value) for f in context.facts),
         )
         messages = build_messages(
@@ -114,7 +120,8 @@ class RequestPlanner:
             library=[LibraryEntry(s.instruction, s.description) for s in self.library.vla],
             observations=seen,
         )
-        return plan_with_repair(self.llm, messages, facts, max_repairs=self.max_repairs, validator=self.validator)
+        outcome = plan_with_repair(self.llm, messages, facts, max_repairs=self.max_repairs, validator=self.validator)
+        return dataclasses.replace(outcome, notes=(*notes, *outcome.notes)) if notes else outcome
 
 
 @dataclass(frozen=True)
@@ -143,6 +150,7 @@ def ask(
     outcome = planner.plan(user_id, text, context)
     plan_id = new_plan_id()
     notes = [f"{len(outcome.attempts)} LLM round(s)", *(f"mended: {f}" for a in outcome.attempts for f in a.mended)]
+    notes += outcome.notes
     if not outcome.refused and not plan_only:
         notes += apply_plan_memory(memory, user_id, outcome.plan, plan_id)
     if not outcome.refused:
@@ -284,6 +292,8 @@ class AssistSession:
             self._plan_json = json.dumps(outcome.plan.model_dump(mode="json"), sort_keys=True)
             self._records = [SubtaskRecord(s) for s in outcome.plan.subtasks]
         rounds = len(outcome.attempts)
+        for note in outcome.notes:
+            self.log(f"{self.plan_id}: {note}")
         rejected = [
             line
             for number, attempt in enumerate(outcome.attempts, 1)
