@@ -24,6 +24,7 @@ from carryon_bringup.core import shm
 from carryon_bringup.core.domain import reserve_domain_id
 from carryon_bringup.core.graph import GraphSpec
 from carryon_bringup.graph_run import GraphRun
+from carryon_bringup.node import GraphClient
 
 pytestmark = pytest.mark.graph
 
@@ -81,6 +82,12 @@ def test_up_status_cli_round_trip_and_sigterm(spec: GraphSpec, tmp_path: Path) -
         assert {node["pid"] for node in report.values()} == set(pids.values())
         shield_caps = {c["name"]: c["implemented"] for c in report["shield_node"]["capabilities"]}
         assert shield_caps["shield.estop"] and shield_caps["shield.filter"]
+        # Every publisher and subscription of the graph connect (graph introspection, issue 22).
+        with GraphClient(spec.namespace, 10.0, domain_id=graph.domain_id) as client:
+            client.statuses(graph.node_names)  # discovery of every node's endpoints
+            assert client.qos_mismatches() == []
+        text, _ = cli(["status"], graph.domain_id)
+        assert text.returncode == 0 and "incompatible QoS" not in text.stdout, text.stdout
 
         memory, _ = cli(["memory", "show", "--user", "alice"], graph.domain_id)
         assert memory.returncode == 0, memory.stderr  # a real round trip to memory_node, seeded from config/memory

@@ -12,8 +12,9 @@ encodings from config/arm/cameras.yaml) and a fake openpi policy server (a short
 run` drives the VLA through the shield, whose released steps reach the controller as joint
 trajectories and move the tool; the geometric judge answers on scene objects from
 perception_node's masks of the bridged cameras; `carryon status --profile robot` shows
-perception_node ready. No sim_node runs, no runtime process has the simulator loaded or a
-simulator file open, and no sim/ topic exists.
+perception_node ready, and every publisher and subscription connect (QoS, by graph
+introspection, recorder_node included). No sim_node runs, no runtime process has the
+simulator loaded or a simulator file open, and no sim/ topic exists.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from carryon_bringup.core.graph import GraphSpec
 from carryon_bringup.graph_run import GraphRun
 from carryon_common.calls import RosSession
 from carryon_common.node import latched_qos
+from carryon_common.qos_audit import qos_mismatches
 from carryon_interfaces.msg import ActionChunk, EstopState, PerceivedScene, ShieldEvent, Subtask, Verdict
 from carryon_interfaces.srv import Judge
 from carryon_sim.harness.fakes.camera_driver import write_simulated_calibration
@@ -46,7 +48,8 @@ pytestmark = pytest.mark.graph
 
 # What `carryon policy run` and a judge verdict need, and nothing else (no memory, planner,
 # recovery or recorder: this test is about the robot path from cameras to controller).
-RUNTIME_NODES = ("arm_adapter_node", "perception_node", "shield_node", "judge_node", "policy_node")
+# recorder_node too: it must take the QoS of what it records (the cameras' best-effort streams).
+RUNTIME_NODES = ("arm_adapter_node", "perception_node", "shield_node", "judge_node", "policy_node", "recorder_node")
 TRAJECTORY_TOPIC = "/joint_trajectory_controller/joint_trajectory"  # arm_adapter_node's default command topic
 INSTRUCTION = "move the gripper forward"  # openpi takes any prompt; the fake server answers +x
 STEPS = 40  # 5 inferences of 8 steps: 8 cm along +x at most, high above the table (safe, released)
@@ -291,6 +294,8 @@ def test_policy_run_and_judge_on_the_robot_profile_without_a_simulator(config_di
             assert (health.get("perception_node") or {}).get("ready"), output
             assert code == 1 and all(health[name] is not None for name in RUNTIME_NODES), output
 
+            # Every publisher and subscription of the robot profile connect (issue 22).
+            assert qos_mismatches(session.node, spec.namespace) == []
             # No simulator anywhere in the runtime graph.
             names = {name for name, _ns in session.node.get_node_names_and_namespaces()}
             topics = {name for name, _types in session.node.get_topic_names_and_types()}

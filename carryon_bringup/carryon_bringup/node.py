@@ -15,6 +15,7 @@ from carryon_common.calls import GraphUnreachable, RosSession
 from carryon_common.convert import msg_to_health
 from carryon_common.core import names
 from carryon_common.core.status import NodeHealth
+from carryon_common.qos_audit import QosMismatch, qos_mismatches
 from carryon_interfaces.action import Assist, RunPolicy
 from carryon_interfaces.msg import MemoryFact, SimTruth
 from carryon_interfaces.srv import (
@@ -111,6 +112,10 @@ class GraphClient:
         responses = self.session.call_many(calls, timeout_s=min(2.0, self.timeout_s), resend_s=_RESEND_S)
         answered = {node: msg_to_health(r.status) for node, r in zip(up, responses, strict=True) if r is not None}
         return {node: answered.get(node) for node in services}
+
+    def qos_mismatches(self) -> list[QosMismatch]:
+        """Publisher / subscription pairs under the namespace that DDS will not connect."""
+        return qos_mismatches(self.session.node, self.namespace)
 
     def ask(self, user_id: str, text: str, plan_only: bool, timeout_s: float) -> Ask.Response:
         request = Ask.Request(user_id=user_id, text=text, plan_only=plan_only)

@@ -215,6 +215,9 @@ class Recorder(CarryOnNode):
         for topic, types in self.get_topic_names_and_types():
             if topic not in missing or not types:
                 continue
+            publishers = self.get_publishers_info_by_topic(topic)
+            if not publishers:
+                continue  # seen through a subscriber only: its publishers' QoS decide ours, next round
             type_name = types[0]
             try:
                 cls = message_class(type_name)
@@ -224,7 +227,7 @@ class Recorder(CarryOnNode):
                 self.get_logger().warning(f"{topic}: cannot record type {type_name}: {exc}")
                 self.subscriptions_by_topic[topic] = None
                 continue
-            qos = self._qos_for(topic)
+            qos = recording_qos([p.qos_profile for p in publishers])
             with self.lock:
                 if self.writer is not None:
                     self.connections[topic] = self.writer.add_connection(topic, type_name, msgdef=msgdef, rihs01=rihs01)
@@ -238,16 +241,6 @@ class Recorder(CarryOnNode):
                 cls, topic, lambda data, t=topic, h=heavy: self._on_message(t, h, data), qos, raw=True
             )
             self.get_logger().info(f"recording {topic} ({type_name})")
-
-    def _qos_for(self, topic: str) -> QoSProfile:
-        """Reliable, and transient local when a publisher latches (plan state, e-stop)."""
-        qos = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
-        infos = self.get_publishers_info_by_topic(topic)
-        if infos and all(i.qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT for i in infos):
-            qos.reliability = ReliabilityPolicy.BEST_EFFORT
-        if infos and any(i.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL for i in infos):
-            qos.durability = DurabilityPolicy.TRANSIENT_LOCAL
-        return qos
 
     def _on_message(self, topic: str, heavy: bool, data: bytes) -> None:
         now = time.time_ns()
@@ -277,6 +270,18 @@ class Recorder(CarryOnNode):
             self.server.stop()
             self.server = None
         super().destroy_node()
+
+
+def recording_qos(publishers: list[QoSProfile]) -> QoSProfile:
+    """A subscription every one of `publishers` connects to, as rosbag2 records: best effort
+    when any publisher is (a reliable subscription gets nothing from a best-effort
+    publisher), transient local only when all are (it gets nothing from a volatile one)."""
+    qos = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
+    if any(p.reliability == ReliabilityPolicy.BEST_EFFORT for p in publishers):
+        qos.reliability = ReliabilityPolicy.BEST_EFFORT
+    if publishers and all(p.durability == DurabilityPolicy.TRANSIENT_LOCAL for p in publishers):
+        qos.durability = DurabilityPolicy.TRANSIENT_LOCAL
+    return qos
 
 
 def main() -> int:

@@ -154,6 +154,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     node_names = [launch.name for launch in spec.launches(args.profile)]
     with GraphClient(spec.namespace, args.timeout) as client:
         health = client.statuses(node_names)
+        mismatches = client.qos_mismatches() if not args.json else []
     if args.json:
         print(json.dumps({name: _health_json(h) for name, h in health.items()}, indent=2))
     else:
@@ -161,6 +162,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         if any(h is not None for h in health.values()):
             secured, line = security_summary(health)
             console.print(f"[{'green' if secured else 'yellow'}]{line}[/]", highlight=False)
+            for mismatch in mismatches:  # DDS connects none of these: the subscriber gets nothing
+                console.print(f"[yellow]incompatible QoS, nothing delivered:[/] {mismatch}", highlight=False)
     if all(h is None for h in health.values()):
         domain = os.environ.get("ROS_DOMAIN_ID", "0")
         err.print(
