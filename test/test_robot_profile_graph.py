@@ -11,8 +11,8 @@ encodings from config/arm/cameras.yaml) and a fake openpi policy server (a short
 `carryon estop --release` releases the stop the robot profile starts with; `carryon policy
 run` drives the VLA through the shield, whose released steps reach the controller as joint
 trajectories and move the tool; the geometric judge answers on scene objects from
-perception_node's masks of the bridged cameras; `carryon status --profile robot` shows
-perception_node ready, and every publisher and subscription connect (QoS, by graph
+perception_node's masks of the bridged cameras; `carryon status` finds the robot profile
+by itself and shows perception_node ready, and every publisher and subscription connect (QoS, by graph
 introspection, recorder_node included). No sim_node runs, no runtime process has the
 simulator loaded or a simulator file open, and no sim/ topic exists.
 """
@@ -283,16 +283,19 @@ def test_policy_run_and_judge_on_the_robot_profile_without_a_simulator(config_di
             assert answer.verdict.status == Verdict.STATUS_RUNNING, answer.verdict.reason
             assert "meat was already inside plate at baseline" in answer.verdict.reason, answer.verdict.reason
 
-            # `carryon status --profile robot`: the nodes not started are down (exit 1), perception is ready.
+            # `carryon status` finds the robot profile running by itself (no --profile, no
+            # $CARRYON_PROFILE): the nodes not started are down (exit 1), perception is ready.
+            assert "CARRYON_PROFILE" not in graph.env
             health: dict[str, dict[str, object] | None] = {}
             for _ in range(5):  # perception is degraded for a moment when a frame comes too late
-                code, output = carryon(graph, config_dir, probe, "status", "--profile", "robot", "--json")
+                code, output = carryon(graph, config_dir, probe, "status", "--json")
                 health = json.loads(output[output.find("{") : output.rfind("}") + 1] or "{}")
                 if (health.get("perception_node") or {}).get("ready"):
                     break
                 probe.spin(1.0)
             assert (health.get("perception_node") or {}).get("ready"), output
             assert code == 1 and all(health[name] is not None for name in RUNTIME_NODES), output
+            assert "arm_adapter_node" in health and "sim_node" not in health, output  # the robot profile's nodes
 
             # Every publisher and subscription of the robot profile connect (issue 22).
             assert qos_mismatches(session.node, spec.namespace) == []

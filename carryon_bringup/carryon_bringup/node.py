@@ -113,6 +113,17 @@ class GraphClient:
         answered = {node: msg_to_health(r.status) for node, r in zip(up, responses, strict=True) if r is not None}
         return {node: answered.get(node) for node in services}
 
+    def running_nodes(self, groups: Iterable[Iterable[str]], wait_s: float = 2.0) -> set[str]:
+        """Names of the nodes seen under the namespace, waiting up to `wait_s` for discovery
+        (less once every node of one of `groups`, e.g. a profile, is seen)."""
+        wanted, deadline = [set(g) for g in groups], time.monotonic() + wait_s
+        while True:
+            self.session.executor.spin_once(timeout_sec=0.1)
+            ns = "/" + self.namespace
+            seen = {name for name, namespace in self.session.node.get_node_names_and_namespaces() if namespace == ns}
+            if any(group <= seen for group in wanted) or time.monotonic() > deadline:
+                return seen
+
     def qos_mismatches(self) -> list[QosMismatch]:
         """Publisher / subscription pairs under the namespace that DDS will not connect."""
         return qos_mismatches(self.session.node, self.namespace)

@@ -117,3 +117,12 @@ def test_the_rviz_config_shows_topics_the_graph_publishes() -> None:
     known |= {f"/{names.DEFAULT_NAMESPACE}/{names.camera_topic(c, 'color')}" for c in names.CAMERAS}
     topics = [d["Topic"]["Value"] for d in manager["Displays"] if "Topic" in d]
     assert len(topics) == 4 and set(topics) <= known, set(topics) - known
+
+
+def test_the_running_profile_is_the_one_whose_nodes_are_up(config_dir: Path) -> None:
+    spec = GraphSpec.load(config_dir)
+    shared = ["memory_node", "planner_node", "policy_node", "shield_node", "judge_node"]
+    assert spec.running_profile([*shared, "arm_adapter_node"]) == "robot"
+    assert spec.running_profile([*shared, "sim_node", "recorder_node"]) == "sim"
+    assert spec.running_profile(["shield_node"]) is None  # both profiles have it: no telling
+    assert spec.running_profile([]) is None and spec.running_profile(["other_node"]) is None

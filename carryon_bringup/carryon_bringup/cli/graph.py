@@ -45,7 +45,9 @@ def add_up(sub: Subparsers, common: argparse.ArgumentParser) -> None:
 def add_status(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     status = sub.add_parser("status", parents=[common], help="which nodes are up and ready, with their capabilities")
     status.add_argument(
-        "--profile", help="profile whose nodes to query (default: $CARRYON_PROFILE, else graph.yaml's default_profile)"
+        "--profile",
+        help="profile whose nodes to query (default: $CARRYON_PROFILE, else the one whose nodes are running, "
+        "else graph.yaml's default_profile)",
     )
     status.add_argument("--json", action="store_true", help="print machine-readable JSON")
     status.add_argument("-v", "--verbose", action="store_true", help="list every capability")
@@ -146,19 +148,25 @@ def security_summary(health: dict[str, NodeHealth | None]) -> tuple[bool, str]:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from carryon_bringup.core.graph import PROFILE_ENV
     from carryon_bringup.node import GraphClient
     from carryon_bringup.up import load_spec
 
     spec = load_spec(args.config_dir)
-    args.profile = spec.resolve_profile(args.profile)
-    node_names = [launch.name for launch in spec.launches(args.profile)]
     with GraphClient(spec.namespace, args.timeout) as client:
+        found = ""
+        if args.profile is None and not os.environ.get(PROFILE_ENV):  # the profile that runs, if one does
+            profiles = [[launch.name for launch in spec.launches(p)] for p in spec.profiles]
+            args.profile = spec.running_profile(client.running_nodes(profiles, wait_s=min(2.0, args.timeout)))
+            found = ", found running" if args.profile else ""
+        args.profile = spec.resolve_profile(args.profile)
+        node_names = [launch.name for launch in spec.launches(args.profile)]
         health = client.statuses(node_names)
         mismatches = client.qos_mismatches() if not args.json else []
     if args.json:
         print(json.dumps({name: _health_json(h) for name, h in health.items()}, indent=2))
     else:
-        _print_status_table(f"CarryOn graph /{spec.namespace} (profile {args.profile})", health, args.verbose)
+        _print_status_table(f"CarryOn graph /{spec.namespace} (profile {args.profile}{found})", health, args.verbose)
         if any(h is not None for h in health.values()):
             secured, line = security_summary(health)
             console.print(f"[{'green' if secured else 'yellow'}]{line}[/]", highlight=False)

@@ -160,6 +160,18 @@ class GraphSpec:
         """The profile to use: `name`, else $CARRYON_PROFILE, else graph.yaml's default_profile."""
         return name or os.environ.get(PROFILE_ENV) or self.data.default_profile
 
+    def running_profile(self, running: Iterable[str]) -> str | None:
+        """The profile whose nodes `running` (node names seen on the graph) matches best: the
+        most of its nodes up, then the fewest missing; None when nothing runs or two tie."""
+        up = set(running)
+        scores = sorted(
+            ((len(up & set(p.nodes)), -len(set(p.nodes) - up), name) for name, p in self.data.profiles.items()),
+            reverse=True,
+        )
+        if not scores or scores[0][0] == 0 or (len(scores) > 1 and scores[0][:2] == scores[1][:2]):
+            return None
+        return scores[0][2]
+
     def profile(self, name: str) -> Profile:
         if name not in self.data.profiles:
             raise UnknownNameError(unknown_name_message("profile", name, self.data.profiles))
