@@ -13,12 +13,19 @@ from carryon_shield.core.geometry import (
     GripperGeometry,
     HoldingLatch,
     Part,
+    attached_to_tool,
     box_distance,
     box_spheres,
     carried_spheres,
 )
 from carryon_shield.core.grounding import GroundingParams, MaskGrounder
-from carryon_shield.core.perception import CommandTracker, ShieldPerception
+from carryon_shield.core.perception import (
+    CARRIED_LINK_M,
+    CARRIED_MIN_PIECE,
+    CARRIED_SEED_M,
+    CommandTracker,
+    ShieldPerception,
+)
 from carryon_shield.core.types import PerceptionUnavailable, RobotState, TaskSpec
 
 
@@ -54,6 +61,33 @@ def test_carried_spheres_cover_the_points_and_views_do_not_pile_up() -> None:
     assert inside.any(axis=1).all() and len(spheres) == 5 * 3
     again = carried_spheres(wall + 0.001, np.zeros(3), np.eye(3), 0.02)
     assert len(np.unique(np.concatenate([spheres, again]).round(6), axis=0)) == len(spheres)
+
+
+def test_a_few_mislabelled_points_away_from_the_held_object_are_not_carried() -> None:
+    """The demo's failure (runs/20261203-030548-demo): 4 pixels of the pink cover's wall were
+    labelled carrot, 11 cm under and beside the tool; kept as carried, they stopped the
+    carrot from ever being lowered into the bowl. A piece that big and not joined to the
+    fingers stays: the far end of a long object whose link the fingers hide."""
+    args = (CARRIED_LINK_M, CARRIED_SEED_M, CARRIED_MIN_PIECE)
+    carrot = np.array([[0.0, 0.0, 0.01], [0.0, 0.02, 0.01], [0.01, 0.0, 0.03], [0.0, -0.02, 0.02]])
+    stray = np.array([[0.07, -0.09, 0.11], [0.09, -0.09, 0.09]])
+    spheres = carried_spheres(np.concatenate([carrot, stray]), np.zeros(3), np.eye(3), 0.02)
+    kept = attached_to_tool(spheres, *args)
+    assert len(kept) == len(carried_spheres(carrot, np.zeros(3), np.eye(3), 0.02))
+    assert np.linalg.norm(kept[:, :3], axis=1).max() < 0.05
+    # A cover held at its lid: a ring reaching 11 cm from the tool, joined cell by cell, all kept.
+    angle = np.linspace(0.0, 2 * np.pi, 40, endpoint=False)
+    ring = np.column_stack([0.06 * np.cos(angle), 0.06 * np.sin(angle), np.full(40, 0.09)])
+    lid = np.column_stack([np.linspace(0.0, 0.06, 7), np.zeros(7), np.linspace(0.0, 0.09, 7)])
+    cover = carried_spheres(np.concatenate([ring, lid]), np.zeros(3), np.eye(3), 0.02)
+    assert len(attached_to_tool(cover, *args)) == len(cover)
+    # The far end of a long object with its middle hidden by the hand: big enough to keep.
+    far_end = carried_spheres(np.column_stack([np.linspace(0.12, 0.2, 9), np.zeros(9), np.zeros(9)]),
+                              np.zeros(3), np.eye(3), 0.02)  # fmt: skip
+    both = np.concatenate([carried_spheres(carrot, np.zeros(3), np.eye(3), 0.02), far_end])
+    assert len(attached_to_tool(both, *args)) == len(both)
+    # Nothing near the fingers seen (they hide it): every sphere is kept, as before.
+    assert len(attached_to_tool(far_end[:2], *args)) == 2
 
 
 def test_carried_object_spheres_move_with_the_tool() -> None:

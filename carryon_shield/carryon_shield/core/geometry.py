@@ -176,6 +176,31 @@ def carried_spheres(
     return np.column_stack([centres, np.full(len(centres), 0.5 * math.sqrt(3.0) * cell_m)])
 
 
+def attached_to_tool(spheres: FloatArray, link_m: float, seed_m: float, min_piece: int) -> FloatArray:
+    """The carried spheres (S, 4, tool frame) less small pieces not joined to what the
+    fingers hold. Spheres closer than `link_m` (centre to centre) are one piece; a piece
+    with a sphere within `seed_m` (plus its radius) of the tool centre point is held. A
+    piece that is not held is kept when it has `min_piece` spheres or more (a part of the
+    object whose link to the fingers they hide) and dropped when smaller: a few pixels of
+    a neighbouring object labelled as the target (the pink cover's wall next to the carried
+    carrot, 12 cm under the tool: the shield then kept the carrot from ever being lowered
+    into the bowl). With no held piece seen, every sphere is kept."""
+    if len(spheres) < 2:
+        return spheres
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+    from scipy.spatial import cKDTree
+
+    pairs = cKDTree(spheres[:, :3]).query_pairs(link_m, output_type="ndarray")
+    graph = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(len(spheres), len(spheres)))
+    _count, piece = connected_components(graph, directed=False)
+    held = np.unique(piece[np.linalg.norm(spheres[:, :3], axis=1) <= seed_m + spheres[:, 3]])
+    if not len(held):
+        return spheres
+    sizes = np.bincount(piece)
+    return spheres[np.isin(piece, held) | (sizes[piece] >= min_piece)]
+
+
 class HoldingLatch:
     """Holding state from the measured gripper width and the executed gripper command.
 

@@ -28,7 +28,14 @@ import numpy.typing as npt
 from scipy.spatial.transform import Rotation
 
 from carryon_shield.core.filter import Snapshot
-from carryon_shield.core.geometry import OPEN_WIDTH_M, GripperGeometry, HoldingLatch, carried_spheres, inside_hand
+from carryon_shield.core.geometry import (
+    OPEN_WIDTH_M,
+    GripperGeometry,
+    HoldingLatch,
+    attached_to_tool,
+    carried_spheres,
+    inside_hand,
+)
 from carryon_shield.core.grounding import Grounder, frames_by_camera
 from carryon_shield.core.types import FloatArray, ObstacleSet, PerceptionUnavailable, RgbdFrame, RobotState, TaskSpec
 
@@ -37,6 +44,12 @@ from carryon_shield.core.types import FloatArray, ObstacleSet, PerceptionUnavail
 DEFAULT_CARRIED = np.array([[0.0, 0.0, 0.03, 0.035]])
 # Target points farther than this from the tool centre point are not part of what it carries, m.
 CARRIED_REACH_M = 0.2
+# Carried spheres closer than this are one piece; a piece this close to the tool centre point
+# is held; a piece not held with fewer spheres than CARRIED_MIN_PIECE is mislabelled noise
+# (geometry.attached_to_tool).
+CARRIED_LINK_M = 0.05
+CARRIED_SEED_M = 0.05
+CARRIED_MIN_PIECE = 4
 # A robot state this close in time to an image is the tool pose of the image's instant, s.
 STATE_MATCH_S = 0.05
 # Cameras whose instants saw the tool farther apart than this (m, rad) do not place a carried object.
@@ -235,7 +248,12 @@ class ShieldPerception:
                 near = obstacles.target_points[
                     np.linalg.norm(obstacles.target_points - position, axis=1) < CARRIED_REACH_M
                 ]
-                seen = carried_spheres(near, position, rotation, self.carried_voxel_m)
+                seen = attached_to_tool(
+                    carried_spheres(near, position, rotation, self.carried_voxel_m),
+                    CARRIED_LINK_M,
+                    CARRIED_SEED_M,
+                    CARRIED_MIN_PIECE,
+                )
                 known = np.zeros((0, 4)) if self._capture_pending else self.latch.carried
                 merged = np.unique(np.concatenate([known, seen]).round(6), axis=0)  # a cell seen twice: once
                 self.latch.carried = merged if len(merged) else DEFAULT_CARRIED.copy()
