@@ -108,10 +108,15 @@ class Planner:
         return pose.position.astype(np.float64)
 
     def holding(self, observation: Observation, name: str, geometry: ObjectGeometry) -> bool:
-        """The object is between the fingers and off the table (resuming with it in hand)."""
+        """The object is between the fingers and off the table (resuming with it in hand).
+        Its nominal grasp point may be up to its footprint radius from where the fingers
+        actually hold it (a carrot re-grasped near one end, turned in the fingers: 4-5 cm
+        off in the demo, where a 4 cm limit made the stand-in open the gripper above the
+        bowl, dropping the carrot from its carry height)."""
         assert geometry.grasp_height_m is not None
         grasp_point = self.pose(observation, name) + geometry.grasp_height_m * UP
-        near = np.linalg.norm(grasp_point - observation.robot.ee_position) < 0.04
+        reach = max(0.04, geometry.radius_m + 0.02)
+        near = np.linalg.norm(grasp_point - observation.robot.ee_position) < reach
         closed = 0.005 < observation.robot.gripper_width_m < OPEN_WIDTH_M - 0.01
         lifted = self.pose(observation, name)[2] > self.params.table_z + 0.015
         return bool(near and closed and lifted)
