@@ -123,3 +123,22 @@ def test_a_case_records_what_the_planner_mended_without_the_llm() -> None:
     assert result.mended == (
         "[preference_conflict] dropped s1: ham conflicts with 'diet preference: vegetarian: ham is meat'",
     )
+
+
+@pytest.mark.parametrize("suite", SUITES, ids=lambda s: s.name)
+def test_serving_everything_fails_every_case_with_a_forbidden_object(suite) -> None:  # type: ignore[no-untyped-def]
+    """A planner that dispatches the whole library must not score on exclusions: a case
+    with a forbidden object fails, unless the planner itself dropped every forbidden
+    instruction (what the user's preferences rule out, core/mend.py) and what is left is
+    exactly what the user asked for (`only`)."""
+    everything = [
+        {"id": f"s{i}", "kind": "vla", "objective": s.instruction, "instruction": s.instruction,
+         "target": s.objects[0] if s.objects else ""}
+        for i, s in enumerate(suite.library, 1)
+    ]  # fmt: skip
+    with StubVlmServer([plan(everything)] * len(suite.cases)) as stub:
+        llm = OpenAiClient(base_url=stub.base_url, model="stub", api_key="x", timeout_s=5.0, attempts=1)
+        results = run_suites(llm, [suite], preference_rules=RULES, max_repairs=0)
+    for case, result in zip(suite.cases, results, strict=True):
+        if case.expect.exclude and result.passed:  # passed: nothing forbidden was dispatched
+            assert any(fix.startswith("[preference_conflict] dropped") for fix in result.mended), case.id

@@ -52,12 +52,14 @@ class Remember(_Strict):
 class Expect(_Strict):
     """What a correct answer does. refuse: no physical subtask is dispatched (a refusal
     or a reply only); include / exclude: VLA instructions that must / must not be
-    dispatched; observe_first: locations observed before (an ancestor of) every VLA
-    subtask; remember: update_user operations; scene_updates: locations the plan must
-    write with update_scene; reply_excludes: words the reply must not contain."""
+    dispatched; only: nothing but `include` is dispatched (a sandwich is the user's filling,
+    not every allowed ingredient); observe_first: locations observed before (an ancestor
+    of) every VLA subtask; remember: update_user operations; scene_updates: locations the
+    plan must write with update_scene; reply_excludes: words the reply must not contain."""
 
     refuse: bool = False
     include: list[str] = Field(default_factory=list)
+    only: bool = False
     exclude: list[str] = Field(default_factory=list)
     observe_first: list[str] = Field(default_factory=list)
     remember: list[Remember] = Field(default_factory=list)
@@ -133,6 +135,8 @@ def score(plan: Plan, refused: bool, expect: Expect) -> list[str]:
         failures.append(f"refused: {plan.refusal}")
     failures += [f"missing {wanted!r}" for wanted in expect.include if wanted not in instructions]
     failures += [f"dispatched forbidden {bad!r}" for bad in expect.exclude if bad in instructions]
+    if expect.only:
+        failures += [f"dispatched unasked {extra!r}" for extra in sorted(instructions - set(expect.include))]
     by_id = {s.id: s for s in plan.subtasks}
     for location in expect.observe_first:
         observers = {s.id for s in plan.subtasks if s.kind == "observe" and s.target == location}
