@@ -34,7 +34,7 @@ FACTS = PlanningFacts(
     user_facts=frozenset({"vegetarian"}),
     foreign_facts=frozenset({"ham", "no restrictions"}),  # what only bob's and erin's memories hold
     other_users=frozenset({"bob", "erin"}),
-    ruled_out={"meat": "vegetarian"},
+    ruled_out={"meat": "vegetarian", "put the meat in the bowl": "vegetarian"},  # as planning_facts reads them
 )
 # The same request right after an observation that the plan must write to scene memory.
 OBSERVED = replace(FACTS, pending_observations={"kitchen_counter": ("carrot under pink_cover", "meat")})

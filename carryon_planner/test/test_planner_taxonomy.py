@@ -110,3 +110,9 @@ def test_the_validator_refuses_an_object_of_an_excluded_kind_named_anyhow() -> N
     (turkey,) = verdict("hand over the turkey slices", "")  # no target: the instruction's words say it
     assert "diet preference: vegetarian" in turkey and "meat" in turkey
     assert verdict("put the carrot in the bowl", "carrot") == []
+    # The instruction is read as a phrase, longest first: peanut butter is no butter.
+    lactose = planning_facts(request="Make me a sandwich", scene={"counter": ("peanut_butter", "butter")},
+                             library=SkillLibrary(vla=[VlaSkill(instruction="put the peanut butter on the bread"),
+                                                       VlaSkill(instruction="put the butter on the bread")]),
+                             user_facts=["lactose intolerant"], preference_rules=TAXONOMY)  # fmt: skip
+    assert set(lactose.ruled_out) == {"butter", "put the butter on the bread"}

@@ -70,11 +70,10 @@ def planning_facts(
     """Objects: everything scene memory mentions plus what the library's skills act on;
     locations: scene memory's named locations. `preferences`: the user's facts as the
     taxonomy reads them (preference_texts; default: their values); what they rule out is
-    every object, library instruction and word of one that is of an excluded kind."""
+    every object and library instruction (read as a phrase) that is of an excluded kind."""
     objects = scene_and_library_objects(scene, library)
     user_facts = tuple(user_facts)
-    words = {w for instruction in library.instructions for w in re.findall(r"[a-z_]+", instruction.lower())}
-    names = {*objects, *(i.lower() for i in library.instructions), *words}
+    names = {*objects, *(i.lower() for i in library.instructions)}
     said = tuple(user_facts if preferences is None else preferences)
     return PlanningFacts(
         request=request,

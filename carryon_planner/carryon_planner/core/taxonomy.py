@@ -168,7 +168,8 @@ class Taxonomy:
         kinds = self._above(present) - set(freed)
         plain = {s for w in self._unknown(name, present, freed) for s in _singulars(w)}  # wishes of unknown words
         for value, excluded in exclusions:
-            if name in self.rules_out.get(value.strip().lower(), ()):
+            listed = self.rules_out.get(value.strip().lower(), ())
+            if name in listed or any(w in listed for w in re.findall(r"[a-z_]+", name)):  # the exact table
                 return value.strip()
             hit = sorted(excluded & (kinds | plain))
             if hit:

@@ -381,10 +381,10 @@ class Validator:
 
 def preference_conflict(subtask: PlannedSubtask, facts: PlanningFacts) -> tuple[str, str] | None:
     """(name, preference) when a vla subtask acts on what the user's preferences rule out:
-    its target, its instruction, or a word of it."""
-    said = subtask.instruction.lower()
+    its target or its instruction, read as a whole phrase (longest taxonomy phrase first:
+    "put the peanut butter on the bread" is peanut, not the butter of a dairy-free diet)."""
     if subtask.kind == "vla":
-        for name in (subtask.target, said, *re.findall(r"[a-z_]+", said)):  # names, phrases, words
+        for name in (subtask.target, subtask.instruction.lower()):
             if name in facts.ruled_out:
                 return name, facts.ruled_out[name]
     return None
