@@ -19,7 +19,15 @@ from carryon_common.core.chunk import Chunk, ChunkSource
 from carryon_common.core.openai_client import OpenAiClient
 from carryon_planner.core.executive import Executive
 from carryon_recovery.core.base_skill import Seen, run_base_skill, support_height
-from carryon_recovery.core.grasp import SLACK_M, TRANSIT_MARGIN_M, grasp_candidates, grasp_margin, nudge_away, transit
+from carryon_recovery.core.grasp import (
+    SLACK_M,
+    TRANSIT_MARGIN_M,
+    grasp_candidates,
+    grasp_margin,
+    nudge_away,
+    squeeze_clearance,
+    transit,
+)
 from carryon_recovery.core.library import SkillLibrary, SkillVersion
 from carryon_recovery.core.motion import builtin_motion
 from carryon_recovery.core.reflection import reflect
@@ -323,6 +331,25 @@ def test_a_carrot_along_a_plates_rim_is_nudged_away_before_the_grasp() -> None:
     assert max(grasp_margin(c, plate, 0.42) for c in grasp_candidates(moved, version, 0.42, plate)) >= SLACK_M
     assert nudge_away(carrot_points((0.55, 0.2)), plate, 0.42, 0.03, 0.08) is None  # nothing crowds it
     assert nudge_away(carrot_points((0.55, 0.358)), plate, 0.42, 0.03, 0.08) is None  # no room for the fingers
+
+
+def test_no_grasp_is_offered_whose_closing_would_swing_the_object_into_a_neighbour() -> None:
+    """A carrot 2 cm from a plate's rim, off the plate's centre line (runs/20261203-033954-demo):
+    fingers closing turned 0.5 rad near its end square it up to themselves and swing its other
+    end into the rim; the shield cannot refuse that (the arm stands still). Such a grasp is
+    never offered; with nothing beside it every grasp still is."""
+    version = SkillLibrary(SEED).load("regrasp")
+    plate = plate_points((0.55, 0.47))
+    carrot = carrot_points((0.581, 0.327), yaw=-0.06)
+    end = np.array([0.604, 0.325])
+    assert squeeze_clearance(carrot, end, -0.5, plate, 0.42) < 0.015 < squeeze_clearance(carrot, end, 0.5, plate, 0.42)
+    assert squeeze_clearance(carrot, end, 0.0, plate, 0.42) == np.inf  # straight across: nothing turns
+    for candidate in grasp_candidates(carrot, version, 0.42, plate):
+        finger = np.arctan2(candidate.rotation[1, 0], candidate.rotation[0, 0])
+        narrow = -0.06 + np.pi / 2
+        turn = (finger - narrow + np.pi / 2) % np.pi - np.pi / 2  # the finger axis is a line: mod pi
+        assert squeeze_clearance(carrot, candidate.grasp[:2], turn, plate, 0.42) >= 0.015, candidate
+    assert len(grasp_candidates(carrot_points((0.581, 0.2)), version, 0.42, plate)) == 3
 
 
 def test_top_down_fingers_are_pre_shaped_to_the_object() -> None:

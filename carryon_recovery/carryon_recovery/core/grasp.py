@@ -47,6 +47,8 @@ FINGER_MARGIN_M = 0.015  # room a finger needs beside the object, metres
 # closer than these to an obstacle are refused.
 FINGER_THRESHOLD_M = ShieldConfig.model_fields["finger_threshold_m"].default
 HAND_THRESHOLD_M = ShieldConfig.model_fields["hand_threshold_m"].default
+CARRIED_THRESHOLD_M = ShieldConfig.model_fields["carried_threshold_m"].default
+SQUEEZE_SAMPLES = 6  # angles at which the turn a closing grasp gives the object is checked
 SLACK_M = 0.005  # a pose needs this beyond them (the tracking error the shield predicts, its own view)
 TURNS_RAD = (0.0, 0.5, -0.5)  # finger axis turned about the vertical from across the narrow axis (crowded only)
 MAX_TOP_DOWN = 3  # top-down candidates tried per attempt (each costs an approach and a descent)
@@ -74,6 +76,34 @@ def grasp_margin(candidate: Candidate, obstacles: FloatArray | None, floor_z: fl
 
     fingers, hand = nearest(finger_boxes(candidate.aperture_m)), nearest(list(HAND_BOXES))
     return min(fingers - float(FINGER_THRESHOLD_M), hand - float(HAND_THRESHOLD_M))
+
+
+def squeeze_clearance(
+    points: FloatArray, pivot_xy: FloatArray, turn: float, obstacles: FloatArray | None, floor_z: float
+) -> float:
+    """The nearest the object's `points` come to the obstacle points standing above
+    `floor_z` while fingers closing turned `turn` from across its narrow axis square it up
+    to themselves: it turns by `turn` about the vertical through the grasp (`pivot_xy`).
+    The shield cannot refuse this: it sees an arm standing still, closing its gripper (a
+    carrot 2 cm from a plate's rim, grasped with the fingers turned 0.5 rad, swung its end
+    into the rim, twice in one demo run). Horizontal distances to what stands beside it, up
+    to its top. inf when nothing stands near or `turn` is 0."""
+    if not turn or obstacles is None or not len(obstacles):
+        return math.inf
+    # What stands beside the object, up to its top: the cameras see its top, and its unseen
+    # flanks reach down to the surface it lies on, so distances are horizontal.
+    top = float(points[:, 2].max())
+    beside = obstacles[(obstacles[:, 2] > floor_z + SUPPORT_SLACK_M) & (obstacles[:, 2] <= top + CARRIED_THRESHOLD_M)]
+    if not len(beside):
+        return math.inf
+    tree = cKDTree(beside[:, :2])
+    relative = points[:, :2] - pivot_xy
+    nearest = math.inf
+    for angle in np.linspace(0.0, turn, SQUEEZE_SAMPLES)[1:]:
+        c, s = math.cos(angle), math.sin(angle)
+        distances, _ = tree.query(relative @ np.array([[c, s], [-s, c]]) + pivot_xy)  # turned by +angle
+        nearest = min(nearest, float(distances.min()))
+    return nearest
 
 
 MAX_CLOSE_WIDTH_M = GRIPPER_OPENING_M - 2 * FINGER_MARGIN_M  # a top-down grasp closes on at most this ...
@@ -177,6 +207,8 @@ def _top_down(
         if turn_index and all(key[0] == 0 for key, _ in ranked):
             break
         for spot_index, candidate in at(turn):
+            if squeeze_clearance(points, candidate.grasp[:2], turn, obstacles, bottom) < CARRIED_THRESHOLD_M:
+                continue  # closing would swing the object into what stands beside it: never offered
             margin = grasp_margin(candidate, obstacles, bottom)
             ranked.append(((0, turn_index, spot_index) if margin >= SLACK_M else (1, -margin), candidate))
     ranked.sort(key=lambda item: item[0])
