@@ -69,6 +69,13 @@ def test_a_plan_with_nothing_left_becomes_a_refusal_that_says_why() -> None:
     assert mended is not None and mended.plan.subtasks == [] and mended.plan.refusal
     assert mended.plan.reply.startswith("Sorry, I did not do that") and "meat (vegetarian)" in mended.plan.reply
     assert Validator().validate(mended.plan, facts()).ok
+    # A plan that also writes memory ("I'm vegetarian now, give me the meat") keeps its write:
+    # a reply only, not a refusal (a refused plan writes nothing).
+    vegetarian = {"op": "update_user", "entity": "diet", "key": "preference", "value": "vegetarian", "durable": True}
+    kept = mend(plan(look_first, step("s2", "put the meat in the bowl", "meat", "s1"), memory_operations=[vegetarian]),
+                facts())  # fmt: skip
+    assert kept is not None and kept.plan.subtasks == [] and kept.plan.refusal is None
+    assert len(kept.plan.memory_operations) == 1 and Validator().validate(kept.plan, facts()).ok
 
 
 def test_an_unrecorded_observation_is_written_to_scene_memory_before_the_first_physical_step() -> None:

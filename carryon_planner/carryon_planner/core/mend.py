@@ -89,8 +89,10 @@ def _drop_conflicts(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
     # The LLM's reply promised what was dropped: the reply is said anew from what is left.
     if kept:
         raw["reply"] = f"I will {', then '.join(kept)}. Left out because of your preferences: {reasons}."
-    else:  # nothing left to do: a refusal that says why
-        raw["subtasks"], raw["refusal"] = [], f"against the user's preferences: {reasons}"[:_REFUSAL_LIMIT]
+    else:  # nothing left to do: a refusal that says why; a reply only when the plan writes memory
+        raw["subtasks"] = []  # (a refused plan writes nothing: "I'm vegan now, give me ham" must keep "vegan")
+        if not raw["memory_operations"]:
+            raw["refusal"] = f"against the user's preferences: {reasons}"[:_REFUSAL_LIMIT]
         raw["reply"] = f"Sorry, I did not do that: it goes against your preferences ({reasons})."
     raw["reply"] = raw["reply"][:_REPLY_LIMIT]
     return [
