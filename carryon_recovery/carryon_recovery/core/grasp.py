@@ -102,7 +102,7 @@ def squeeze_clearance(
     for angle in np.linspace(0.0, turn, SQUEEZE_SAMPLES)[1:]:
         c, s = math.cos(angle), math.sin(angle)
         distances, _ = tree.query(relative @ np.array([[c, s], [-s, c]]) + pivot_xy)  # turned by +angle
-        nearest = min(nearest, float(distances.min()))
+        nearest = min(nearest, float(np.min(distances)))
     return nearest
 
 
