@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from carryon_planner.core.plan import PlanParseError, parse_plan, plan_json_schema
-from carryon_planner.core.validator import PlanningFacts, Validator, request_asks_for_action
+from carryon_planner.core.requests import request_asks_for_action
+from carryon_planner.core.validator import PlanningFacts, Validator
 
 FACTS = PlanningFacts(
     request="Serve me food",
