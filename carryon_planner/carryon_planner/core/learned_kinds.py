@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from carryon_common.core.llm import ChatMessage, LlmClient, LlmError
+from carryon_memory.core.durable import atomic_write
 from carryon_planner.core.taxonomy import Taxonomy
 
 MAX_NAMES_PER_REQUEST = 24
@@ -147,6 +148,5 @@ class LearnedKinds:
         if self.path is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps({k: list(v) for k, v in sorted(self._known.items())}, indent=1), encoding="utf-8")
-        tmp.replace(self.path)
+        data = json.dumps({k: list(v) for k, v in sorted(self._known.items())}, indent=1).encode("utf-8")
+        atomic_write(self.path, data)
