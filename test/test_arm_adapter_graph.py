@@ -152,6 +152,34 @@ def adapter_and_controller(
             log.close()
 
 
+def assert_tool_camera_posed_at_its_images_instant(session: RosSession, probe: Probe) -> None:
+    """A wrist image stamped while the arm moved gets the camera pose of that instant, not
+    of the tool's latest pose: the camera moved with the tool since (stamps are the
+    controller's, the instants the joints were measured)."""
+    depth_in = session.node.create_publisher(Image, "/wrist_camera/aligned_depth_to_color/image_raw", 10)
+    poses: list[PoseStamped] = []
+    session.node.create_subscription(PoseStamped, "/carryon/camera/wrist/pose", poses.append, 10)
+    now = common_convert.time_from_msg(probe.poses[-1].header.stamp)
+    then = next(p for p in probe.poses if now - common_convert.time_from_msg(p.header.stamp) < 4.0)
+    moved = probe.tool() - np.array([then.pose.position.x, then.pose.position.y, then.pose.position.z])
+    assert np.linalg.norm(moved) > 0.03, moved  # the arm moved between the two instants
+    camera = {}
+    for stamp in (then.header.stamp, probe.poses[-1].header.stamp):
+        image = Image(height=1, width=1, encoding="16UC1", step=2, data=bytes(2))
+        image.header.stamp, image.header.frame_id = stamp, "camera_color_optical_frame"
+        key = common_convert.time_from_msg(stamp)
+
+        def publish_and_check(image: Image = image, key: float = key) -> bool:
+            depth_in.publish(image)
+            return any(common_convert.time_from_msg(p.header.stamp) == key for p in poses)
+
+        assert probe.spin(10.0, publish_and_check), "no wrist camera pose at the image's stamp"
+        pose = next(p for p in poses if common_convert.time_from_msg(p.header.stamp) == key).pose.position
+        camera[key] = np.array([pose.x, pose.y, pose.z])
+    earlier, latest = camera.values()
+    assert np.abs((latest - earlier) - moved).max() < 2e-3, (latest - earlier, moved)
+
+
 def test_joint_trajectories_estop_refusals_stale_state_and_cameras(config_dir: Path, tmp_path: Path) -> None:
     topic = "/joint_trajectory_controller/joint_trajectory"
     with adapter_and_controller(config_dir, tmp_path, "joint_trajectory", topic) as (graph, controller), \
@@ -169,6 +197,7 @@ def test_joint_trajectories_estop_refusals_stale_state_and_cameras(config_dir: P
         assert len(trajectories) >= 20 and trajectories[-1].joint_names[0] == "panda_joint1"
         assert probe.spin(5.0, lambda: probe.widths[-1] < 0.005)  # the gripper closed on command
         assert not probe.rejections
+        assert_tool_camera_posed_at_its_images_instant(session, probe)
 
         # E-stop mid-chunk: the arm stops short and new chunks are refused.
         start = probe.tool()

@@ -250,7 +250,13 @@ def test_policy_run_and_judge_on_the_robot_profile_without_a_simulator(config_di
             reasons = [(e.decision, e.reason) for e in mine], f"perception lags {probe.scene_lags[-20:]}"
             # Released; otherwise only failed closed for perception (masks late on a loaded machine).
             assert len(mine) == 5 and len(released) >= 2, reasons
-            assert all(e.decision in RELEASED + FAILED_CLOSED for e in mine), reasons
+            unexpected = [
+                f"{e.decision} {e.reason} at ({e.blocking_point.x:.3f}, {e.blocking_point.y:.3f}, "
+                f"{e.blocking_point.z:.3f}), holding {e.holding}"
+                for e in mine
+                if e.decision not in RELEASED + FAILED_CLOSED
+            ]
+            assert not unexpected, "\n".join([*unexpected, f"tool {probe.tool()}", str(reasons)])
             assert all(e.obstacle_points > 100 for e in released), [e.obstacle_points for e in released]
             assert sum(len(c.steps) for c in probe.released if c.subtask_id == "s1") >= 16, reasons
             # The controller got joint trajectories (one released step per control period; a

@@ -7,6 +7,12 @@ controller; holds the arm on the watchdog, on e-stop, on stale joint states and 
 step it refuses (reason on `driver/rejections`); and publishes what the graph reads:
 `joint_states`, `ee_pose` (forward kinematics of the measured joints), `gripper/width`,
 and — from a cameras file — your camera drivers' images as `camera/<name>/...`.
+
+Stamps are the instants things were measured: joint states and ee_pose keep your
+controller's stamp (the node clock on receipt only when it sends none), and each camera's
+pose is published at its image's stamp, a tool-mounted camera placed at the tool pose
+measured nearest to that instant (carryon_common.core.stamped): images come late, and the
+latest tool pose would put what the wrist camera sees where the arm has moved since.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from carryon_common import convert as common_convert
 from carryon_common.core import names
 from carryon_common.core.chunk import InvalidChunk
 from carryon_common.core.config import under_config_dir
+from carryon_common.core.stamped import StampedQueue
 from carryon_common.core.status import implemented
 from carryon_common.driver_link import DriverLink
 from carryon_common.node import CarryOnNode, run_node
@@ -48,6 +55,7 @@ CAPABILITIES = (
     implemented("arm.cameras", "camera topics and frames bridged from a YAML file (depth to 32FC1 metres)"),
 )
 _GRIPPER_DEADBAND_M = 0.0005  # a new width is sent only when it changes by more
+_TOOL_POSES = 500  # measured tool poses kept to place a tool camera at its image's instant (seconds at 100 Hz)
 
 
 class ArmAdapterNode(CarryOnNode):
@@ -81,7 +89,7 @@ class ArmAdapterNode(CarryOnNode):
         self.create_subscription(
             JointState, cfg.joint_states_topic, self._on_joint_state, qos_profile_sensor_data, callback_group=control
         )
-        self._tool_pose: tuple[np.ndarray, np.ndarray] | None = None  # for tool-mounted cameras
+        self._tool_poses: StampedQueue[tuple[np.ndarray, np.ndarray]] = StampedQueue(_TOOL_POSES)
         self.create_timer(1.0 / cfg.control_rate_hz, self._on_tick, callback_group=control)
         self._bridge_cameras(cfg.cameras_file)
         self.set_ready()
@@ -100,9 +108,13 @@ class ArmAdapterNode(CarryOnNode):
                 self._reject(f"joint states on {topic} lack the arm joints {self.robot.joint_names}; ignored")
                 self._warned_joints = True
             return
+        now = self.now_s()
+        measured_s = common_convert.time_from_msg(msg.header.stamp) or now  # 0: the driver does not stamp
+        tool = self.kinematics.forward(q)
         with self.lock:
-            self.executor_.update_state(RobotState(q, self._width, self.now_s()))
+            self.executor_.update_state(RobotState(q, self._width, now))
             self._last_joint_msg = msg
+            self._tool_poses.add(measured_s, tool)
 
     def _on_chunk(self, msg: ActionChunk) -> None:
         try:
@@ -158,9 +170,9 @@ class ArmAdapterNode(CarryOnNode):
             self._gripper_sent = width
 
     def _publish_state(self, state: RobotState, joint_msg: JointState) -> None:
-        stamp = self.stamp_now()
+        measured = joint_msg.header.stamp
+        stamp = measured if measured.sec or measured.nanosec else self.stamp_now()
         position, rotation = self.kinematics.forward(state.q)
-        self._tool_pose = (position, rotation)
         relay = JointState(name=list(joint_msg.name), position=list(joint_msg.position))
         relay.velocity, relay.effort = list(joint_msg.velocity), list(joint_msg.effort)
         relay.header.stamp = stamp
@@ -205,8 +217,9 @@ class ArmAdapterNode(CarryOnNode):
             key = (stamp.sec, stamp.nanosec)
             if posed and posed[-1] == key:
                 return
-            tool = self._tool_pose
-            pose = source.optical_pose(*(tool if tool is not None else (None, None)))
+            with self.lock:
+                nearest = self._tool_poses.nearest(common_convert.time_from_msg(stamp))
+            pose = source.optical_pose(*(nearest[1] if nearest is not None else (None, None)))
             if pose is not None:
                 pose_pub.publish(common_convert.pose_msg(pose[:3, 3], pose[:3, :3], stamp))
                 posed[:] = [key]

@@ -5,7 +5,7 @@ optical frame in `world`), plus joint_states and gripper/width (the self-filter 
 robot's model with them). At most `rate_hz` times a second, when a new depth image has
 arrived, it perceives one instant per camera: the newest depth image with a colour image
 and a pose of its stamp (CameraStreams.near_instant), and the joint states nearest to it
-(core/sync.py: the latest of each stream would mix instants while the arm moves). It publishes:
+(carryon_common.core.stamped: the latest of each stream would mix instants while the arm moves). It publishes:
 
 * camera/<name>/segmentation (32SC1 instance ids) + camera/<name>/labels, stamped like
   that camera's depth image: what the shield, the judge and recovery read. Ids are stable
@@ -46,6 +46,7 @@ from carryon_common import convert as common_convert
 from carryon_common.camera_streams import CameraStreams
 from carryon_common.core import names
 from carryon_common.core.clouds import CameraView, ObservationUnusable
+from carryon_common.core.stamped import StampedQueue
 from carryon_common.core.status import NodeState, ServiceStatus, implemented
 from carryon_common.node import CarryOnNode, latched_qos, run_node
 from carryon_interfaces.msg import MemoryChange, PerceivedScene, PlanState, SegmentationLabels
@@ -55,7 +56,6 @@ from carryon_perception.core import references
 from carryon_perception.core.build import CatalogLabeller, build_perception
 from carryon_perception.core.config import PerceptionConfig
 from carryon_perception.core.open_vocab import OpenVocabRecogniser, task_prompts
-from carryon_perception.core.sync import StampedQueue
 from carryon_perception.core.tabletop import TabletopPerception
 
 CAPABILITIES = (

@@ -1,12 +1,12 @@
 """The messages of one instant: a camera's depth, colour and pose
-(CameraStreams.near_instant), and the joint states nearest to them (core/sync.py)."""
+(CameraStreams.near_instant), and the joint states nearest to them (carryon_common.core.stamped)."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 from carryon_common.camera_streams import CameraStreams
-from carryon_perception.core.sync import StampedQueue
+from carryon_common.core.stamped import StampedQueue
 
 
 def queue(*stamps: float, size: int = 10) -> StampedQueue[str]:

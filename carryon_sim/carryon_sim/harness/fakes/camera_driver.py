@@ -11,8 +11,10 @@ it publishes on the file's *driver* topics
   for a RealSense), 0 = no return;
 * camera_info: intrinsics of the colour (= aligned depth) image, reliable;
 
-colour and depth of one frame carry one stamp, the node clock when the frame was rendered,
-and the driver's own optical frame id (`<camera>_camera_color_optical_frame`). The scene is
+colour and depth of one frame carry one stamp, the instant the arm was where it is drawn
+(the stamp of the joint state it is posed from, or the node clock when the controller has
+been silent for `STILL_AFTER_S`: the arm then stands where it was), and the driver's own
+optical frame id (`<camera>_camera_color_optical_frame`). The scene is
 drawn with the arm posed from the joint states the arm's controller publishes
 (`--joint-states-topic`, by the URDF's joint names), so the images agree with the robot's
 state as real cameras would; nothing is published before the first joint state. The
@@ -52,6 +54,7 @@ from carryon_sim.core.world import ARM_JOINTS, EE_SITE, SCENE_CAMERA, URDF_FINGE
 FloatArray = npt.NDArray[np.float64]
 # The simulator's camera that plays each camera name CarryOn reads.
 SIMULATED = {"scene": SCENE_CAMERA, "wrist": WRIST_CAMERA}
+STILL_AFTER_S = 0.5  # no joint state for this long: the controller is silent, the arm stands still
 # A MuJoCo camera looks along -z with y up; an optical frame looks along +z with y down.
 _OPTICAL_TO_MUJOCO = np.diag([1.0, -1.0, -1.0])
 
@@ -206,12 +209,15 @@ def _run(args: argparse.Namespace, ros_args: Sequence[str]) -> None:
     rclpy.init(args=["camera_driver", *ros_args], signal_handler_options=SignalHandlerOptions.NO)
     node = Node("camera_driver")
     latest: dict[str, float] = {}
+    posed_at: list[Any] = [None, 0.0]  # the stamp of the arm's latest joint state, and when it came
     lock = threading.Lock()
     seen = threading.Event()
 
     def on_joints(msg: Any) -> None:  # JointState; arm and gripper may come in separate messages
         with lock:
             latest.update(zip(msg.name, (float(p) for p in msg.position), strict=False))
+            if any(name in msg.name for name in ARM_JOINTS):
+                posed_at[:] = [msg.header.stamp, time.monotonic()]
             if all(name in latest for name in ARM_JOINTS):
                 seen.set()
 
@@ -242,8 +248,11 @@ def _run(args: argparse.Namespace, ros_args: Sequence[str]) -> None:
         while not stop.is_set():
             if seen.is_set():
                 with lock:
-                    joints = dict(latest)
-                stamp = node.get_clock().now().to_msg()  # the exposure: before rendering
+                    joints, (arm_stamp, came_s) = dict(latest), posed_at
+                # The exposure: when the arm was where it is drawn. Joint states late on a busy
+                # machine would otherwise put an old arm in a new image (a robot beside itself).
+                flowing = time.monotonic() - came_s < STILL_AFTER_S and arm_stamp is not None
+                stamp = arm_stamp if flowing else node.get_clock().now().to_msg()
                 for frame in cell.render(joints):
                     color_pub, depth_pub, info_pub = publishers[frame.camera]
                     frame_id = f"{frame.camera}_camera_color_optical_frame"

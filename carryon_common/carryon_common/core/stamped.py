@@ -1,13 +1,15 @@
-"""The joint states of an instant: the self-filter poses the robot with the ones nearest to
-a depth image's stamp.
+"""The messages of an instant: a stream's recent history by stamp, to find the one nearest
+to another stream's instant.
 
 Each stream arrives on its own and at its own rate, so "the latest of each" mixes
 instants. While the arm moves that is wrong geometry: a robot posed from joint states
 newer than the image is filtered where it is no longer, leaving pieces of the arm as
-objects. perception_node therefore takes, per camera, the newest depth image whose colour
-image and pose carry its stamp (`carryon_common.camera_streams.CameraStreams.near_instant`)
-and the joint states nearest to that stamp from a `StampedQueue` (the way tf2 lookups at
-an image's stamp do it in C++ ROS nodes).
+objects, and a tool-mounted camera placed at the tool's latest pose puts what it sees
+where it is not. perception_node therefore takes, per camera, the newest depth image whose
+colour image and pose carry its stamp (`carryon_common.camera_streams.CameraStreams.near_instant`)
+and the joint states nearest to that stamp; arm_adapter_node places a tool-mounted camera
+at the tool pose nearest to its image's stamp (the way tf2 lookups at an image's stamp do
+it in C++ ROS nodes).
 """
 
 from __future__ import annotations
