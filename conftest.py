@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import threading
@@ -62,16 +63,30 @@ def wait_until() -> Callable[..., bool]:
     return _wait_until
 
 
+_RECENT_HARNESS_DOMAINS: collections.deque[int] = collections.deque(maxlen=8)
+
+
 class RosHarness:
-    """rclpy in-process: nodes under test plus fake peers, spun by one background executor."""
+    """rclpy in-process: nodes under test plus fake peers, spun by one background executor,
+    on a DDS domain of their own. A test's participant outlives its context's shutdown for
+    a while: on a shared domain the next test's action clients matched the last test's
+    dead servers and saw their own ones unavailable (seen as "action server policy/run is
+    not available after 10.0 s"), so each harness takes a domain no recent one used."""
 
     def __init__(self) -> None:
         import rclpy
         from rclpy.context import Context
         from rclpy.executors import MultiThreadedExecutor
 
+        self._domain = reserve_domain_id(exclude=[_DOMAIN.domain_id, *_RECENT_HARNESS_DOMAINS])
+        _RECENT_HARNESS_DOMAINS.append(self._domain.domain_id)
+        self.domain_id = self._domain.domain_id
+        # The test's own clients (RosSession, the CLI's main()) find the harness by the
+        # environment, as they would find a graph; restored on close (tests run one at a time).
+        self._session_domain = os.environ["ROS_DOMAIN_ID"]
+        os.environ["ROS_DOMAIN_ID"] = str(self.domain_id)
         self.context = Context()
-        rclpy.init(context=self.context, args=[])
+        rclpy.init(context=self.context, args=[], domain_id=self.domain_id)
         self.executor = MultiThreadedExecutor(num_threads=4, context=self.context)
         self.nodes: list[object] = []
         self._thread = threading.Thread(target=self._spin, daemon=True)
@@ -101,6 +116,8 @@ class RosHarness:
             node.destroy_node()  # type: ignore[attr-defined]
         rclpy.try_shutdown(context=self.context)
         self._thread.join(timeout=2.0)
+        self._domain.release()
+        os.environ["ROS_DOMAIN_ID"] = self._session_domain
 
 
 @pytest.fixture

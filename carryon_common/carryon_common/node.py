@@ -185,11 +185,17 @@ class CarryOnNode(Node):
         """Send an action goal from inside a callback without blocking on its result (the
         client gets its own reentrant callback group). Raises ServiceUnavailable when the
         server does not appear, or does not accept the goal, within `timeout_s`."""
+        return GoalRun(self.action_client(action_type, name), name, goal, timeout_s, feedback)
+
+    def action_client(self, action_type: Any, name: str) -> Any:
+        """This node's client of action `name` (made once, with its own reentrant callback
+        group). Make the ones a node will use at start-up: discovery then runs while it
+        starts, not while the first goal waits."""
         clients: dict[tuple[Any, str], Any] = self.__dict__.setdefault("_action_clients", {})
         key = (action_type, name)
         if key not in clients:
             clients[key] = ActionClient(self, action_type, name, callback_group=ReentrantCallbackGroup())
-        return GoalRun(clients[key], name, goal, timeout_s, feedback)
+        return clients[key]
 
     # -- scaffolding ---------------------------------------------------------------
     def capability(self, name: str) -> Capability:

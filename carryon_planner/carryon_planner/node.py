@@ -38,7 +38,7 @@ from carryon_common.core.skills import load_skill_library, skills_path
 from carryon_common.core.status import implemented
 from carryon_common.node import CarryOnNode, latched_qos, run_node
 from carryon_common.request_auth import RequestGate, Unauthorized, sign_decision
-from carryon_interfaces.action import Assist
+from carryon_interfaces.action import Assist, Recover, RunPolicy
 from carryon_interfaces.msg import PerceivedScene, PlanState, SubtaskState
 from carryon_interfaces.srv import Ask
 from carryon_planner import convert
@@ -120,6 +120,8 @@ class PlannerNode(CarryOnNode):
         if cfg.observe_source == "perception":
             self.create_subscription(PerceivedScene, names.PERCEPTION_SCENE, self.sensors.keep_scene, 10)
         self.create_service(Ask, names.ASK, self._on_ask, callback_group=self.service_group)
+        for action_type, action in ((RunPolicy, names.RUN_POLICY), (Recover, names.RECOVER)):
+            self.action_client(action_type, action)  # discovered while the node starts
         self._busy = threading.Lock()
         self._assist = ActionServer(
             self,

@@ -91,8 +91,14 @@ def start(ros: Any, tmp_path: Path, replies: list[str], **graph: Any) -> FakeGra
     ros.add(MemoryNode(namespace="carryon", context=ros.context, parameter_overrides=memory))
     planner = [Parameter("summarise", value=False), Parameter("judge_period_s", value=0.2),
                Parameter("policy_step_budget", value=2000)]  # fmt: skip
-    ros.add(PlannerNode(ScriptedLlm(replies), namespace="carryon", context=ros.context, parameter_overrides=planner))
-    return FakeGraph(ros, **graph)
+    node = ros.add(PlannerNode(ScriptedLlm(replies), namespace="carryon", context=ros.context,
+                               parameter_overrides=planner))  # fmt: skip
+    fake = FakeGraph(ros, **graph)
+    # The planner's own clients see the fake peers before the first request (its wait for
+    # them is 10 s, which a loaded CI machine has exceeded).
+    for kind, name in ((RunPolicy, "policy/run"), (Recover, "recovery/recover")):
+        assert node.action_client(kind, name).wait_for_server(timeout_sec=60.0), name
+    return fake
 
 
 class Console:
