@@ -198,6 +198,12 @@ def read_params_file(path: Path, node_name: str, namespace: str) -> dict[str, An
         if not isinstance(section, Mapping):
             raise ConfigError(f"{path}: {selector}.ros__parameters: expected a mapping, got {type(section).__name__}")
         params.update(_flatten(section))
+    empty = sorted(k for k, v in params.items() if isinstance(v, list) and not v)
+    if empty:
+        raise ConfigError(
+            f"{path}: {', '.join(empty)}: an empty list in a ROS params file is dropped by ROS's parser, so the "
+            "value of an earlier file stays in force; leave the key out to take the default"
+        )
     return {k: v for k, v in params.items() if k not in ROS_BUILTIN_PARAMETERS}
 
 
