@@ -48,3 +48,13 @@ def test_an_audit_that_does_not_verify_who_decided_is_not_secured(monkeypatch: p
     nodes["recorder_node"] = health("recorder_node", "decisions=NOT verified (no publishers_file)")
     secured, line = security_summary(nodes)
     assert not secured and "audit: NOT authenticated at recorder_node" in line
+
+
+def test_the_status_table_lists_what_degraded_nodes_lack(capsys: pytest.CaptureFixture[str]) -> None:
+    from carryon_bringup.cli.graph import _print_status_table
+
+    degraded = NodeHealth("shield_node", 1, NodeState.DEGRADED, "every chunk fails closed: no frames [scene]", 1.0, "0")
+    _print_status_table("graph", {"shield_node": degraded, "judge_node": health("judge_node")}, verbose=False)
+    out = capsys.readouterr().out
+    assert "shield_node degraded: every chunk fails closed: no frames [scene]" in out
+    assert "judge_node ready" not in out and "judge_node degraded" not in out

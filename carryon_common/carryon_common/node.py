@@ -23,6 +23,7 @@ from builtin_interfaces.msg import Time as TimeMsg
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -98,6 +99,8 @@ class CarryOnNode(Node):
         self._backends: tuple[str, ...] = ()
         self._state = NodeState.STARTING
         self._message = "starting"
+        self._ready_message: str | None = None  # set_ready's message, shown again once the checks pass
+        self._checks: list[Callable[[], str | None]] = []
         self.service_group = ReentrantCallbackGroup()
         # What this node signs its requests and published decisions with (request_auth): its
         # identity_file when its config has one (NodeIdentityConfig), else nothing.
@@ -139,7 +142,42 @@ class CarryOnNode(Node):
         message = "ready"
         if missing:
             message += f"; not implemented yet: {', '.join(missing)}"
+        self._ready_message = message
         self.set_state(NodeState.READY, message)
+        self._check_readiness()
+
+    def add_readiness_check(self, check: Callable[[], str | None]) -> None:
+        """Something this node needs to do its job (fresh inputs, a server answering):
+        `check` returns why it cannot now, or None. Once ready, the node is DEGRADED with
+        every reason while any check fails, READY again when all pass; checked every second
+        of wall time (a paused simulation clock does not stop it)."""
+        if not self._checks:
+            steady = Clock(clock_type=ClockType.STEADY_TIME)
+            self.create_timer(1.0, self._check_readiness, MutuallyExclusiveCallbackGroup(), clock=steady)
+        self._checks.append(check)
+
+    def readiness_problems(self) -> list[str]:
+        """What the readiness checks say stops this node from doing its job now."""
+        problems = []
+        for check in self._checks:
+            try:
+                reason = check()
+            except Exception as exc:  # noqa: BLE001 - a failing check is a reason, never a dead timer
+                reason = f"readiness check failed: {type(exc).__name__}: {exc}"
+            if reason:
+                problems.append(reason)
+        return problems
+
+    def _check_readiness(self) -> None:
+        if self._ready_message is None or self._state not in (NodeState.READY, NodeState.DEGRADED):
+            return
+        problems = self.readiness_problems()
+        if not problems:
+            self.set_state(NodeState.READY, self._ready_message)
+        elif self._state == NodeState.DEGRADED:
+            self._message = "; ".join(problems)  # still degraded: logged when the state changed, not each second
+        else:
+            self.set_state(NodeState.DEGRADED, "; ".join(problems))
 
     def health(self) -> NodeHealth:
         return NodeHealth(

@@ -122,3 +122,26 @@ def test_unreachable_service_and_action_time_out_quickly(ros) -> None:  # type: 
                 Assist, "/carryon/nobody/act", Assist.Goal(), server_timeout_s=0.5, result_timeout_s=0.5
             )
         assert time.monotonic() - started < 3.0
+
+
+def test_readiness_checks_degrade_the_node_with_their_reasons_and_recover(ros, wait_until) -> None:  # type: ignore[no-untyped-def]
+    node = make_node(ros)
+    inputs = {"camera": False}
+    node.add_readiness_check(lambda: None if inputs["camera"] else "no camera images yet")
+    node.add_readiness_check(lambda: None)
+    node.set_ready()
+    health = node.health()
+    assert health.state == NodeState.DEGRADED and health.message == "no camera images yet" and health.ready
+    inputs["camera"] = True
+    assert wait_until(lambda: node.health().state == NodeState.READY, 5.0)
+    assert node.health().message.startswith("ready; not implemented yet: toy.context")
+    inputs["camera"] = False
+    assert wait_until(lambda: node.health().state == NodeState.DEGRADED, 5.0)
+
+
+def test_a_failing_readiness_check_is_a_reason_not_a_crash(ros) -> None:  # type: ignore[no-untyped-def]
+    node = make_node(ros)
+    node.add_readiness_check(lambda: str(1 / 0))
+    node.set_ready()
+    assert node.health().state == NodeState.DEGRADED
+    assert node.health().message == "readiness check failed: ZeroDivisionError: division by zero"

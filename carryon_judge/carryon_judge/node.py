@@ -111,32 +111,18 @@ class JudgeNode(CarryOnNode):
         if cfg.monitor:
             self.create_subscription(PlanState, names.PLAN_STATE, self._on_plan_state, latched_qos(10))
             self.create_timer(cfg.period_s, self._on_tick, callback_group=MutuallyExclusiveCallbackGroup())
+        self.add_readiness_check(self._readiness)
         self.set_ready()
 
     # -- sensors -------------------------------------------------------------------------
     def snapshot(self) -> Observation:
         """The latest sensor data as an Observation; ObservationUnusable when something the
         backend needs is missing, stale or malformed."""
-        cfg: JudgeConfig = self.config
-        now = self.now_s()
-        needs = _NEEDS.get(self.judge.name, ("color",))
         with self.lock:
             ee, width = self._ee, self._width
+        now = self.now_s()
         views = []
-        for camera in cfg.cameras:
-            missing = self.streams.missing(camera, needs)
-            if missing:
-                raise ObservationUnusable(f"camera {camera}: no {', '.join(missing)} received yet")
-            # one instant: masks from perception_node are paired with the depth and pose they were made from
-            msgs = dict.fromkeys(_STREAMS) | self.streams.instant(camera, needs)
-            if any(msgs[s] is None for s in needs):
-                raise ObservationUnusable(f"camera {camera}: no {', '.join(needs)} of one instant yet")
-            for stream in needs:
-                age = now - common_convert.time_from_msg(msgs[stream].header.stamp)
-                if age > cfg.max_image_age_s:
-                    raise ObservationUnusable(
-                        f"camera {camera}: {stream} is stale ({age:.2f} s old, max_image_age_s {cfg.max_image_age_s})"
-                    )
+        for camera, msgs in self._instants(now).items():
             try:
                 views.append(common_convert.camera_view(camera, msgs))
             except ValueError as exc:
@@ -153,6 +139,37 @@ class JudgeNode(CarryOnNode):
             ee_position=ee_position,
             gripper_width_m=None if width is None else float(width.data),
         )
+
+    def _instants(self, now: float) -> dict[str, dict[str, Any]]:
+        """Each camera's messages of one instant, fresh at `now`; ObservationUnusable says
+        which camera lacks what."""
+        cfg: JudgeConfig = self.config
+        needs = _NEEDS.get(self.judge.name, ("color",))
+        out = {}
+        for camera in cfg.cameras:
+            missing = self.streams.missing(camera, needs)
+            if missing:
+                raise ObservationUnusable(f"camera {camera}: no {', '.join(missing)} received yet")
+            # one instant: masks from perception_node are paired with the depth and pose they were made from
+            msgs = dict.fromkeys(_STREAMS) | self.streams.instant(camera, needs)
+            if any(msgs[s] is None for s in needs):
+                raise ObservationUnusable(f"camera {camera}: no {', '.join(needs)} of one instant yet")
+            for stream in needs:
+                age = now - common_convert.time_from_msg(msgs[stream].header.stamp)
+                if age > cfg.max_image_age_s:
+                    raise ObservationUnusable(
+                        f"camera {camera}: {stream} is stale ({age:.2f} s old, max_image_age_s {cfg.max_image_age_s})"
+                    )
+            out[camera] = msgs
+        return out
+
+    def _readiness(self) -> str | None:
+        """Degraded while a verdict would be UNKNOWN for missing or stale images."""
+        try:
+            self._instants(self.now_s())
+        except ObservationUnusable as exc:
+            return f"cannot judge: {exc}"
+        return None
 
     def target_facts(self, observation: Observation, name: str) -> ObjectFacts | None:
         """The target's facts for progress tracking from masks + depth (None without them)."""

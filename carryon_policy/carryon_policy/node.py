@@ -109,7 +109,18 @@ class PolicyNode(CarryOnNode):
             cancel_callback=lambda _handle: CancelResponse.ACCEPT,
             callback_group=ReentrantCallbackGroup(),
         )
+        self.add_readiness_check(self._readiness)
         self.set_ready()
+
+    def _readiness(self) -> str | None:
+        """Degraded while an inference could not run: inputs missing or stale, or (a remote
+        backend) its server not answering."""
+        _parts, problems = self.buffer.parts(self.now_s())
+        server = getattr(self.policy, "unavailable", None)
+        reason = server() if callable(server) else None
+        if reason:
+            problems.append(reason)
+        return "cannot infer: " + "; ".join(problems) if problems else None
 
     # -- sensors ---------------------------------------------------------------------
 

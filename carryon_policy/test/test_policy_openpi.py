@@ -288,6 +288,25 @@ def test_a_dropped_connection_is_unavailable_then_reconnects(server: FakeOpenpiS
     policy.close()
 
 
+def test_readiness_says_whether_the_server_answers(free_port: int) -> None:
+    """policy_node's readiness check: a reason while no server accepts a connection, None
+    once one does, and a reason again when it goes away (noticed without an inference)."""
+    policy = _policy(f"ws://127.0.0.1:{free_port}")
+    reason = policy.unavailable()
+    assert reason is not None and "cannot connect to policy server" in reason
+    fake = FakeOpenpiServer(port=free_port).start()
+    try:
+        assert policy.unavailable() is None and policy.connected
+    finally:
+        fake.stop()
+    deadline = time.monotonic() + 5.0
+    while policy.unavailable() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    reason = policy.unavailable()
+    assert reason is not None and "cannot connect to policy server" in reason
+    policy.close()
+
+
 def test_a_server_error_carries_its_traceback(server: FakeOpenpiServer) -> None:
     server.behaviour.fault = "error"
     policy = _policy(server.uri)

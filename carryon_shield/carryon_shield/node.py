@@ -125,6 +125,7 @@ class ShieldNode(CarryOnNode):
             self._grounding_worker = threading.Thread(target=self._ground_frames, name="shield-grounding", daemon=True)
             self._grounding_worker.start()
         self.estop.start()
+        self.add_readiness_check(self._readiness)
         self.set_ready()
 
     # -- sensors -----------------------------------------------------------------------
@@ -254,6 +255,13 @@ class ShieldNode(CarryOnNode):
         if self._frame_errors:
             raise PerceptionUnavailable("; ".join(sorted(self._frame_errors.values())))
         return self.perception.snapshot(now_s, prefer_ready=self.config.ground_on_arrival)
+
+    def _readiness(self) -> str | None:
+        """Degraded while a chunk would fail closed for stale or missing inputs."""
+        if self._frame_errors:
+            return "every chunk fails closed: " + "; ".join(sorted(self._frame_errors.values()))
+        reason = self.perception.unavailable(self.now_s())
+        return None if reason is None else f"every chunk fails closed: {reason}"
 
     def _publish_cloud_if_fresh(self) -> None:
         if not self.config.ground_on_arrival:  # else the worker keeps the obstacle set current

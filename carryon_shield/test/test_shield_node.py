@@ -351,3 +351,12 @@ def rclpy_duration(seconds: float):  # type: ignore[no-untyped-def]
     from rclpy.duration import Duration
 
     return Duration(nanoseconds=int(seconds * 1e9))
+
+
+def test_without_robot_state_or_frames_the_shield_is_degraded_and_says_why(ros) -> None:  # type: ignore[no-untyped-def]
+    from carryon_common.core.status import NodeState
+
+    shield = ros.add(ShieldNode(namespace="carryon", context=ros.context))
+    health = shield.health()
+    assert health.state == NodeState.DEGRADED and health.ready  # started, but cannot do its job
+    assert health.message == "every chunk fails closed: no robot state (tool pose, gripper width) yet"

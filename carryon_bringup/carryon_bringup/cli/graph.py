@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from carryon_bringup.cli.common import (
@@ -21,7 +22,7 @@ from carryon_bringup.cli.common import (
     namespace,
     service_outcome,
 )
-from carryon_common.core.status import NodeHealth
+from carryon_common.core.status import NodeHealth, NodeState
 
 
 def add_up(sub: Subparsers, common: argparse.ArgumentParser) -> None:
@@ -98,11 +99,14 @@ def _print_status_table(title: str, health: dict[str, NodeHealth | None], verbos
         if h is None:
             table.add_row(name, "[red]down[/]", "", "", "", "")
             continue
-        color = "green" if h.ready else "yellow"
+        color = "green" if h.state == NodeState.READY else "yellow" if h.ready else "red"
         done = sum(c.implemented for c in h.capabilities)
         row = (h.state.name.lower(), str(h.pid), f"{h.uptime_s:.0f}s", " ".join(h.backends))
         table.add_row(name, f"[{color}]{row[0]}[/]", *row[1:], f"{done}/{len(h.capabilities)}")
     console.print(table)
+    for name, h in health.items():  # what stops a node from doing its job, in its own words
+        if h is not None and h.state in (NodeState.DEGRADED, NodeState.ERROR):
+            console.print(f"  [yellow]{name}[/] {h.state.name.lower()}: {escape(h.message)}")
     missing = {name: h.missing for name, h in health.items() if h is not None and h.missing}
     if not missing:
         return

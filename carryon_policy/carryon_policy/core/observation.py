@@ -78,20 +78,7 @@ class ObservationBuffer:
     def build(self, now_s: float, steps_executed: int = 0) -> Observation:
         """An observation stamped with its oldest part; StaleObservation lists what is
         missing or too old (ages in seconds on the node clock)."""
-        parts: dict[str, Stamped | None] = {
-            "ee_pose": self.ee,
-            "joint_states": self.joints,
-            "gripper/width": self.width,
-        }
-        parts.update({f"camera/{name}/color": self.images.get(name) for name in self.cameras})
-        if self.needs_truth:
-            parts["sim/truth"] = self.truth
-        problems = []
-        for name, part in parts.items():
-            if part is None:
-                problems.append(f"{name}: nothing received")
-            elif now_s - part.stamp_s > self.max_age_s:
-                problems.append(f"{name}: {now_s - part.stamp_s:.2f} s old (max {self.max_age_s:.2f} s)")
+        parts, problems = self.parts(now_s)
         if problems:
             raise StaleObservation("no inference: " + "; ".join(problems))
         assert self.ee is not None and self.joints is not None and self.width is not None
@@ -113,6 +100,24 @@ class ObservationBuffer:
             scene=self.truth.scene if self.truth is not None else "",
             steps_executed=steps_executed,
         )
+
+    def parts(self, now_s: float) -> tuple[dict[str, Stamped | None], list[str]]:
+        """The latest message of each input, and what is missing or too old at `now_s`."""
+        parts: dict[str, Stamped | None] = {
+            "ee_pose": self.ee,
+            "joint_states": self.joints,
+            "gripper/width": self.width,
+        }
+        parts.update({f"camera/{name}/color": self.images.get(name) for name in self.cameras})
+        if self.needs_truth:
+            parts["sim/truth"] = self.truth
+        problems = []
+        for name, part in parts.items():
+            if part is None:
+                problems.append(f"{name}: nothing received")
+            elif now_s - part.stamp_s > self.max_age_s:
+                problems.append(f"{name}: {now_s - part.stamp_s:.2f} s old (max {self.max_age_s:.2f} s)")
+        return parts, problems
 
 
 def quaternion_to_matrix(xyzw: FloatArray) -> FloatArray:

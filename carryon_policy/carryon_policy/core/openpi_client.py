@@ -30,6 +30,7 @@ from typing import Any
 import msgpack  # type: ignore[import-untyped]  # ships no type information
 import numpy as np
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+from websockets.protocol import State
 from websockets.sync.client import ClientConnection, connect
 
 from carryon_common.core.errors import ConfigError
@@ -184,6 +185,22 @@ class OpenpiRemotePolicy:
         if not isinstance(actions, np.ndarray):
             raise InvalidAction(f"'actions' from {self._uri} is a {type(actions).__name__}, not an array")
         return self._actions.to_output(actions, observation, _server_infer_s(reply))
+
+    def unavailable(self) -> str | None:
+        """Why the server cannot serve an inference now (None: connected, or it accepts a
+        connection now). Never waits behind an inference under way: that one answers for it."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            if self._ws is not None and self._ws.state is not State.OPEN:
+                self._drop(wait=False)  # the server went away since the last exchange
+            if self._ws is None:
+                self._connect()
+        except PolicyUnavailable as exc:
+            return str(exc)
+        finally:
+            self._lock.release()
+        return None
 
     def close(self) -> None:
         with self._lock:

@@ -134,6 +134,15 @@ class ShieldPerception:
                     )
         return frames
 
+    def unavailable(self, now_s: float) -> str | None:
+        """Why a chunk arriving at `now_s` would fail closed for want of fresh robot state or
+        frames (None: both are there); the obstacle set itself is not grounded here."""
+        try:
+            self._check_fresh(now_s)
+        except PerceptionUnavailable as exc:
+            return str(exc)
+        return None
+
     def inside_hand(self, frame: RgbdFrame, points: FloatArray) -> npt.NDArray[np.bool_]:
         """The self-filter: which of `frame`'s world points (N, 3) lie inside the hand and
         fingers (exact boxes grown by `self_filter_margin_m`, fingers at the measured width)
