@@ -90,6 +90,7 @@ class ArmAdapterNode(CarryOnNode):
             JointState, cfg.joint_states_topic, self._on_joint_state, qos_profile_sensor_data, callback_group=control
         )
         self._tool_poses: StampedQueue[tuple[np.ndarray, np.ndarray]] = StampedQueue(_TOOL_POSES)
+        self._tool_mounted = False  # a bridged camera rides on the tool (set by _bridge_camera)
         self.create_timer(1.0 / cfg.control_rate_hz, self._on_tick, callback_group=control)
         self._bridge_cameras(cfg.cameras_file)
         self.set_ready()
@@ -109,12 +110,13 @@ class ArmAdapterNode(CarryOnNode):
                 self._warned_joints = True
             return
         now = self.now_s()
-        measured_s = common_convert.time_from_msg(msg.header.stamp) or now  # 0: the driver does not stamp
-        tool = self.kinematics.forward(q)
+        # Forward kinematics per measurement only when a camera rides on the tool.
+        tool = self.kinematics.forward(q) if self._tool_mounted else None
         with self.lock:
             self.executor_.update_state(RobotState(q, self._width, now))
             self._last_joint_msg = msg
-            self._tool_poses.add(measured_s, tool)
+            if tool is not None:  # stamp 0: the driver does not stamp, the receipt time stands in
+                self._tool_poses.add(common_convert.time_from_msg(msg.header.stamp) or now, tool)
 
     def _on_chunk(self, msg: ActionChunk) -> None:
         try:
@@ -197,6 +199,7 @@ class ArmAdapterNode(CarryOnNode):
         self.get_logger().info(f"bridging cameras {sorted(cameras)} from {path}")
 
     def _bridge_camera(self, name: str, source: CameraSource, group: MutuallyExclusiveCallbackGroup) -> None:
+        self._tool_mounted = self._tool_mounted or source.mount == "tool"
         sensor = qos_profile_sensor_data
         color_pub = self.create_publisher(Image, names.camera_topic(name, "color"), sensor)
         depth_pub = self.create_publisher(Image, names.camera_topic(name, "depth"), sensor)
