@@ -300,8 +300,9 @@ def test_policy_run_and_judge_on_the_robot_profile_without_a_simulator(config_di
                     break
                 probe.spin(1.0)
             assert (health.get("perception_node") or {}).get("ready"), output
-            assert code == 1 and all(health[name] is not None for name in RUNTIME_NODES), output
             assert "arm_adapter_node" in health and "sim_node" not in health, output  # the robot profile's nodes
+            assert code == 1 and all(health[name] is not None for name in RUNTIME_NODES), output
+            assert {health[name]["profile"] for name in RUNTIME_NODES} == {"robot"}, output  # told by `carryon up`
 
             # Every publisher and subscription of the robot profile connect (issue 22).
             assert qos_mismatches(session.node, spec.namespace) == []

@@ -33,7 +33,7 @@ from carryon_bringup.core.supervisor import Supervisor
 from carryon_common.core.command_auth import create_key_file
 from carryon_common.core.config import config_as_params, parse_override
 from carryon_common.core.errors import CarryOnError, ConfigError
-from carryon_common.core.names import RUN_COMMAND_KEY, RUN_DIR_ENV
+from carryon_common.core.names import PROFILE_ENV, RUN_COMMAND_KEY, RUN_DIR_ENV
 
 EXIT_OK = 0
 EXIT_NODE_DIED = 1
@@ -233,6 +233,7 @@ def run_up(
     events = _Events(folder / "events.jsonl")
     env = dict(os.environ)
     env[RUN_DIR_ENV] = str(folder.resolve())  # where nodes keep their records of this run
+    env[PROFILE_ENV] = profile  # each node reports it: `carryon status` finds the running profile
     env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     env.update(
         PYTHONUNBUFFERED="1",

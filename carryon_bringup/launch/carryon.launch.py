@@ -17,6 +17,7 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from carryon_bringup.up import command_key_params, load_spec, nice_prefix
+from carryon_common.core.names import PROFILE_ENV
 
 
 def _given(key_params, name):
@@ -45,7 +46,8 @@ def _nodes(context, *_args, **_kwargs):
             output="screen",
             prefix=" ".join(nice_prefix(launch)) or None,  # like `carryon up`: graph.yaml's `nice`
             emulate_tty=True,
-            additional_env={"CARRYON_CONFIG_DIR": str(spec.config_dir)},
+            # Like `carryon up`: each node reports its profile, which `carryon status` looks for.
+            additional_env={"CARRYON_CONFIG_DIR": str(spec.config_dir), PROFILE_ENV: profile},
             respawn=launch.restart.max_restarts > 0,
             respawn_max_retries=launch.restart.max_restarts,
             respawn_delay=launch.restart.delay_s,

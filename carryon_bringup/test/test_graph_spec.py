@@ -9,6 +9,7 @@ import yaml
 from carryon_bringup.core.graph import GraphSpec, find_config_dir
 from carryon_bringup.up import split_overrides, validate
 from carryon_common.core.errors import ConfigError, UnknownNameError
+from carryon_common.core.status import NodeHealth, NodeState
 
 
 @pytest.fixture
@@ -126,3 +127,36 @@ def test_the_running_profile_is_the_one_whose_nodes_are_up(config_dir: Path) -> 
     assert spec.running_profile([*shared, "sim_node", "recorder_node"]) == "sim"
     assert spec.running_profile(["shield_node"]) is None  # both profiles have it: no telling
     assert spec.running_profile([]) is None and spec.running_profile(["other_node"]) is None
+
+
+class _Graph:
+    """What `carryon status` asks of the graph: the nodes discovery shows, their answers."""
+
+    def __init__(self, seen: set[str], profiles: dict[str, str]) -> None:
+        self.seen, self.profiles, self.asked = seen, profiles, list[str]()
+
+    def running_nodes(self, groups: object, wait_s: float) -> set[str]:
+        return self.seen
+
+    def statuses(self, node_names: list[str]) -> dict[str, NodeHealth | None]:
+        self.asked += node_names
+        reported = {n: self.profiles.get(n, "") for n in node_names}
+        return {n: NodeHealth(n, 1, NodeState.READY, "", 1.0, "0", profile=p) for n, p in reported.items()}
+
+
+def test_status_takes_the_profile_the_running_nodes_report(config_dir: Path) -> None:
+    from carryon_bringup.cli.graph import _running_profile
+
+    spec = GraphSpec.load(config_dir)
+    # Discovery has not shown arm_adapter_node yet (a busy machine): the nodes' word decides.
+    reported = {"shield_node": "robot", "perception_node": "robot"}
+    graph = _Graph({"shield_node", "perception_node", "other_node"}, reported)
+    profile, answered = _running_profile(spec, graph, 5.0)
+    assert profile == "robot" and set(answered) == {"shield_node", "perception_node"}  # CarryOn's nodes only
+    # Nodes started outside the launchers report no profile: the nodes seen decide.
+    assert _running_profile(spec, _Graph({"shield_node", "arm_adapter_node"}, {}), 5.0)[0] == "robot"
+    assert _running_profile(spec, _Graph({"shield_node"}, {}), 5.0)[0] is None
+    # Two profiles in one namespace, or one graph.yaml does not know: no telling from their word.
+    mixed = _Graph({"shield_node", "sim_node"}, {"shield_node": "robot", "sim_node": "sim"})
+    assert _running_profile(spec, mixed, 5.0)[0] == "sim"
+    assert _running_profile(spec, _Graph({"shield_node"}, {"shield_node": "lab"}), 5.0)[0] is None

@@ -44,6 +44,7 @@ def health_to_msg(health: NodeHealth, stamp: TimeMsg) -> NodeStatus:
     msg.uptime_s = float(health.uptime_s)
     msg.version = health.version
     msg.backends = list(health.backends)
+    msg.profile = health.profile
     msg.capabilities = [
         CapabilityMsg(name=c.name, implemented=c.implemented, detail=c.detail) for c in health.capabilities
     ]
@@ -63,6 +64,7 @@ def msg_to_health(msg: NodeStatus) -> NodeHealth:
         uptime_s=msg.uptime_s,
         version=msg.version,
         backends=tuple(msg.backends),
+        profile=msg.profile,
         capabilities=tuple(Capability(c.name, c.implemented, c.detail) for c in msg.capabilities),
     )
 

@@ -188,6 +188,7 @@ class CarryOnNode(Node):
             uptime_s=time.monotonic() - self._started,
             version=__version__,
             backends=self._backends,
+            profile=os.environ.get(names.PROFILE_ENV, ""),
             capabilities=self._capabilities,
         )
 

@@ -50,7 +50,8 @@ def test_invalid_and_unknown_parameters_are_config_errors(ros) -> None:  # type:
         make_node(ros, [Parameter("rate_hx", value=1.0)])
 
 
-def test_status_service_reports_state_and_missing_capabilities(ros) -> None:  # type: ignore[no-untyped-def]
+def test_status_service_reports_state_and_missing_capabilities(ros, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("CARRYON_PROFILE", "robot")  # what the launchers set for each node
     node = make_node(ros)
     node.set_backends({"policy": "toy"})
     with RosSession("test_client") as session:
@@ -63,6 +64,7 @@ def test_status_service_reports_state_and_missing_capabilities(ros) -> None:  # 
     assert health.ready
     assert health.node_name == "/carryon/toy_node"
     assert health.backends == ("policy=toy",)
+    assert health.profile == "robot"
     assert [c.name for c in health.missing] == ["toy.context"]
     assert "not implemented yet: toy.context" in health.message
 

@@ -87,6 +87,7 @@ def _health_json(h: NodeHealth | None) -> dict[str, object] | None:
         "pid": h.pid,
         "uptime_s": round(h.uptime_s, 2),
         "backends": list(h.backends),
+        "profile": h.profile,
         "capabilities": [{"name": c.name, "implemented": c.implemented, "detail": c.detail} for c in h.capabilities],
     }
 
@@ -151,21 +152,34 @@ def security_summary(health: dict[str, NodeHealth | None]) -> tuple[bool, str]:
     return secured, ("secured: " if secured else "NOT secured: ") + "; ".join(parts)
 
 
+def _running_profile(spec: Any, client: Any, timeout_s: float) -> tuple[str | None, dict[str, Any]]:
+    """The profile the running nodes report they were started in (the launchers tell each
+    node), else the one whose nodes are seen (nodes started some other way); with the
+    answers of the nodes asked."""
+    profiles = {p: {launch.name for launch in spec.launches(p)} for p in spec.profiles}
+    seen = client.running_nodes(profiles.values(), wait_s=min(2.0, timeout_s))
+    answered = client.statuses(sorted(seen & set().union(*profiles.values())))
+    reported = {h.profile for h in answered.values() if h is not None and h.profile in profiles}
+    if len(reported) == 1:  # discovery may not show every node yet on a busy machine; their word is enough
+        return reported.pop(), answered
+    return spec.running_profile(seen), answered
+
+
 def cmd_status(args: argparse.Namespace) -> int:
-    from carryon_bringup.core.graph import PROFILE_ENV
     from carryon_bringup.node import GraphClient
     from carryon_bringup.up import load_spec
+    from carryon_common.core.names import PROFILE_ENV
 
     spec = load_spec(args.config_dir)
     with GraphClient(spec.namespace, args.timeout) as client:
-        found = ""
+        found, answered = "", {}
         if args.profile is None and not os.environ.get(PROFILE_ENV):  # the profile that runs, if one does
-            profiles = [[launch.name for launch in spec.launches(p)] for p in spec.profiles]
-            args.profile = spec.running_profile(client.running_nodes(profiles, wait_s=min(2.0, args.timeout)))
+            args.profile, answered = _running_profile(spec, client, args.timeout)
             found = ", found running" if args.profile else ""
         args.profile = spec.resolve_profile(args.profile)
         node_names = [launch.name for launch in spec.launches(args.profile)]
-        health = client.statuses(node_names)
+        health = {name: answered.get(name) for name in node_names}
+        health.update(client.statuses([name for name, h in health.items() if h is None]))
         mismatches = client.qos_mismatches() if not args.json else []
     if args.json:
         print(json.dumps({name: _health_json(h) for name, h in health.items()}, indent=2))

@@ -23,10 +23,10 @@ from carryon_common.core.config import (
     read_yaml,
 )
 from carryon_common.core.errors import ConfigError, UnknownNameError
+from carryon_common.core.names import PROFILE_ENV
 from carryon_common.core.registry import unknown_name_message
 
 GRAPH_FILE = "graph.yaml"
-PROFILE_ENV = "CARRYON_PROFILE"
 
 
 class RestartPolicy(BaseModel):

@@ -13,6 +13,10 @@ DEFAULT_NAMESPACE = "carryon"
 LAUNCHER_PID_ENV = "CARRYON_LAUNCHER_PID"
 # Environment variable `carryon up` sets to the run folder (logs, records of this run).
 RUN_DIR_ENV = "CARRYON_RUN_DIR"
+# Environment variable naming the graph.yaml profile: read by `carryon up` / `carryon status`
+# as the default profile, and set by the launchers in every node's environment, so a node
+# reports the profile it runs in (`carryon status` finds the running profile from it).
+PROFILE_ENV = "CARRYON_PROFILE"
 
 # Nodes of the graph (the `name` of each entry in config/graph.yaml).
 MEMORY_NODE = "memory_node"

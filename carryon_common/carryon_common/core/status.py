@@ -61,6 +61,7 @@ class NodeHealth:
     uptime_s: float
     version: str
     backends: tuple[str, ...] = ()
+    profile: str = ""  # the graph.yaml profile it was started in ("" outside the launchers)
     capabilities: tuple[Capability, ...] = field(default_factory=tuple)
 
     @property
