@@ -24,6 +24,7 @@ from carryon_arm.core.config import FakeControllerConfig
 from carryon_arm.core.kinematics import load_robot
 from carryon_common.core.status import implemented
 from carryon_common.node import CarryOnNode, run_node
+from carryon_common.qos import TopicKind, qos_of
 
 
 class FakeControllerNode(CarryOnNode):
@@ -41,13 +42,14 @@ class FakeControllerNode(CarryOnNode):
         self.width = self.width_target = cfg.initial_width_m
         self.commands = 0
         self.lock = threading.Lock()
-        self.state_pub = self.create_publisher(JointState, cfg.joint_states_topic, 10)
+        self.state_pub = self.create_publisher(JointState, cfg.joint_states_topic, qos_of(TopicKind.STATE))
+        command = qos_of(TopicKind.COMMAND)
         if cfg.interface == "joint_trajectory":
-            self.create_subscription(JointTrajectory, cfg.command_topic, self._on_trajectory, 10)
+            self.create_subscription(JointTrajectory, cfg.command_topic, self._on_trajectory, command)
         else:
-            self.create_subscription(PoseStamped, cfg.command_topic, self._on_pose, 10)
+            self.create_subscription(PoseStamped, cfg.command_topic, self._on_pose, command)
         if cfg.gripper_command_topic:
-            self.create_subscription(Float64, cfg.gripper_command_topic, self._on_width, 10)
+            self.create_subscription(Float64, cfg.gripper_command_topic, self._on_width, command)
         self.period = 1.0 / cfg.rate_hz
         self.create_timer(self.period, self._on_tick)
         self.get_logger().warning("fake_controller is NOT A ROBOT: joints follow commands kinematically")

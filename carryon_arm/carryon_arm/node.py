@@ -17,13 +17,13 @@ latest tool pose would put what the wrist camera sees where the arm has moved si
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Float64, String
 from trajectory_msgs.msg import JointTrajectory
@@ -41,6 +41,7 @@ from carryon_common.core.stamped import StampedQueue
 from carryon_common.core.status import implemented
 from carryon_common.driver_link import DriverLink
 from carryon_common.node import CarryOnNode, run_node
+from carryon_common.qos import TopicKind, qos_for, qos_of
 from carryon_interfaces.msg import ActionChunk, SegmentationLabels
 
 CAPABILITIES = (
@@ -72,22 +73,31 @@ class ArmAdapterNode(CarryOnNode):
         self._last_joint_msg: JointState | None = None
         self._gripper_sent: float | None = None
         if cfg.interface == "joint_trajectory":
-            self.command_pub = self.create_publisher(JointTrajectory, cfg.command_topic, 10)
+            self.command_pub = self.create_publisher(JointTrajectory, cfg.command_topic, qos_of(TopicKind.COMMAND))
         else:
-            self.command_pub = self.create_publisher(PoseStamped, cfg.command_topic, 10)
+            self.command_pub = self.create_publisher(PoseStamped, cfg.command_topic, qos_of(TopicKind.COMMAND))
         self.gripper_pub = (
-            self.create_publisher(Float64, cfg.gripper_command_topic, 10) if cfg.gripper_command_topic else None
+            self.create_publisher(Float64, cfg.gripper_command_topic, qos_of(TopicKind.COMMAND))
+            if cfg.gripper_command_topic
+            else None
         )
-        self.joint_pub = self.create_publisher(JointState, names.JOINT_STATES, 10)
-        self.pose_pub = self.create_publisher(PoseStamped, names.EE_POSE, 10)
-        self.width_pub = self.create_publisher(Float64, names.GRIPPER_WIDTH, 10)
-        self.reject_pub = self.create_publisher(String, names.DRIVER_REJECTIONS, 10)
+        self.joint_pub = self.create_publisher(JointState, names.JOINT_STATES, qos_for(names.JOINT_STATES))
+        self.pose_pub = self.create_publisher(PoseStamped, names.EE_POSE, qos_for(names.EE_POSE))
+        self.width_pub = self.create_publisher(Float64, names.GRIPPER_WIDTH, qos_for(names.GRIPPER_WIDTH))
+        self.reject_pub = self.create_publisher(String, names.DRIVER_REJECTIONS, qos_for(names.DRIVER_REJECTIONS))
         control = MutuallyExclusiveCallbackGroup()
-        self.create_subscription(ActionChunk, names.SHIELD_CHUNK, self._on_chunk, 10, callback_group=control)
+        self.create_subscription(
+            ActionChunk, names.SHIELD_CHUNK, self._on_chunk, qos_for(names.SHIELD_CHUNK), callback_group=control
+        )
         self.link = DriverLink(self, cfg, self.now_s, self._reject, on_engage=self._hold_now)
         self.executor_.blocked, self.executor_.paused = self.link.blocked, self.link.paused
         self.create_subscription(
-            JointState, cfg.joint_states_topic, self._on_joint_state, qos_profile_sensor_data, callback_group=control
+            # The controller's own topic: best effort connects to any publisher.
+            JointState,
+            cfg.joint_states_topic,
+            self._on_joint_state,
+            qos_of(TopicKind.SENSOR),
+            callback_group=control,
         )
         self._tool_poses: StampedQueue[tuple[np.ndarray, np.ndarray]] = StampedQueue(_TOOL_POSES)
         self._tool_mounted = False  # a bridged camera rides on the tool (set by _bridge_camera)
@@ -200,11 +210,13 @@ class ArmAdapterNode(CarryOnNode):
 
     def _bridge_camera(self, name: str, source: CameraSource, group: MutuallyExclusiveCallbackGroup) -> None:
         self._tool_mounted = self._tool_mounted or source.mount == "tool"
-        sensor = qos_profile_sensor_data
-        color_pub = self.create_publisher(Image, names.camera_topic(name, "color"), sensor)
-        depth_pub = self.create_publisher(Image, names.camera_topic(name, "depth"), sensor)
-        info_pub = self.create_publisher(CameraInfo, names.camera_topic(name, "camera_info"), 10)
-        pose_pub = self.create_publisher(PoseStamped, names.camera_topic(name, "pose"), 10)
+        topic = functools.partial(names.camera_topic, name)
+        # Everything from the camera driver best effort: that connects to any publisher.
+        sensor = qos_of(TopicKind.SENSOR)
+        color_pub = self.create_publisher(Image, topic("color"), qos_for(topic("color")))
+        depth_pub = self.create_publisher(Image, topic("depth"), qos_for(topic("depth")))
+        info_pub = self.create_publisher(CameraInfo, topic("camera_info"), qos_for(topic("camera_info")))
+        pose_pub = self.create_publisher(PoseStamped, topic("pose"), qos_for(topic("pose")))
 
         def reframe(msg: Any) -> Any:
             if source.frame_id:
@@ -244,16 +256,22 @@ class ArmAdapterNode(CarryOnNode):
         self.create_subscription(Image, source.color, on_color, sensor, callback_group=group)
         self.create_subscription(Image, source.depth, on_depth, sensor, callback_group=group)
         self.create_subscription(
-            CameraInfo, source.camera_info, lambda msg: info_pub.publish(reframe(msg)), 10, callback_group=group
+            CameraInfo,
+            source.camera_info,
+            lambda msg: info_pub.publish(reframe(msg)),
+            sensor,
+            callback_group=group,
         )
         if source.segmentation:
-            seg_pub = self.create_publisher(Image, names.camera_topic(name, "segmentation"), sensor)
+            seg_pub = self.create_publisher(Image, topic("segmentation"), qos_for(topic("segmentation")))
             self.create_subscription(
                 Image, source.segmentation, lambda msg: seg_pub.publish(reframe(msg)), sensor, callback_group=group
             )
         if source.labels:
-            labels_pub = self.create_publisher(SegmentationLabels, names.camera_topic(name, "labels"), 10)
-            self.create_subscription(SegmentationLabels, source.labels, labels_pub.publish, 10, callback_group=group)
+            labels_pub = self.create_publisher(SegmentationLabels, topic("labels"), qos_for(topic("labels")))
+            self.create_subscription(
+                SegmentationLabels, source.labels, labels_pub.publish, sensor, callback_group=group
+            )
 
 
 def main() -> int:

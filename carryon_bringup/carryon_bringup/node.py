@@ -15,6 +15,7 @@ from carryon_common.calls import GraphUnreachable, RosSession
 from carryon_common.convert import msg_to_health
 from carryon_common.core import names
 from carryon_common.core.status import NodeHealth
+from carryon_common.qos import qos_for
 from carryon_common.qos_audit import QosMismatch, qos_mismatches
 from carryon_interfaces.action import Assist, RunPolicy
 from carryon_interfaces.msg import MemoryFact, SimTruth
@@ -207,7 +208,7 @@ class GraphClient:
 
     def watch(self, msg_type: Any, relative: str, callback: Callable[[Any], None]) -> None:
         """Subscribe to a graph topic; `callback` runs while this client waits on anything."""
-        self.session.node.create_subscription(msg_type, self._name(relative), callback, 50)
+        self.session.node.create_subscription(msg_type, self._name(relative), callback, qos_for(relative))
 
     def perturb(self, request: SimPerturb.Request) -> SimPerturb.Response:
         """Apply a perturbation in the simulator (not resent: it is not idempotent)."""
@@ -246,7 +247,9 @@ class GraphClient:
                     return
             found.append((p.x, p.y, p.z))
 
-        sub = self.session.node.create_subscription(SimTruth, self._name(names.SIM_TRUTH), on_truth, 10)
+        sub = self.session.node.create_subscription(
+            SimTruth, self._name(names.SIM_TRUTH), on_truth, qos_for(names.SIM_TRUTH)
+        )
         deadline = time.monotonic() + timeout_s
         try:
             while not found:

@@ -34,7 +34,8 @@ from carryon_common.core.audit import AuditLog
 from carryon_common.core.command_auth import create_key_file, load_key
 from carryon_common.core.errors import ConfigError
 from carryon_common.core.status import implemented
-from carryon_common.node import CarryOnNode, latched_qos, run_node
+from carryon_common.node import CarryOnNode, run_node
+from carryon_common.qos import qos_for
 from carryon_common.request_auth import DecisionCheck, Unauthorized
 from carryon_interfaces.msg import EstopState, MemoryChange, PlanState, ShieldEvent, Verdict
 from carryon_judge.core.types import VerdictStatus
@@ -182,11 +183,11 @@ class Recorder(CarryOnNode):
 
         ns = self.get_namespace()
         for msg_type, topic, node, handle, qos in (
-            (PlanState, names.PLAN_STATE, names.PLANNER_NODE, on_plan, latched_qos(10)),
-            (ShieldEvent, names.SHIELD_EVENTS, names.SHIELD_NODE, on_event, 100),
-            (Verdict, names.VERDICT, names.JUDGE_NODE, on_verdict, 10),
-            (MemoryChange, names.MEMORY_CHANGED, names.MEMORY_NODE, on_memory, 50),
-            (EstopState, names.ESTOP_STATE, names.SHIELD_NODE, on_estop, latched_qos()),
+            (PlanState, names.PLAN_STATE, names.PLANNER_NODE, on_plan, qos_for(names.PLAN_STATE, depth=10)),
+            (ShieldEvent, names.SHIELD_EVENTS, names.SHIELD_NODE, on_event, qos_for(names.SHIELD_EVENTS)),
+            (Verdict, names.VERDICT, names.JUDGE_NODE, on_verdict, qos_for(names.VERDICT)),
+            (MemoryChange, names.MEMORY_CHANGED, names.MEMORY_NODE, on_memory, qos_for(names.MEMORY_CHANGED)),
+            (EstopState, names.ESTOP_STATE, names.SHIELD_NODE, on_estop, qos_for(names.ESTOP_STATE)),
         ):
             self.create_subscription(msg_type, qualified(ns, topic), self._checked(topic, node, handle), qos)
 

@@ -18,6 +18,7 @@ from rosbags.rosbag2 import Reader
 
 from carryon_bringup.recorder_node import message_class
 from carryon_common.calls import RosSession
+from carryon_common.qos import TopicKind, qos_for_qualified
 
 
 def replay(
@@ -46,7 +47,10 @@ def replay(
             for c in connections:
                 name = f"{prefix.rstrip('/')}{c.topic}" if prefix else c.topic
                 if session is not None and c.topic not in publishers:
-                    publishers[c.topic] = session.node.create_publisher(message_class(c.msgtype), name, 10)
+                    # the table's QoS for the graph's topics, so the graph's own subscribers get them
+                    namespace = c.topic.strip("/").split("/")[0]  # the recorded graph's
+                    qos = qos_for_qualified(c.topic, namespace, default=TopicKind.STATE)
+                    publishers[c.topic] = session.node.create_publisher(message_class(c.msgtype), name, qos)
                 if server is not None and c.topic not in channels:
                     import foxglove
 

@@ -16,7 +16,8 @@ from carryon_common import convert, signing
 from carryon_common.core import names
 from carryon_common.core.command_auth import CommandGuard, EstopLatch, LatchState, latch_path, load_key
 from carryon_common.core.driver import DriverCommandConfig
-from carryon_common.node import CarryOnNode, latched_qos
+from carryon_common.node import CarryOnNode
+from carryon_common.qos import qos_for
 from carryon_interfaces.msg import ActionChunk, EstopState
 from carryon_interfaces.srv import SetEstop
 
@@ -56,8 +57,16 @@ class DriverLink:
             node.get_logger().warning(f"e-stop latch engaged at start-up: {latch.state.reason} ({path})")
         node.add_backend("commands", f"signed by the shield (key {config.command_key_file})" if key else "NOT verified")
         group = MutuallyExclusiveCallbackGroup()
-        node.create_subscription(EstopState, names.ESTOP_STATE, self._on_state, latched_qos(), callback_group=group)
-        node.create_subscription(EstopState, names.SHIELD_HEARTBEAT, self._on_heartbeat, 10, callback_group=group)
+        node.create_subscription(
+            EstopState, names.ESTOP_STATE, self._on_state, qos_for(names.ESTOP_STATE), callback_group=group
+        )
+        node.create_subscription(
+            EstopState,
+            names.SHIELD_HEARTBEAT,
+            self._on_heartbeat,
+            qos_for(names.SHIELD_HEARTBEAT),
+            callback_group=group,
+        )
         node.create_service(SetEstop, names.DRIVER_ESTOP_SET, self._on_set_estop, callback_group=group)
 
     def admit(self, msg: ActionChunk) -> str | None:

@@ -26,7 +26,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallb
 from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import QoSProfile
 
 from carryon_common import __version__, convert
 from carryon_common.core import names
@@ -34,6 +34,7 @@ from carryon_common.core.config import ROS_BUILTIN_PARAMETERS, NodeConfig, build
 from carryon_common.core.errors import CarryOnError, ConfigError
 from carryon_common.core.operator_auth import Identity
 from carryon_common.core.status import Capability, NodeHealth, NodeState
+from carryon_common.qos import TopicKind, qos_of
 from carryon_common.request_auth import load_node_identity, sign_request
 from carryon_interfaces.srv import GetStatus
 
@@ -46,8 +47,9 @@ EXIT_CONFIG = 2
 
 
 def latched_qos(depth: int = 1) -> QoSProfile:
-    """Reliable + transient local: late subscribers get the last message (estop, plan state)."""
-    return QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    """Reliable + transient local: late subscribers get the last message (estop, plan state);
+    the table's `latched` kind (carryon_common.qos), for peers that name their own topics."""
+    return qos_of(TopicKind.LATCHED, depth)
 
 
 def declare_config(node: Node, config_cls: type[C]) -> C:

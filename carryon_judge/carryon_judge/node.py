@@ -25,8 +25,6 @@ from typing import Any
 import numpy as np
 from geometry_msgs.msg import PoseStamped
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.qos import qos_profile_sensor_data
-from sensor_msgs.msg import Image
 from std_msgs.msg import Float64
 
 from carryon_common import convert as common_convert
@@ -36,7 +34,8 @@ from carryon_common.core import names
 from carryon_common.core.clouds import ObservationUnusable
 from carryon_common.core.status import implemented
 from carryon_common.core.subtask import Subtask
-from carryon_common.node import CarryOnNode, latched_qos, run_node
+from carryon_common.node import CarryOnNode, run_node
+from carryon_common.qos import qos_for
 from carryon_common.request_auth import sign_decision
 from carryon_interfaces.msg import PlanState, SubtaskState, Verdict
 from carryon_interfaces.srv import Judge as JudgeSrv
@@ -100,16 +99,18 @@ class JudgeNode(CarryOnNode):
         types = common_convert.CAMERA_STREAM_TYPES
         for camera in cfg.cameras:
             for stream in _STREAMS:
-                qos = qos_profile_sensor_data if types[stream] is Image else 10
-                self.create_subscription(
-                    types[stream], names.camera_topic(camera, stream), self.streams.keeper(camera, stream), qos
-                )
-        self.create_subscription(PoseStamped, names.EE_POSE, lambda m: setattr(self, "_ee", m), 10)
-        self.create_subscription(Float64, names.GRIPPER_WIDTH, lambda m: setattr(self, "_width", m), 10)
-        self.verdict_pub = self.create_publisher(Verdict, names.VERDICT, 10)
+                topic = names.camera_topic(camera, stream)
+                self.create_subscription(types[stream], topic, self.streams.keeper(camera, stream), qos_for(topic))
+        self.create_subscription(PoseStamped, names.EE_POSE, lambda m: setattr(self, "_ee", m), qos_for(names.EE_POSE))
+        self.create_subscription(
+            Float64, names.GRIPPER_WIDTH, lambda m: setattr(self, "_width", m), qos_for(names.GRIPPER_WIDTH)
+        )
+        self.verdict_pub = self.create_publisher(Verdict, names.VERDICT, qos_for(names.VERDICT))
         self.create_service(JudgeSrv, names.JUDGE, self._on_judge, callback_group=self.service_group)
         if cfg.monitor:
-            self.create_subscription(PlanState, names.PLAN_STATE, self._on_plan_state, latched_qos(10))
+            self.create_subscription(
+                PlanState, names.PLAN_STATE, self._on_plan_state, qos_for(names.PLAN_STATE, depth=10)
+            )
             self.create_timer(cfg.period_s, self._on_tick, callback_group=MutuallyExclusiveCallbackGroup())
         self.add_readiness_check(self._readiness)
         self.set_ready()

@@ -31,6 +31,7 @@ from carryon_common.core import names
 from carryon_common.core.errors import CarryOnError
 from carryon_common.core.status import NodeState, ServiceStatus, implemented
 from carryon_common.node import CarryOnNode, run_node
+from carryon_common.qos import qos_for
 from carryon_common.request_auth import RequestGate, Unauthorized, sign_decision
 from carryon_interfaces.msg import MemoryChange, MemoryFact, SceneLocation
 from carryon_interfaces.srv import (
@@ -130,7 +131,7 @@ class MemoryNode(CarryOnNode):
         self.add_backend("operators", "authenticated" if self.requests.secured else "NOT authenticated")
         if not self.requests.secured:
             self.get_logger().warning(self.requests.describe())
-        self.changed_pub = self.create_publisher(MemoryChange, names.MEMORY_CHANGED, 100)
+        self.changed_pub = self.create_publisher(MemoryChange, names.MEMORY_CHANGED, qos_for(names.MEMORY_CHANGED))
         # user_id -> (context, its facts and scene as messages): conversion is a third of a request's cost.
         self._converted: dict[str, tuple[Context, list[MemoryFact], list[SceneLocation]]] = {}
         writes = MutuallyExclusiveCallbackGroup()

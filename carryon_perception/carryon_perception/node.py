@@ -38,7 +38,6 @@ from typing import Any
 
 from geometry_msgs.msg import PoseStamped
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Float64
 
@@ -48,7 +47,8 @@ from carryon_common.core import names
 from carryon_common.core.clouds import CameraView, ObservationUnusable
 from carryon_common.core.stamped import StampedQueue
 from carryon_common.core.status import NodeState, ServiceStatus, implemented
-from carryon_common.node import CarryOnNode, latched_qos, run_node
+from carryon_common.node import CarryOnNode, run_node
+from carryon_common.qos import qos_for
 from carryon_interfaces.msg import MemoryChange, PerceivedScene, PlanState, SegmentationLabels
 from carryon_interfaces.srv import GetReferenceImages
 from carryon_perception import convert
@@ -86,23 +86,26 @@ class PerceptionNode(CarryOnNode):
         self._seg_pubs: dict[str, tuple[Any, Any]] = {}
         for camera in cfg.cameras:
             for stream, kind in _INPUTS.items():
-                qos = qos_profile_sensor_data if kind is Image else 10
-                self.create_subscription(
-                    kind, names.camera_topic(camera, stream), self.streams.keeper(camera, stream), qos
-                )
+                topic = names.camera_topic(camera, stream)
+                self.create_subscription(kind, topic, self.streams.keeper(camera, stream), qos_for(topic))
+            segmentation, labels = names.camera_topic(camera, "segmentation"), names.camera_topic(camera, "labels")
             self._seg_pubs[camera] = (
-                self.create_publisher(Image, names.camera_topic(camera, "segmentation"), qos_profile_sensor_data),
-                self.create_publisher(SegmentationLabels, names.camera_topic(camera, "labels"), 10),
+                self.create_publisher(Image, segmentation, qos_for(segmentation)),
+                self.create_publisher(SegmentationLabels, labels, qos_for(labels)),
             )
-        self.create_subscription(JointState, names.JOINT_STATES, self._on_joints, 10)
-        self.create_subscription(Float64, names.GRIPPER_WIDTH, lambda m: setattr(self, "_width", m), 10)
-        self.scene_pub = self.create_publisher(PerceivedScene, names.PERCEPTION_SCENE, 10)
+        self.create_subscription(JointState, names.JOINT_STATES, self._on_joints, qos_for(names.JOINT_STATES))
+        self.create_subscription(
+            Float64, names.GRIPPER_WIDTH, lambda m: setattr(self, "_width", m), qos_for(names.GRIPPER_WIDTH)
+        )
+        self.scene_pub = self.create_publisher(PerceivedScene, names.PERCEPTION_SCENE, qos_for(names.PERCEPTION_SCENE))
         self.create_timer(1.0 / cfg.rate_hz, self._on_tick, callback_group=MutuallyExclusiveCallbackGroup())
         self.frames = 0
         self._prompt_note = ""
         if isinstance(self.perception.recogniser, OpenVocabRecogniser):
             self._prompt_note = f"open_vocab prompts: {', '.join(self.perception.recogniser.prompts) or 'none'}"
-            self.create_subscription(PlanState, names.PLAN_STATE, self._on_plan_state, latched_qos(10))
+            self.create_subscription(
+                PlanState, names.PLAN_STATE, self._on_plan_state, qos_for(names.PLAN_STATE, depth=10)
+            )
         self._init_references()
         self._report([])
 
@@ -124,7 +127,11 @@ class PerceptionNode(CarryOnNode):
         self._refresh_wanted = True
         self._next_try = 0.0
         self._changes = self.create_subscription(
-            MemoryChange, names.MEMORY_CHANGED, self._on_memory_change, 100, callback_group=group
+            MemoryChange,
+            names.MEMORY_CHANGED,
+            self._on_memory_change,
+            qos_for(names.MEMORY_CHANGED),
+            callback_group=group,
         )
         self._change_publishers = 0
         self.create_timer(_REFERENCES_POLL_S, self._on_references_tick, callback_group=group)

@@ -36,7 +36,8 @@ from carryon_common.core.llm import LlmClient
 from carryon_common.core.llm_backends import make_llm
 from carryon_common.core.skills import load_skill_library, skills_path
 from carryon_common.core.status import implemented
-from carryon_common.node import CarryOnNode, latched_qos, run_node
+from carryon_common.node import CarryOnNode, run_node
+from carryon_common.qos import qos_for
 from carryon_common.request_auth import RequestGate, Unauthorized, sign_decision
 from carryon_interfaces.action import Assist, Recover, RunPolicy
 from carryon_interfaces.msg import PerceivedScene, PlanState, SubtaskState
@@ -114,11 +115,13 @@ class PlannerNode(CarryOnNode):
         self.memory: Memory = memory if memory is not None else RosMemory(self, cfg.service_timeout_s)
         self._make_dispatch = make_dispatch or self._ros_dispatch
         self._ids = itertools.count(1)
-        self.plan_state_pub = self.create_publisher(PlanState, names.PLAN_STATE, latched_qos())
+        self.plan_state_pub = self.create_publisher(PlanState, names.PLAN_STATE, qos_for(names.PLAN_STATE))
         self.sensors = Sensors()
-        self.create_subscription(PoseStamped, names.EE_POSE, self.sensors.keep_ee_pose, 10)
+        self.create_subscription(PoseStamped, names.EE_POSE, self.sensors.keep_ee_pose, qos_for(names.EE_POSE))
         if cfg.observe_source == "perception":
-            self.create_subscription(PerceivedScene, names.PERCEPTION_SCENE, self.sensors.keep_scene, 10)
+            self.create_subscription(
+                PerceivedScene, names.PERCEPTION_SCENE, self.sensors.keep_scene, qos_for(names.PERCEPTION_SCENE)
+            )
         self.create_service(Ask, names.ASK, self._on_ask, callback_group=self.service_group)
         for action_type, action in ((RunPolicy, names.RUN_POLICY), (Recover, names.RECOVER)):
             self.action_client(action_type, action)  # discovered while the node starts

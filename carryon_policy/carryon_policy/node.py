@@ -23,7 +23,6 @@ from typing import Any
 from geometry_msgs.msg import PoseStamped
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Float64, String
 
@@ -32,6 +31,7 @@ from carryon_common.core import names
 from carryon_common.core.chunk import Chunk
 from carryon_common.core.status import implemented
 from carryon_common.node import CarryOnNode, run_node
+from carryon_common.qos import qos_for
 from carryon_interfaces.action import RunPolicy
 from carryon_interfaces.msg import ActionChunk, InferenceTiming, SimTruth
 from carryon_policy import convert
@@ -84,22 +84,30 @@ class PolicyNode(CarryOnNode):
         self._wake = threading.Event()
 
         sensors = MutuallyExclusiveCallbackGroup()
-        self.create_subscription(PoseStamped, names.EE_POSE, self._on_ee, 10, callback_group=sensors)
-        self.create_subscription(JointState, names.JOINT_STATES, self._on_joints, 10, callback_group=sensors)
-        self.create_subscription(Float64, names.GRIPPER_WIDTH, self._on_width, 10, callback_group=sensors)
+        self.create_subscription(
+            PoseStamped, names.EE_POSE, self._on_ee, qos_for(names.EE_POSE), callback_group=sensors
+        )
+        self.create_subscription(
+            JointState, names.JOINT_STATES, self._on_joints, qos_for(names.JOINT_STATES), callback_group=sensors
+        )
+        self.create_subscription(
+            Float64, names.GRIPPER_WIDTH, self._on_width, qos_for(names.GRIPPER_WIDTH), callback_group=sensors
+        )
         for camera in meta.cameras:
             self.create_subscription(
                 Image,
                 names.camera_topic(camera, "color"),
                 lambda msg, c=camera: self._on_image(c, msg),
-                qos_profile_sensor_data,
+                qos_for(names.camera_topic(camera, "color")),
                 callback_group=sensors,
             )
         if meta.needs_ground_truth:
-            self.create_subscription(SimTruth, names.SIM_TRUTH, self._on_truth, 10, callback_group=sensors)
-        self.chunk_pub = self.create_publisher(ActionChunk, names.POLICY_CHUNK, 10)
-        self.timing_pub = self.create_publisher(InferenceTiming, names.POLICY_TIMING, 10)
-        self.dropped_pub = self.create_publisher(String, names.POLICY_DROPPED, 10)
+            self.create_subscription(
+                SimTruth, names.SIM_TRUTH, self._on_truth, qos_for(names.SIM_TRUTH), callback_group=sensors
+            )
+        self.chunk_pub = self.create_publisher(ActionChunk, names.POLICY_CHUNK, qos_for(names.POLICY_CHUNK))
+        self.timing_pub = self.create_publisher(InferenceTiming, names.POLICY_TIMING, qos_for(names.POLICY_TIMING))
+        self.dropped_pub = self.create_publisher(String, names.POLICY_DROPPED, qos_for(names.POLICY_DROPPED))
         self._server = ActionServer(
             self,
             RunPolicy,

@@ -38,9 +38,8 @@ from typing import Any
 
 from geometry_msgs.msg import PoseStamped
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
-from rclpy.qos import qos_profile_sensor_data
 from rclpy.serialization import deserialize_message
-from sensor_msgs.msg import Image, JointState
+from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64
 
 from carryon_arm.core.kinematics import load_robot
@@ -51,6 +50,7 @@ from carryon_common.core.errors import CarryOnError
 from carryon_common.core.locations import Location, load_locations, locations_path
 from carryon_common.core.status import implemented
 from carryon_common.node import CarryOnNode, run_node
+from carryon_common.qos import qos_for
 from carryon_interfaces.action import Recover
 from carryon_interfaces.msg import ActionChunk, ShieldEvent
 from carryon_recovery import convert
@@ -87,11 +87,13 @@ class RecoveryNode(CarryOnNode):
         self.joint_names = tuple(robot.joint_names)
         self.motion: MotionBackend = motion if motion is not None else make_motion(robot, cfg)
         self.latest = Latest()
-        self.create_subscription(PoseStamped, names.EE_POSE, self.latest.keep_ee_pose, 10)
-        self.create_subscription(JointState, names.JOINT_STATES, self.latest.keep_joint_state, 10)
-        self.create_subscription(Float64, names.GRIPPER_WIDTH, self.latest.keep_width, 10)
-        self.create_subscription(ShieldEvent, names.SHIELD_EVENTS, self.latest.keep_event, 50)
-        self.chunk_pub = self.create_publisher(ActionChunk, names.RECOVERY_CHUNK, 10)
+        self.create_subscription(PoseStamped, names.EE_POSE, self.latest.keep_ee_pose, qos_for(names.EE_POSE))
+        self.create_subscription(
+            JointState, names.JOINT_STATES, self.latest.keep_joint_state, qos_for(names.JOINT_STATES)
+        )
+        self.create_subscription(Float64, names.GRIPPER_WIDTH, self.latest.keep_width, qos_for(names.GRIPPER_WIDTH))
+        self.create_subscription(ShieldEvent, names.SHIELD_EVENTS, self.latest.keep_event, qos_for(names.SHIELD_EVENTS))
+        self.chunk_pub = self.create_publisher(ActionChunk, names.RECOVERY_CHUNK, qos_for(names.RECOVERY_CHUNK))
         self._busy = threading.Lock()
         self._watching = False  # camera messages are decoded only while a recovery runs
         self._watch_cameras()
@@ -121,14 +123,14 @@ class RecoveryNode(CarryOnNode):
         for camera in cfg.cameras:
             for stream in STREAMS:
                 kind = CAMERA_STREAM_TYPES[stream]
-                qos = qos_profile_sensor_data if kind is Image else 10
+                topic = names.camera_topic(camera, stream)
                 keep = self.latest.keeper(camera, stream)
 
                 def on_raw(data: bytes, kind: Any = kind, keep: Any = keep) -> None:
                     if self._watching:
                         keep(deserialize_message(data, kind))
 
-                self.create_subscription(kind, names.camera_topic(camera, stream), on_raw, qos, raw=True)
+                self.create_subscription(kind, topic, on_raw, qos_for(topic), raw=True)
 
     def _on_recover(self, goal_handle: Any) -> Recover.Result:
         result = Recover.Result()

@@ -16,7 +16,8 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from carryon_common import signing
 from carryon_common.core import names
 from carryon_common.core.command_auth import EstopLatch, LatchState, latch_path, load_key
-from carryon_common.node import CarryOnNode, latched_qos
+from carryon_common.node import CarryOnNode
+from carryon_common.qos import qos_for
 from carryon_common.request_auth import RequestGate, Unauthorized, sign_decision
 from carryon_interfaces.msg import EstopState
 from carryon_interfaces.srv import SetEstop
@@ -34,8 +35,8 @@ class ShieldEstop:
         # Who may release: an operator in operators_file, proven by signature (engaging needs no proof).
         self.requests = RequestGate(cfg.operators_file)
         node.add_backend("operators", "authenticated" if self.requests.secured else "NOT authenticated")
-        self.state_pub = node.create_publisher(EstopState, names.ESTOP_STATE, latched_qos())
-        self.heartbeat_pub = node.create_publisher(EstopState, names.SHIELD_HEARTBEAT, 10)
+        self.state_pub = node.create_publisher(EstopState, names.ESTOP_STATE, qos_for(names.ESTOP_STATE))
+        self.heartbeat_pub = node.create_publisher(EstopState, names.SHIELD_HEARTBEAT, qos_for(names.SHIELD_HEARTBEAT))
         self._sequence = itertools.count(1)  # next() is atomic: the heartbeat thread and the service share it
         self._lock = threading.Lock()  # the latch, between the service and the heartbeat thread
         self.latch = self._start_latch()

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 from geometry_msgs.msg import PoseStamped
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import CameraInfo, Image, PointCloud2
 from std_msgs.msg import Float64
 from visualization_msgs.msg import MarkerArray
@@ -31,6 +30,7 @@ from carryon_common.core import names
 from carryon_common.core.chunk import InvalidChunk
 from carryon_common.core.status import implemented
 from carryon_common.node import CarryOnNode, run_node
+from carryon_common.qos import qos_for
 from carryon_common.request_auth import sign_decision
 from carryon_interfaces.msg import ActionChunk, SegmentationLabels, ShieldEvent
 from carryon_interfaces.srv import SetTask
@@ -100,10 +100,12 @@ class ShieldNode(CarryOnNode):
         self._published_groundings = 0
         self._logged_errors: set[str] = set()
 
-        self.safe_pub = self.create_publisher(ActionChunk, names.SHIELD_CHUNK, 10)
-        self.event_pub = self.create_publisher(ShieldEvent, names.SHIELD_EVENTS, 10)
-        self.marker_pub = self.create_publisher(MarkerArray, names.SHIELD_MARKERS, 10)
-        self.cloud_pub = self.create_publisher(PointCloud2, names.SHIELD_OBSTACLES, 1)
+        self.safe_pub = self.create_publisher(ActionChunk, names.SHIELD_CHUNK, qos_for(names.SHIELD_CHUNK))
+        self.event_pub = self.create_publisher(ShieldEvent, names.SHIELD_EVENTS, qos_for(names.SHIELD_EVENTS))
+        self.marker_pub = self.create_publisher(MarkerArray, names.SHIELD_MARKERS, qos_for(names.SHIELD_MARKERS))
+        self.cloud_pub = self.create_publisher(
+            PointCloud2, names.SHIELD_OBSTACLES, qos_for(names.SHIELD_OBSTACLES, depth=1)
+        )
         # The latched e-stop, the command key, the signed heartbeat (carryon_shield/estop.py).
         self.estop = ShieldEstop(self, cfg, self.gate)
         # Chunks, robot state and the task in one group of their own: a chunk's decision never
@@ -112,10 +114,14 @@ class ShieldNode(CarryOnNode):
         self.create_service(SetTask, names.SHIELD_SET_TASK, self._on_set_task, callback_group=control)
         for camera in cfg.cameras:
             self._subscribe_camera(camera, with_masks=self._uses_masks)
-        self.create_subscription(PoseStamped, names.EE_POSE, self._on_ee_pose, 10, callback_group=control)
-        self.create_subscription(Float64, names.GRIPPER_WIDTH, self._on_width, 10, callback_group=control)
+        self.create_subscription(
+            PoseStamped, names.EE_POSE, self._on_ee_pose, qos_for(names.EE_POSE), callback_group=control
+        )
+        self.create_subscription(
+            Float64, names.GRIPPER_WIDTH, self._on_width, qos_for(names.GRIPPER_WIDTH), callback_group=control
+        )
         for topic in (names.POLICY_CHUNK, names.RECOVERY_CHUNK):
-            self.create_subscription(ActionChunk, topic, self._on_chunk, 10, callback_group=control)
+            self.create_subscription(ActionChunk, topic, self._on_chunk, qos_for(topic), callback_group=control)
         self.create_timer(0.5, self._publish_cloud_if_fresh)
         # Grounding off the per-chunk path: a worker grounds each new frame as it arrives.
         self._frames_arrived = threading.Event()
@@ -141,16 +147,19 @@ class ShieldNode(CarryOnNode):
 
             return callback
 
-        sensor = qos_profile_sensor_data
         backend = GROUNDERS.get(self.config.grounder)
-        self.create_subscription(Image, names.camera_topic(camera, "depth"), keep("depth"), sensor)
+        topics: dict[str, tuple[Any, str]] = {
+            "depth": (Image, names.camera_topic(camera, "depth")),
+            "camera_info": (CameraInfo, names.camera_topic(camera, "camera_info")),
+            "pose": (PoseStamped, names.camera_topic(camera, "pose")),
+        }
         if with_masks:
-            self.create_subscription(Image, backend.mask_topic(camera, "segmentation"), keep("segmentation"), sensor)
-            self.create_subscription(SegmentationLabels, backend.mask_topic(camera, "labels"), keep("labels"), 10)
+            topics["segmentation"] = (Image, backend.mask_topic(camera, "segmentation"))
+            topics["labels"] = (SegmentationLabels, backend.mask_topic(camera, "labels"))
         else:
-            self.create_subscription(Image, names.camera_topic(camera, "color"), keep("color"), sensor)
-        self.create_subscription(CameraInfo, names.camera_topic(camera, "camera_info"), keep("camera_info"), 10)
-        self.create_subscription(PoseStamped, names.camera_topic(camera, "pose"), keep("pose"), 10)
+            topics["color"] = (Image, names.camera_topic(camera, "color"))
+        for stream, (kind, topic) in topics.items():
+            self.create_subscription(kind, topic, keep(stream), qos_for(topic))
 
     def _assemble(self, camera: str) -> None:
         """Combine depth, masks (or color) and camera pose of the same instant (equal

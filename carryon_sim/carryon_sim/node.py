@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 from builtin_interfaces.msg import Time as TimeMsg
 from geometry_msgs.msg import PoseStamped
-from rclpy.qos import qos_profile_sensor_data
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Float64, String
@@ -34,6 +33,7 @@ from carryon_common.core.errors import CarryOnError
 from carryon_common.core.status import NodeState, implemented
 from carryon_common.driver_link import DriverLink
 from carryon_common.node import CarryOnNode, run_node
+from carryon_common.qos import qos_for
 from carryon_interfaces.msg import ActionChunk, SegmentationLabels, SimTruth
 from carryon_interfaces.srv import SetTask, SimPerturb, SimReset, SimState
 from carryon_sim import convert
@@ -98,27 +98,28 @@ class SimNode(CarryOnNode):
         run_dir = os.environ.get(names.RUN_DIR_ENV)
         self.violations_file = Path(run_dir) / VIOLATIONS_FILE if run_dir else None
         self.lock = threading.Lock()
-        self.joint_pub = self.create_publisher(JointState, names.JOINT_STATES, 10)
-        self.pose_pub = self.create_publisher(PoseStamped, names.EE_POSE, 10)
-        self.width_pub = self.create_publisher(Float64, names.GRIPPER_WIDTH, 10)
-        self.reject_pub = self.create_publisher(String, names.DRIVER_REJECTIONS, 10)
-        self.clock_pub = self.create_publisher(Clock, "/clock", 10)
+        self.joint_pub = self.create_publisher(JointState, names.JOINT_STATES, qos_for(names.JOINT_STATES))
+        self.pose_pub = self.create_publisher(PoseStamped, names.EE_POSE, qos_for(names.EE_POSE))
+        self.width_pub = self.create_publisher(Float64, names.GRIPPER_WIDTH, qos_for(names.GRIPPER_WIDTH))
+        self.reject_pub = self.create_publisher(String, names.DRIVER_REJECTIONS, qos_for(names.DRIVER_REJECTIONS))
+        self.clock_pub = self.create_publisher(Clock, "/clock", qos_for("/clock"))
         self.camera_pubs = {
-            camera: (
-                self.create_publisher(Image, names.camera_topic(camera, "color"), qos_profile_sensor_data),
-                self.create_publisher(Image, names.camera_topic(camera, "depth"), qos_profile_sensor_data),
-                # the simulator's own labelled masks: an evaluation oracle under sim/, never
-                # camera/<name>/segmentation, which is perception_node's (what a robot has)
-                self.create_publisher(
-                    Image, names.sim_truth_camera_topic(camera, "segmentation"), qos_profile_sensor_data
-                ),
-                self.create_publisher(SegmentationLabels, names.sim_truth_camera_topic(camera, "labels"), 10),
-                self.create_publisher(CameraInfo, names.camera_topic(camera, "camera_info"), 10),
-                self.create_publisher(PoseStamped, names.camera_topic(camera, "pose"), 10),
+            camera: tuple(
+                self.create_publisher(kind, topic, qos_for(topic))
+                for kind, topic in (
+                    (Image, names.camera_topic(camera, "color")),
+                    (Image, names.camera_topic(camera, "depth")),
+                    # the simulator's own labelled masks: an evaluation oracle under sim/, never
+                    # camera/<name>/segmentation, which is perception_node's (what a robot has)
+                    (Image, names.sim_truth_camera_topic(camera, "segmentation")),
+                    (SegmentationLabels, names.sim_truth_camera_topic(camera, "labels")),
+                    (CameraInfo, names.camera_topic(camera, "camera_info")),
+                    (PoseStamped, names.camera_topic(camera, "pose")),
+                )
             )
             for camera in _CAMERAS
         }
-        self.create_subscription(ActionChunk, names.SHIELD_CHUNK, self._on_chunk, 10)
+        self.create_subscription(ActionChunk, names.SHIELD_CHUNK, self._on_chunk, qos_for(names.SHIELD_CHUNK))
         # The driver holds the arm within one control period of an e-stop or a silent shield.
         self.link = DriverLink(self, cfg, lambda: self.world.time, self._reject)
         self.driver.blocked, self.driver.paused = self.link.blocked, self.link.paused
@@ -126,7 +127,7 @@ class SimNode(CarryOnNode):
         self.create_service(SimPerturb, names.SIM_PERTURB, self._on_perturb, callback_group=self.service_group)
         self.create_service(SimState, names.SIM_STATE, self._on_state, callback_group=self.service_group)
         self.create_service(SetTask, names.SIM_SET_TASK, self._on_set_task, callback_group=self.service_group)
-        self.truth_pub = self.create_publisher(SimTruth, names.SIM_TRUTH, 10)
+        self.truth_pub = self.create_publisher(SimTruth, names.SIM_TRUTH, qos_for(names.SIM_TRUTH))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="simulation", daemon=True)
         self._ready = threading.Event()
