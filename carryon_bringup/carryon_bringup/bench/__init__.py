@@ -2,6 +2,7 @@
 
 from carryon_bringup.bench import faults as _faults  # noqa: F401  (registers "faults")
 from carryon_bringup.bench import graph as _graph  # noqa: F401  (registers "graph")
+from carryon_bringup.bench import hosts as _hosts  # noqa: F401  (registers "hosts")
 from carryon_bringup.bench import judge as _judge  # noqa: F401  (registers "judge")
 from carryon_bringup.bench import latency as _latency  # noqa: F401  (registers "latency")
 from carryon_bringup.bench import memory as _memory  # noqa: F401  (registers "memory")

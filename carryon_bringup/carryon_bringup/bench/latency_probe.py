@@ -71,28 +71,34 @@ def main(argv: list[str] | None = None) -> int:
         out["chunks"] = len(policy_tx)
         out["released_chunks"] = len(shield_tx)
         out["refused"] = refused
-        subtask = Subtask(
-            id="lat", kind="vla", objective="the cover is off", instruction="open the pink cover", target="pink_cover"
-        )
-        judge_ms = []
-        for _ in range(args.calls):
-            began = time.perf_counter()
-            answer = session.call(
-                Judge, ns + names.JUDGE, Judge.Request(subtask=subtask, since_progress_s=0.0), timeout_s=30.0
-            )
-            judge_ms.append(1e3 * (time.perf_counter() - began))
-        out["judge_ms"] = judge_ms
-        out["judge_backend"] = answer.verdict.backend
-        plan_ms = []
-        request = Ask.Request(user_id="alice", text="Serve me food", plan_only=True)
-        for _ in range(args.calls):
-            began = time.perf_counter()
-            asked = session.call(Ask, ns + names.ASK, request, timeout_s=60.0)
-            plan_ms.append(1e3 * (time.perf_counter() - began))
-        out["planner_ms"] = plan_ms
-        out["planner_status"] = asked.status
+        if args.calls > 0:  # 0: the policy -> shield path only (no judge or planner in the graph)
+            _time_calls(session, ns, args.calls, out)
     json.dump(out, sys.stdout)
     return 0
+
+
+def _time_calls(session: RosSession, ns: str, calls: int, out: dict[str, Any]) -> None:
+    """Judge and planner round trips."""
+    subtask = Subtask(
+        id="lat", kind="vla", objective="the cover is off", instruction="open the pink cover", target="pink_cover"
+    )
+    judge_ms = []
+    for _ in range(calls):
+        began = time.perf_counter()
+        answer = session.call(
+            Judge, ns + names.JUDGE, Judge.Request(subtask=subtask, since_progress_s=0.0), timeout_s=30.0
+        )
+        judge_ms.append(1e3 * (time.perf_counter() - began))
+    out["judge_ms"] = judge_ms
+    out["judge_backend"] = answer.verdict.backend
+    plan_ms = []
+    request = Ask.Request(user_id="alice", text="Serve me food", plan_only=True)
+    for _ in range(calls):
+        began = time.perf_counter()
+        asked = session.call(Ask, ns + names.ASK, request, timeout_s=60.0)
+        plan_ms.append(1e3 * (time.perf_counter() - began))
+    out["planner_ms"] = plan_ms
+    out["planner_status"] = asked.status
 
 
 if __name__ == "__main__":

@@ -1,0 +1,195 @@
+"""`carryon bench hosts`: the graph split over a robot PC and a GPU box (issue 22), as two
+network namespaces of this machine joined by a link (carryon_bringup/netns.py; needs root).
+
+The robot side runs the simulator (the arm's driver and cameras), perception and the shield;
+the GPU side runs the policy node (the scripted stand-in, which reads the simulator's state
+across the link as a VLA would read the cameras). Measured, from the robot side:
+
+* policy chunk -> released across the link, p50 / p99 (DDS source timestamps, one machine's
+  clock), and the same graph on loopback for the added latency;
+* link drops of 2 s and 30 s (`--episodes` each; 10 by default, 2 quick): how long until the
+  tool held still, chunks the shield refused as stale after the link came back, how long
+  until the next release (the graph recovers without a restart), and whether `carryon
+  status` on the robot side named the policy node unreachable during the drop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from carryon_bringup import netns
+from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, percentile
+from carryon_bringup.core.graph import GraphSpec
+from carryon_bringup.core.link_drop import DropFigures, figures
+from carryon_bringup.graph_run import GraphRun
+from carryon_bringup.up import load_spec
+
+ROBOT_NODES = ("sim_node", "perception_node", "shield_node")
+GPU_NODES = ("policy_node",)
+MOVING_S = 40.0  # the probe's start (first trial) or the goal running, a reset, the first release: at most
+SETTLE_S = 12.0  # after each restore: the next release, stale refusals, the tool moving again
+
+
+@contextlib.contextmanager
+def split_graph(spec: GraphSpec, run_dir: Path, hosts: netns.TwoHosts | None) -> Iterator[tuple[GraphRun, GraphRun]]:
+    """The robot side and the GPU side of the graph, ready; on `hosts`, or both on this
+    machine's loopback when `hosts` is None (the baseline)."""
+    robot = GraphRun(spec, run_dir / "robot", only=ROBOT_NODES)
+    gpu = GraphRun(spec, run_dir / "gpu", only=GPU_NODES, domain_id=robot.domain_id)
+    if hosts is not None:
+        for graph, host in ((robot, hosts.robot), (gpu, hosts.gpu)):
+            graph.env = hosts.env(host, graph.env, spec.config_dir)
+            graph.command = host.command(graph.command)
+    with robot, gpu:
+        robot.wait_ready(timeout_s=120.0)
+        gpu.wait_ready(timeout_s=120.0)
+        yield robot, gpu
+
+
+def robot_side(hosts: netns.TwoHosts | None, argv: Sequence[str]) -> list[str]:
+    return hosts.robot.command(argv) if hosts is not None else list(argv)
+
+
+def chunk_latency(hosts: netns.TwoHosts | None, robot: GraphRun, steps: int) -> list[float]:
+    """policy/chunk -> shield/chunk of each released chunk, ms (carryon bench latency's probe)."""
+    probe = [sys.executable, "-m", "carryon_bringup.bench.latency_probe", "--steps", str(steps), "--calls", "0"]
+    done = subprocess.run(
+        robot_side(hosts, probe), env=robot.env, capture_output=True, text=True, timeout=600, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"latency probe failed:\n{done.stderr[-3000:]}")
+    return [float(v) for v in json.loads(done.stdout)["policy_to_released_ms"]]
+
+
+def status_during(hosts: netns.TwoHosts, robot: GraphRun, into: dict[str, Any]) -> threading.Thread:
+    """`carryon status --json` on the robot side, in a thread (it waits for nodes that do not answer)."""
+    command = [sys.executable, "-m", "carryon_bringup.cli", "status", "--json", "--timeout", "3"]
+
+    def ask() -> None:
+        done = subprocess.run(
+            robot_side(hosts, command), env=robot.env, capture_output=True, text=True, timeout=60, check=False
+        )
+        text = done.stdout
+        into.update(json.loads(text[text.find("{") : text.rfind("}") + 1] or "{}"))
+
+    thread = threading.Thread(target=ask, daemon=True)
+    thread.start()
+    return thread
+
+
+def drop_trials(hosts: netns.TwoHosts, robot: GraphRun, drops: Sequence[float]) -> list[tuple[DropFigures, bool]]:
+    """Each drop in turn while policy goals run back to back; the figures of each, and
+    whether `carryon status` on the robot side showed the policy node down during it."""
+    signals = robot.run_dir / f"link_probe_{time.monotonic_ns()}"
+    signals.mkdir()
+    duration = sum(MOVING_S + d + SETTLE_S for d in drops)
+    probe_cmd = [sys.executable, "-m", "carryon_bringup.bench.link_probe", "--duration-s", f"{duration:.0f}"]
+    probe_cmd += ["--signal-dir", str(signals)]
+    probe = subprocess.Popen(
+        robot_side(hosts, probe_cmd), env=robot.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    marks: list[tuple[float, float, dict[str, Any]]] = []
+    try:
+        for drop in drops:
+            (signals / "moving").unlink(missing_ok=True)
+            (signals / "reset").touch()
+            deadline = time.monotonic() + MOVING_S
+            while not (signals / "moving").exists():  # reset, and a chunk released since: the arm moves
+                if time.monotonic() > deadline or probe.poll() is not None:
+                    probe.terminate()  # the probe prints what it saw when stopped
+                    out, err = probe.communicate(timeout=30)
+                    raise RuntimeError(
+                        f"no chunk released within {MOVING_S:.0f} s of a reset; the link probe's output:\n"
+                        f"{out[-3000:]}\n{err[-3000:]}"
+                    )
+                time.sleep(0.05)
+            time.sleep(1.0)
+            status: dict[str, Any] = {}
+            down_at = time.time()
+            hosts.set_link(False)
+            took = [time.time() - down_at]  # `ip` itself
+            asking = status_during(hosts, robot, status)
+            time.sleep(max(0.0, down_at + drop - time.time()))
+            hosts.set_link(True)
+            marks.append((down_at, time.time(), status))
+            up_after = marks[-1][1] - down_at
+            print(
+                f"link down for {drop:.0f} s: back up after {up_after:.2f} s (down took {took[0]:.2f} s)",
+                file=sys.stderr,
+            )
+            time.sleep(SETTLE_S)
+            if asking is not None:
+                asking.join(timeout=30.0)
+        out, err = probe.communicate(timeout=120)
+    finally:
+        hosts.set_link(True)
+        if probe.poll() is None:
+            probe.kill()
+            probe.wait()
+    if probe.returncode != 0:
+        raise RuntimeError(f"link probe failed:\n{err[-3000:]}")
+    timelines = json.loads(out)
+    return [
+        (figures(timelines, down, up), status.get("policy_node", "?") is None and bool(status.get("sim_node")))
+        for down, up, status in marks
+    ]
+
+
+def _summary(values: Sequence[float | None]) -> tuple[float, float, int]:
+    """p50, max over the trials that have a value, and how many lack one."""
+    known = [v for v in values if v is not None]
+    if not known:
+        return math.nan, math.nan, len(values)
+    return percentile(known, 50), max(known), len(values) - len(known)
+
+
+def run(options: BenchOptions) -> BenchResult:
+    reason = netns.unavailable()
+    if reason is not None:
+        raise RuntimeError(f"carryon bench hosts needs two network namespaces: {reason}")
+    spec = load_spec(str(options.config_dir) if options.config_dir else None)
+    result = BenchResult("hosts", options.quick, options.seed)
+    trials = options.count(10, 2)
+    steps = 48 if options.quick else 400
+    with split_graph(spec, options.run_dir / "loopback", None) as (robot, _gpu):
+        loopback = chunk_latency(None, robot, steps)
+    with netns.TwoHosts() as hosts, split_graph(spec, options.run_dir / "split", hosts) as (robot, _gpu):
+        across = chunk_latency(hosts, robot, steps)
+        rows = {drop: drop_trials(hosts, robot, [drop] * trials) for drop in (2.0, 30.0)}
+    for name, values in (("loopback", loopback), ("across_link", across)):
+        if values:
+            result.add(f"policy_to_released_{name}_p50", percentile(values, 50), "ms", f"{len(values)} chunks")
+            result.add(f"policy_to_released_{name}_p99", percentile(values, 99), "ms")
+    if loopback and across:
+        added = percentile(across, 50) - percentile(loopback, 50)
+        result.add("added_by_link_p50", added, "ms", "across the link minus loopback, p50")
+    for drop, outcomes in rows.items():
+        label = f"drop_{drop:.0f}s"
+        found = [f for f, _ in outcomes]
+        moving = [f for f in found if f.moving_at_drop]
+        hold = _summary([f.hold_s for f in moving])
+        resume = _summary([f.resume_s for f in found])
+        note = f"drop to tool still, in the {len(moving)} of {len(found)} trials where it moved; max {hold[1]:.2f} s"
+        result.add(f"{label}_hold_p50", hold[0], "s", note)
+        note = f"restore to next release; max {resume[1]:.2f} s, {resume[2]} trials without one"
+        result.add(f"{label}_resume_p50", resume[0], "s", note)
+        result.add(f"{label}_refused_stale", sum(f.refused_stale for f in found), "chunks", "in all trials")
+        result.add(f"{label}_status_named_policy_down", sum(ok for _, ok in outcomes), "trials", f"of {len(found)}")
+    result.details["trials"] = {f"{d:.0f}": [vars(f) | {"status_ok": ok} for f, ok in o] for d, o in rows.items()}
+    result.details["latency_ms"] = {"loopback": loopback, "across_link": across}
+    return result
+
+
+BENCHMARKS.register(
+    "hosts",
+    Benchmark("hosts", "graph split over two network namespaces: chunk latency across the link, link drops", run),
+)
