@@ -25,6 +25,11 @@ command -v make >/dev/null || missing+=(make)
 ldconfig -p 2>/dev/null | grep -q 'libEGL.so.1 ' || missing+=(libegl1 libgl1-mesa-dri)
 # Open3D (perception) links libusb at import time.
 ldconfig -p 2>/dev/null | grep -q 'libusb-1.0.so.0 ' || missing+=(libusb-1.0-0)
+# Optional: `ip` for the two-hosts test and `carryon bench hosts` (network namespaces; they
+# need root anyway, and skip or stop with the reason without it).
+if ! command -v ip >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  missing+=(iproute2)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     say "installing Debian packages: ${missing[*]}"

@@ -129,14 +129,15 @@ def drop_trials(hosts: netns.TwoHosts, robot: GraphRun, drops: Sequence[float]) 
             time.sleep(SETTLE_S)
             if asking is not None:
                 asking.join(timeout=30.0)
-        out, err = probe.communicate(timeout=120)
+        probe.terminate()  # the trials are done: the probe prints what it saw and exits
+        out, err = probe.communicate(timeout=60)
     finally:
         hosts.set_link(True)
         if probe.poll() is None:
             probe.kill()
             probe.wait()
-    if probe.returncode != 0:
-        raise RuntimeError(f"link probe failed:\n{err[-3000:]}")
+    if probe.returncode != 0 or not out.strip():
+        raise RuntimeError(f"link probe failed ({probe.returncode}):\n{err[-3000:]}")
     timelines = json.loads(out)
     return [
         (figures(timelines, down, up), status.get("policy_node", "?") is None and bool(status.get("sim_node")))
