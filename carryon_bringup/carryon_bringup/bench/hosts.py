@@ -2,8 +2,9 @@
 network namespaces of this machine joined by a link (carryon_bringup/netns.py; needs root).
 
 The robot side runs the simulator (the arm's driver and cameras), perception and the shield;
-the GPU side runs the policy node (the scripted stand-in, which reads the simulator's state
-across the link as a VLA would read the cameras). Measured, from the robot side:
+the GPU side runs the policy node with an openpi-protocol policy server (the fake one, which
+moves the tool along +x): the policy node reads the cameras and the arm's state across the
+link and sends its chunks back across it. Measured, from the robot side:
 
 * policy chunk -> released across the link, p50 / p99 (DDS source timestamps, one machine's
   clock), and the same graph on loopback for the added latency;
@@ -18,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import socket
 import subprocess
 import sys
 import threading
@@ -42,17 +44,44 @@ SETTLE_S = 12.0  # after each restore: the next release, stale refusals, the too
 @contextlib.contextmanager
 def split_graph(spec: GraphSpec, run_dir: Path, hosts: netns.TwoHosts | None) -> Iterator[tuple[GraphRun, GraphRun]]:
     """The robot side and the GPU side of the graph, ready; on `hosts`, or both on this
-    machine's loopback when `hosts` is None (the baseline)."""
+    machine's loopback when `hosts` is None (the baseline). The GPU side is the policy node
+    with the openpi_remote backend and an openpi-protocol server beside it (the fake one: it
+    moves the tool 2 mm along +x per step, whatever it sees), as a VLA served on a GPU box."""
+    port = 8000 if hosts is not None else _free_port()  # a namespace's loopback is its own
+    server_cmd = [sys.executable, "-m", "carryon_sim.harness.fakes.openpi_server", "--port", str(port)]
+    sets = ["policy_node.backend=openpi_remote", f"policy_node.remote_uri=ws://127.0.0.1:{port}"]
     robot = GraphRun(spec, run_dir / "robot", only=ROBOT_NODES)
-    gpu = GraphRun(spec, run_dir / "gpu", only=GPU_NODES, domain_id=robot.domain_id)
+    gpu = GraphRun(
+        spec,
+        run_dir / "gpu",
+        only=GPU_NODES,
+        domain_id=robot.domain_id,
+        extra_args=[a for s in sets for a in ("--set", s)],
+    )
     if hosts is not None:
         for graph, host in ((robot, hosts.robot), (gpu, hosts.gpu)):
             graph.env = hosts.env(host, graph.env, spec.config_dir)
             graph.command = host.command(graph.command)
-    with robot, gpu:
-        robot.wait_ready(timeout_s=120.0)
-        gpu.wait_ready(timeout_s=120.0)
-        yield robot, gpu
+        server_cmd = hosts.gpu.command(server_cmd)
+    server = subprocess.Popen(server_cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()  # "fake openpi server on ws://..." once it listens
+        if "fake openpi server on" not in line:
+            raise RuntimeError(f"the openpi server did not start: {line}{server.stdout.read()[-2000:]}")
+        with robot, gpu:
+            robot.wait_ready(timeout_s=120.0)
+            gpu.wait_ready(timeout_s=120.0)
+            yield robot, gpu
+    finally:
+        server.terminate()
+        server.communicate(timeout=10)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def robot_side(hosts: netns.TwoHosts | None, argv: Sequence[str]) -> list[str]:
