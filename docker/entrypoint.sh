@@ -1,8 +1,21 @@
 #!/usr/bin/env bash
-# Source ROS 2 and the CarryOn workspace, then run the given command.
+# Source ROS 2 and the CarryOn workspace, then run the given command (default: a shell).
+# CARRYON_ROS_SETUP / CARRYON_WS_SETUP override the two setup files (tests, other ROS distros).
 set -e
-# shellcheck disable=SC1091
-source /opt/ros/jazzy/setup.bash
-# shellcheck disable=SC1091
-source /ws/install/setup.bash
+ros_setup="${CARRYON_ROS_SETUP:-/opt/ros/jazzy/setup.bash}"
+ws_setup="${CARRYON_WS_SETUP:-/ws/install/setup.bash}"
+for file in "$ros_setup" "$ws_setup"; do
+  if [ ! -f "$file" ]; then
+    echo "entrypoint: $file not found: is this the CarryOn image (docker/Dockerfile)?" >&2
+    exit 2
+  fi
+done
+# setup.bash files read unset variables: not under `set -u`.
+# shellcheck disable=SC1090
+source "$ros_setup"
+# shellcheck disable=SC1090
+source "$ws_setup"
+if [ $# -eq 0 ]; then
+  set -- bash
+fi
 exec "$@"

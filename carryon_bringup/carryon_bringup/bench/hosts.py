@@ -38,7 +38,11 @@ from carryon_bringup.up import load_spec
 ROBOT_NODES = ("sim_node", "perception_node", "shield_node")
 GPU_NODES = ("policy_node",)
 MOVING_S = 40.0  # the probe's start (first trial) or the goal running, a reset, the first release: at most
-SETTLE_S = 12.0  # after each restore: the next release, stale refusals, the tool moving again
+SETTLE_S = 12.0
+# Steps per goal in the drop trials: a goal outlasts the second between the first release
+# after a reset and the drop, so the link drops in the middle of a goal (48 steps ran out
+# before the drop in half the trials; the next goal's request then went out on a dead link).
+GOAL_STEPS = 400  # after each restore: the next release, stale refusals, the tool moving again
 
 
 @contextlib.contextmanager
@@ -122,6 +126,7 @@ def drop_trials(hosts: netns.TwoHosts, robot: GraphRun, drops: Sequence[float]) 
     signals.mkdir()
     duration = sum(MOVING_S + d + SETTLE_S for d in drops)
     probe_cmd = [sys.executable, "-m", "carryon_bringup.bench.link_probe", "--duration-s", f"{duration:.0f}"]
+    probe_cmd += ["--steps", str(GOAL_STEPS)]
     probe_cmd += ["--signal-dir", str(signals)]
     probe = subprocess.Popen(
         robot_side(hosts, probe_cmd), env=robot.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
