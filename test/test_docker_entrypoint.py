@@ -17,7 +17,8 @@ def run(tmp_path: Path, *command: str, ros: str | None = "export FROM_ROS=jazzy\
         ros_setup.write_text(ros)
     ws_setup.write_text('export FROM_WS="after ${FROM_ROS:-nothing}"\n')  # sees what ROS's setup set
     env = {**os.environ, "CARRYON_ROS_SETUP": str(ros_setup), "CARRYON_WS_SETUP": str(ws_setup)}
-    return subprocess.run(["bash", str(ENTRYPOINT), *command], env=env, capture_output=True, text=True, timeout=30)
+    command_line = ["bash", str(ENTRYPOINT), *command]
+    return subprocess.run(command_line, env=env, capture_output=True, text=True, timeout=30, check=False)
 
 
 def test_sources_ros_then_the_workspace_and_runs_the_command(tmp_path: Path) -> None:
