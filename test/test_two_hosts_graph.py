@@ -28,7 +28,9 @@ def test_the_graph_split_over_two_hosts_lives_through_a_link_drop(config_dir: Pa
         print(f"policy chunk -> released across the link: p50 {statistics.median(latency):.1f} ms, n={len(latency)}")
         # An 8 s drop: long enough for `carryon status` (about 6 s with a node that does not
         # answer) to finish while the link is down.
-        [(found, status_named_policy_down)] = drop_trials(hosts, robot, [8.0])
+        # The drop comes 0.2 s after the first chunk released after a reset, while the arm runs
+        # it (1 s later, the benchmark's lead, the arm was often still: not explained yet).
+        [(found, status_named_policy_down)] = drop_trials(hosts, robot, [8.0], lead_s=0.2)
         print(found)
         assert found.moving_at_drop and found.last_release_s is not None, found  # the policy was moving the arm
         # The arm held soon after the drop: the released chunk ran out, nothing new arrived ...

@@ -119,9 +119,12 @@ def status_during(hosts: netns.TwoHosts, robot: GraphRun, into: dict[str, Any]) 
     return thread
 
 
-def drop_trials(hosts: netns.TwoHosts, robot: GraphRun, drops: Sequence[float]) -> list[tuple[DropFigures, bool]]:
-    """Each drop in turn while policy goals run back to back; the figures of each, and
-    whether `carryon status` on the robot side showed the policy node down during it."""
+def drop_trials(
+    hosts: netns.TwoHosts, robot: GraphRun, drops: Sequence[float], lead_s: float = 1.0
+) -> list[tuple[DropFigures, bool]]:
+    """Each drop in turn while policy goals run back to back, `lead_s` after the first chunk
+    released after a reset; the figures of each, and whether `carryon status` on the robot
+    side showed the policy node down during it."""
     signals = robot.run_dir / f"link_probe_{time.monotonic_ns()}"
     signals.mkdir()
     duration = sum(MOVING_S + d + SETTLE_S for d in drops)
@@ -146,7 +149,7 @@ def drop_trials(hosts: netns.TwoHosts, robot: GraphRun, drops: Sequence[float]) 
                         f"{out[-3000:]}\n{err[-3000:]}"
                     )
                 time.sleep(0.05)
-            time.sleep(1.0)
+            time.sleep(lead_s)
             status: dict[str, Any] = {}
             down_at = time.time()
             hosts.set_link(False)

@@ -158,7 +158,8 @@ def _running_profile(spec: Any, client: Any, timeout_s: float) -> tuple[str | No
     answers of the nodes asked."""
     profiles = {p: {launch.name for launch in spec.launches(p)} for p in spec.profiles}
     seen = client.running_nodes(profiles.values(), wait_s=min(2.0, timeout_s))
-    answered = client.statuses(sorted(seen & set().union(*profiles.values())))
+    known = sorted(seen & set().union(*profiles.values()))
+    answered = client.statuses(known) if known else {}  # nothing runs: no waiting on nobody
     reported = {h.profile for h in answered.values() if h is not None and h.profile in profiles}
     if len(reported) == 1:  # discovery may not show every node yet on a busy machine; their word is enough
         return reported.pop(), answered
