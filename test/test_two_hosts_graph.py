@@ -30,7 +30,7 @@ def test_the_graph_split_over_two_hosts_lives_through_a_link_drop(config_dir: Pa
         # answer) to finish while the link is down.
         # The drop comes 0.2 s after the first chunk released after a reset, while the arm runs
         # it (1 s later, the benchmark's lead, the arm was often still: not explained yet).
-        [(found, status_named_policy_down)] = drop_trials(hosts, robot, [8.0], lead_s=0.2)
+        [(found, status_named_policy_down)] = drop_trials(hosts, robot, [8.0], lead_s=0.2, settle_s=30.0)
         print(found)
         assert found.moving_at_drop and found.last_release_s is not None, found  # the policy was moving the arm
         # The arm held soon after the drop: the released chunk ran out, nothing new arrived ...
@@ -38,6 +38,7 @@ def test_the_graph_split_over_two_hosts_lives_through_a_link_drop(config_dir: Pa
         # ... `carryon status` on the robot side said the policy node was unreachable ...
         assert status_named_policy_down, found
         # ... and chunks were released again after the link came back, with no node restarted.
-        assert found.resume_s is not None and found.resume_s < 10.0, found
+        # (within 30 s: a goal request sent during the drop can wait for the client's 20 s timeout)
+        assert found.resume_s is not None and found.resume_s < 30.0, found
         for side in (robot, gpu):
             assert not [e for e in side.events() if e["event"] in ("died", "restarting")], side.output()[-3000:]

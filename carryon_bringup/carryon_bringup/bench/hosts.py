@@ -120,14 +120,14 @@ def status_during(hosts: netns.TwoHosts, robot: GraphRun, into: dict[str, Any]) 
 
 
 def drop_trials(
-    hosts: netns.TwoHosts, robot: GraphRun, drops: Sequence[float], lead_s: float = 1.0
+    hosts: netns.TwoHosts, robot: GraphRun, drops: Sequence[float], lead_s: float = 1.0, settle_s: float = SETTLE_S
 ) -> list[tuple[DropFigures, bool]]:
     """Each drop in turn while policy goals run back to back, `lead_s` after the first chunk
     released after a reset; the figures of each, and whether `carryon status` on the robot
     side showed the policy node down during it."""
     signals = robot.run_dir / f"link_probe_{time.monotonic_ns()}"
     signals.mkdir()
-    duration = sum(MOVING_S + d + SETTLE_S for d in drops)
+    duration = sum(MOVING_S + d + settle_s for d in drops)
     probe_cmd = [sys.executable, "-m", "carryon_bringup.bench.link_probe", "--duration-s", f"{duration:.0f}"]
     probe_cmd += ["--steps", str(GOAL_STEPS)]
     probe_cmd += ["--signal-dir", str(signals)]
@@ -163,7 +163,7 @@ def drop_trials(
                 f"link down for {drop:.0f} s: back up after {up_after:.2f} s (down took {took[0]:.2f} s)",
                 file=sys.stderr,
             )
-            time.sleep(SETTLE_S)
+            time.sleep(settle_s)
             if asking is not None:
                 asking.join(timeout=30.0)
         probe.terminate()  # the trials are done: the probe prints what it saw and exits
