@@ -16,7 +16,8 @@ from carryon_bringup import netns
 from carryon_bringup.bench.hosts import chunk_latency, drop_trials, split_graph
 from carryon_bringup.core.graph import GraphSpec
 
-pytestmark = pytest.mark.skipif(netns.unavailable() is not None, reason=f"{netns.unavailable()}")
+UNAVAILABLE = netns.unavailable()  # makes and removes a namespace: once
+pytestmark = pytest.mark.skipif(UNAVAILABLE is not None, reason=f"{UNAVAILABLE}")
 
 
 def test_the_graph_split_over_two_hosts_lives_through_a_link_drop(config_dir: Path, tmp_path: Path) -> None:

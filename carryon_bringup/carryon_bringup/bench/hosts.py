@@ -153,14 +153,14 @@ def drop_trials(
             status: dict[str, Any] = {}
             down_at = time.time()
             hosts.set_link(False)
-            took = [time.time() - down_at]  # `ip` itself
+            took_s = time.time() - down_at  # `ip` itself
             asking = status_during(hosts, robot, status)
             time.sleep(max(0.0, down_at + drop - time.time()))
             hosts.set_link(True)
             marks.append((down_at, time.time(), status))
             up_after = marks[-1][1] - down_at
             print(
-                f"link down for {drop:.0f} s: back up after {up_after:.2f} s (down took {took[0]:.2f} s)",
+                f"link down for {drop:.0f} s: back up after {up_after:.2f} s (down took {took_s:.2f} s)",
                 file=sys.stderr,
             )
             time.sleep(settle_s)
