@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,13 @@ def test_runtime_modules_are_short_and_formatter_clean(path: Path) -> None:
     assert len(lines) <= MAX_MODULE_LINES, f"{path.relative_to(REPO)} has {len(lines)} lines: split it by concern"
     skipped = [i + 1 for i, line in enumerate(lines) if "fmt: skip" in line or "fmt: off" in line]
     assert not skipped, f"{path.relative_to(REPO)}: formatter turned off at lines {skipped} (only for aligned tables)"
+
+
+def test_action_clients_are_the_construction_safe_ones() -> None:
+    """rclpy's ActionClient can stop an executor that spins its node while it is made
+    (ros2/rclpy#1589): everything in the workspace, tests too, uses carryon_common.actions'."""
+    sources = [p for p in REPO.glob("carryon_*/**/*.py") if "build" not in p.parts and "install" not in p.parts]
+    sources += list(REPO.glob("test/*.py")) + list(REPO.glob("scripts/*.py"))
+    stock = re.compile(r"from rclpy\.action(\.client)? import[^\n]*\bActionClient\b|rclpy\.action\.ActionClient\(")
+    found = [str(p.relative_to(REPO)) for p in sources if p.name != "actions.py" and stock.search(p.read_text())]
+    assert not found, f"rclpy's own ActionClient in {found}: use carryon_common.actions.ActionClient"

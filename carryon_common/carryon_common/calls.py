@@ -15,13 +15,13 @@ from types import TracebackType
 from typing import Any
 
 import rclpy
-from rclpy.action import ActionClient
 from rclpy.client import Client
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
+from carryon_common.actions import ActionClient
 from carryon_common.core import names
 from carryon_common.core.errors import CarryOnError
 from carryon_common.core.operator_auth import Identity

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import rclpy
 from builtin_interfaces.msg import Time as TimeMsg
 from rcl_interfaces.msg import ParameterDescriptor
-from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
@@ -29,6 +29,7 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile
 
 from carryon_common import __version__, convert
+from carryon_common.actions import ActionClient
 from carryon_common.core import names
 from carryon_common.core.config import ROS_BUILTIN_PARAMETERS, NodeConfig, build_config, param_fields
 from carryon_common.core.errors import CarryOnError, ConfigError

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from planner_fixtures import ScriptedLlm
-from rclpy.action import ActionClient, ActionServer, CancelResponse
+from rclpy.action import ActionServer, CancelResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.parameter import Parameter
 
+from carryon_common.actions import ActionClient
 from carryon_interfaces.action import Assist, Recover, RunPolicy
 from carryon_interfaces.msg import SubtaskState, Verdict
 from carryon_interfaces.srv import Judge, SetTask

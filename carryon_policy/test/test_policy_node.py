@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 from geometry_msgs.msg import PoseStamped
-from rclpy.action import ActionClient
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64, String
 
+from carryon_common.actions import ActionClient
 from carryon_common.core.chunk import Convention
 from carryon_interfaces.action import RunPolicy
 from carryon_interfaces.msg import ActionChunk, InferenceTiming
