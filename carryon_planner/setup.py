@@ -17,6 +17,9 @@ setup(
     description="Personalized planner: context, LLM backends, plan schema, validator and repair, executive.",
     license="Apache-2.0",
     entry_points={
-        "console_scripts": ["planner_node = carryon_planner.node:main"],
+        "console_scripts": [
+            "planner_node = carryon_planner.node:main",
+            "llm_server_node = carryon_planner.llm_server_node:main",
+        ],
     },
 )

@@ -73,13 +73,17 @@ def test_up_status_cli_round_trip_and_sigterm(spec: GraphSpec, tmp_path: Path) -
     with graph:
         ready_s = graph.wait_ready(timeout_s=30.0)
         pids = graph.node_pids()
-        assert set(pids) == set(graph.node_names) and len(set(pids.values())) == 9  # one OS process each
+        # One OS process each; llm_server_node too, as the planner's llm_backend is local (the default).
+        assert set(pids) == set(graph.node_names) and len(set(pids.values())) == 10
 
         status, _ = cli(["status", "--json"], graph.domain_id)
         assert status.returncode == 0, status.stderr
         report = json.loads(status.stdout)
         assert all(node["ready"] for node in report.values())
         assert {node["pid"] for node in report.values()} == set(pids.values())
+        # Without scripts/setup_llm.sh (CI) the model server is up but cannot serve, and says how to fix it.
+        server = report["llm_server_node"]
+        assert server["state"] == "ready" or "setup_llm.sh" in server["message"], server
         shield_caps = {c["name"]: c["implemented"] for c in report["shield_node"]["capabilities"]}
         assert shield_caps["shield.estop"] and shield_caps["shield.filter"]
         # Every publisher and subscription of the graph connect (graph introspection, issue 22).
@@ -105,7 +109,7 @@ def test_up_status_cli_round_trip_and_sigterm(spec: GraphSpec, tmp_path: Path) -
     assert not stray_shm(graph)
     assert (tmp_path / "run" / "logs" / "memory_node.log").read_text()
     stopped = graph.event("stopped")
-    assert stopped is not None and stopped["killed"] == [] and len(stopped["clean"]) == 9
+    assert stopped is not None and stopped["killed"] == [] and len(stopped["clean"]) == 10
 
 
 def test_ctrl_c_stops_everything_within_5_s(spec: GraphSpec, tmp_path: Path) -> None:
@@ -216,7 +220,7 @@ def test_graph_benchmark_quick(tmp_path: Path, empty_domain: int) -> None:
     result, _ = cli(["bench", "graph", "--quick", "--json", str(out)], empty_domain, timeout_s=180.0)
     assert result.returncode == 0, result.stdout + result.stderr
     metrics = {m["name"]: m["value"] for m in json.loads(out.read_text())["metrics"]}
-    assert metrics["nodes"] == 9
+    assert metrics["nodes"] == 10  # with llm_server_node (the planner's default llm_backend is local)
     assert metrics["ready_max"] < 30.0 and metrics["stop_max"] < 5.0
     assert metrics["leftover_processes"] == 0 and metrics["leftover_shm_files"] == 0
     assert 0.0 < metrics["status_rtt_p50"] <= metrics["status_rtt_p99"]

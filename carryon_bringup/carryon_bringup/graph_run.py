@@ -7,6 +7,7 @@ never see each other.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -20,6 +21,8 @@ from typing import IO, Any
 from carryon_bringup.core import shm
 from carryon_bringup.core.domain import reserve_domain_id
 from carryon_bringup.core.graph import GraphSpec
+from carryon_bringup.up import plan_launches
+from carryon_common.core.errors import CarryOnError
 
 
 def _callers_domain() -> list[int]:
@@ -45,7 +48,12 @@ class GraphRun:
         self.spec = spec
         self.run_dir = run_dir.resolve()
         self.profile = profile
-        self.node_names = [launch.name for launch in spec.launches(profile, only or None)]
+        # The nodes `carryon up` will start (llm_server_node only for a local planner model).
+        sets = [value for flag, value in itertools.pairwise(extra_args) if flag == "--set"]
+        try:
+            self.node_names = [launch.name for launch in plan_launches(spec, profile, only, sets)[0]]
+        except CarryOnError:  # `carryon up` will say what is wrong; a test may want to see that
+            self.node_names = [launch.name for launch in spec.launches(profile, only or None) if not launch.when]
         self._reservation = None if domain_id is not None else reserve_domain_id(_callers_domain())
         self.domain_id = domain_id if domain_id is not None else self._reservation.domain_id
         self.env = dict(os.environ if env is None else env)

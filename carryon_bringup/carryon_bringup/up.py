@@ -153,6 +153,19 @@ def validate(launches: Sequence[NodeLaunch], overrides: Mapping[str, Mapping[str
     return resolved
 
 
+def plan_launches(
+    spec: GraphSpec, profile: str, only: Sequence[str], sets: Sequence[str]
+) -> tuple[list[NodeLaunch], dict[str, dict[str, Any]], dict[str, Any]]:
+    """The nodes to start with their `--set` overrides and validated configs: the profile's
+    (or `only`), less those started for another node's setting that it does not have
+    (llm_server_node when the planner's llm_backend is not local)."""
+    launches = spec.launches(profile, only or None)
+    overrides = split_overrides(sets, launches)
+    resolved = validate(launches, overrides)
+    launches = spec.needed(launches, resolved, named=only)
+    return launches, overrides, {launch.name: resolved[launch.name] for launch in launches}
+
+
 class _Console:
     """Prefixed console output. A closed or broken stdout (e.g. `carryon up | head`)
     turns the console off; it never stops the graph (the log files have everything)."""
@@ -209,9 +222,7 @@ def run_up(
     try:
         spec = load_spec(config_dir)
         profile = spec.resolve_profile(profile)
-        launches = spec.launches(profile, only or None)
-        overrides = split_overrides(sets, launches)
-        resolved = validate(launches, overrides)
+        launches, overrides, resolved = plan_launches(spec, profile, only, sets)
         folder = Path(run_dir) if run_dir else Path("runs") / f"{dt.datetime.now():%Y%m%d-%H%M%S}-up-{profile}"
         folder.mkdir(parents=True, exist_ok=True)
         # E-stop latches survive a node's restart within this run, not a new run in the same folder.

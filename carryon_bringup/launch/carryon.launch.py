@@ -32,6 +32,9 @@ def _nodes(context, *_args, **_kwargs):
     launches = spec.launches(profile, only or None)
     # Fail before starting anything, with file / key / reason.
     resolved = {launch.name: launch.load_config() for launch in launches}
+    # Like `carryon up`: nodes started for another node's setting (llm_server_node for a local planner model).
+    launches = spec.needed(launches, resolved, named=only)
+    resolved = {launch.name: resolved[launch.name] for launch in launches}
     # Like `carryon up`: a new command key for this launch, shared by the shield and the driver,
     # and the authorized operators file and planner_node's signing key (nodes that name files
     # of their own keep them; docs/security.md).

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from carryon_bringup.core.graph import GraphSpec, find_config_dir
-from carryon_bringup.up import split_overrides, validate
+from carryon_bringup.up import plan_launches, split_overrides, validate
 from carryon_common.core.errors import ConfigError, UnknownNameError
 from carryon_common.core.status import NodeHealth, NodeState
 
@@ -23,7 +23,7 @@ def test_profiles_select_nodes_in_start_order(config_dir: Path) -> None:
     spec = GraphSpec.load(config_dir)
     sim = [launch.name for launch in spec.launches("sim")]
     robot = [launch.name for launch in spec.launches("robot")]
-    assert sim[-1] == "sim_node" and len(sim) == 9 and "perception_node" in sim
+    assert sim[-1] == "sim_node" and len(sim) == 10 and "perception_node" in sim
     assert "sim_node" not in robot
     policy = next(launch for launch in spec.launches("robot") if launch.name == "policy_node")
     assert [p.name for p in policy.params_files] == ["policy_node.yaml", "policy_node.yaml"]
@@ -35,6 +35,34 @@ def test_every_profile_validates_with_the_shipped_files(config_dir: Path) -> Non
     spec = GraphSpec.load(config_dir)
     for profile in spec.profiles:
         validate(spec.launches(profile), {})
+
+
+def test_the_model_server_starts_only_for_a_planner_that_uses_it(config_dir: Path) -> None:
+    """llm_server_node (graph.yaml `when: planner_node.llm_backend=local`) starts with the
+    local model, not with another backend, not without the planner, always when named."""
+    spec = GraphSpec.load(config_dir)
+    for profile in spec.profiles:
+        started = [launch.name for launch in plan_launches(spec, profile, (), ())[0]]
+        assert started[:3] == ["memory_node", "llm_server_node", "planner_node"], started  # the server first
+        scripted = plan_launches(spec, profile, (), ["planner_node.llm_backend=scripted"])[0]
+        assert "llm_server_node" not in {launch.name for launch in scripted}
+    assert [launch.name for launch in plan_launches(spec, "sim", ["memory_node"], ())[0]] == ["memory_node"]
+    alone = plan_launches(spec, "sim", ["llm_server_node"], ())
+    assert [launch.name for launch in alone[0]] == ["llm_server_node"] and alone[2]["llm_server_node"].port == 8421
+    assert spec.conditional("llm_server_node") and not spec.conditional("planner_node")
+
+
+def test_a_condition_on_an_unknown_node_or_malformed_is_a_config_error(config_copy: Path) -> None:
+    graph = config_copy / "graph.yaml"
+    data = yaml.safe_load(graph.read_text())
+    data["nodes"]["llm_server_node"]["when"] = "planer_node.llm_backend=local"
+    graph.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match=r"when: unknown node 'planer_node'.*did you mean 'planner_node'"):
+        GraphSpec.load(config_copy)
+    data["nodes"]["llm_server_node"]["when"] = "planner_node llm_backend local"
+    graph.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match=r"when: String should match pattern"):
+        GraphSpec.load(config_copy)
 
 
 def test_unknown_profile_and_node_list_the_valid_ones(config_dir: Path) -> None:

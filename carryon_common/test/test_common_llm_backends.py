@@ -15,7 +15,7 @@ from carryon_common.core.scripted_llm import ScriptedLlm
 
 
 def test_backends_by_name_with_a_suggestion_on_a_typo() -> None:
-    assert LLM_BACKENDS.names() == ["local", "openai", "scripted"]
+    assert LLM_BACKENDS.names() == ["local", "local_inprocess", "openai", "scripted"]
     with pytest.raises(UnknownNameError, match="did you mean 'openai'"):
         make_llm(LlmSettings(llm_backend="opneai"))
 
@@ -58,6 +58,32 @@ def test_a_remote_openai_endpoint_needs_a_key(monkeypatch: pytest.MonkeyPatch) -
     assert make_llm(remote).name == "openai:gpt-4o-mini@https://llm.example.com/v1"  # the default model
 
 
-def test_a_missing_local_model_is_a_config_error(tmp_path: Path) -> None:
+def test_a_missing_in_process_model_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError):  # llama-cpp-python not installed, or the model file missing
-        make_llm(LlmSettings(llm_backend="local", llm_model_path=str(tmp_path / "none.gguf")))
+        make_llm(LlmSettings(llm_backend="local_inprocess", llm_model_path=str(tmp_path / "none.gguf")))
+
+
+def test_local_is_the_model_server_on_loopback_with_the_schema_in_each_request() -> None:
+    """`local` speaks to llm_server_node (here the stub server in its place) through the
+    OpenAI client: no key, the schema in response_format for llama.cpp's grammar."""
+    from carryon_sim.harness.fakes.openai_server import StubVlmServer
+
+    assert make_llm(LlmSettings(llm_backend="local")).name == "openai:local@http://127.0.0.1:8421/v1"
+    with StubVlmServer([{"reply": "hi"}]) as stub:
+        llm = make_llm(LlmSettings(llm_backend="local", llm_local_url=stub.base_url))
+        schema = {"title": "Plan", "type": "object"}
+        assert llm.complete([ChatMessage("user", "plan it")], schema) == '{"reply": "hi"}'
+        assert stub.requests[0].body["response_format"] == {"type": "json_object", "schema": schema}
+        assert stub.requests[0].body["model"] == "local"
+        assert stub.requests[0].body["max_tokens"] == 768  # a small model that loops stops there
+
+
+def test_a_local_server_that_is_down_is_an_error_saying_what_to_check() -> None:
+    import socket
+
+    with socket.socket() as sock:  # a loopback port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    llm = make_llm(LlmSettings(llm_backend="local", llm_local_url=f"http://127.0.0.1:{port}/v1", llm_timeout_s=5.0))
+    with pytest.raises(LlmError, match=r"cannot connect.*llm_server_node.*carryon status"):
+        llm.complete([ChatMessage("user", "plan it")], {"title": "Plan"})

@@ -8,7 +8,8 @@ builder, validator and repair loop — with the LLM backend planner_node is conf
 with (config/nodes/planner_node.yaml, overridable with `--set planner_node.KEY=VALUE`),
 and scored on what would be dispatched (see carryon_planner.core.personalization).
 
-    carryon bench personalization                       # the configured backend (local by default)
+    carryon bench personalization                       # the configured backend (local by default:
+                                                        # the model server, started for the run)
     carryon bench personalization --set planner_node.llm_backend=openai \\
         --set planner_node.llm_base_url=http://127.0.0.1:8080/v1 --set planner_node.llm_model=NAME
     carryon bench personalization --quick               # the first case of each suite
@@ -28,6 +29,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress
 
+from carryon_bringup.bench.llm_serving import local_model_server
 from carryon_bringup.bench.node_config import node_config
 from carryon_bringup.bench.plots import bar_chart
 from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, percentile, saved_row
@@ -43,8 +45,14 @@ SUITES_DIR = Path("planner") / "personalization"
 
 
 def run(options: BenchOptions) -> BenchResult:
-    config_dir = find_config_dir(options.config_dir, default_config_fallbacks())
     config = node_config(options, PlannerConfig, "planner_node")
+    # llm_backend local: llm_server_node's server, started for this run (logs in the run folder).
+    with local_model_server(config, options.run_dir / "llm_server.log") as served:
+        return _run(options, served)
+
+
+def _run(options: BenchOptions, config: PlannerConfig) -> BenchResult:
+    config_dir = find_config_dir(options.config_dir, default_config_fallbacks())
     suites = load_suites(config_dir / SUITES_DIR)
     rules = load_preference_rules(config_dir / "planner" / "preferences.yaml")
     llm = make_llm(config)

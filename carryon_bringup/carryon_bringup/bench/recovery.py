@@ -41,6 +41,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from carryon_arm.core.kinematics import load_robot
+from carryon_bringup.bench.llm_serving import local_model_server
 from carryon_bringup.bench.node_config import node_config
 from carryon_bringup.bench.plots import bar_chart
 from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, saved_row
@@ -271,9 +272,12 @@ def run(options: BenchOptions) -> BenchResult:
     newest = library.load("regrasp")
 
     def reflect_once() -> dict[str, Any]:
-        try:
-            llm = make_llm(node_config(options, PlannerConfig, "planner_node"))
-            outcome = reflect(llm, library, "regrasp", failed[:3])
+        try:  # llm_backend local: the model server, started for the reflection
+            with local_model_server(
+                node_config(options, PlannerConfig, "planner_node"), rows / "llm_server.log"
+            ) as cfg:
+                llm = make_llm(cfg)
+                outcome = reflect(llm, library, "regrasp", failed[:3])
         except CarryOnError as exc:
             return {"decision": "NOT_RUN", "reason": str(exc)}
         written = outcome.written.version if outcome.written is not None else None

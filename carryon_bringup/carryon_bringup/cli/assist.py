@@ -13,7 +13,7 @@ def add_ask(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     ask = sub.add_parser("ask", parents=[common], help="send a request to the planner on behalf of a user")
     ask.add_argument("--user", required=True, help="user id (memory/users/<id>.md)")
     ask.add_argument("--plan-only", action="store_true", help="plan and validate, do not execute")
-    ask.add_argument("--request-timeout", type=float, default=120.0, help="seconds to wait for the plan (default 120)")
+    ask.add_argument("--request-timeout", type=float, default=300.0, help="seconds to wait for the plan (default 300)")
     ask.add_argument("text", help='the request, e.g. "Serve me food"')
     ask.set_defaults(handler=cmd_ask)
 

@@ -156,7 +156,7 @@ def _running_profile(spec: Any, client: Any, timeout_s: float) -> tuple[str | No
     """The profile the running nodes report they were started in (the launchers tell each
     node), else the one whose nodes are seen (nodes started some other way); with the
     answers of the nodes asked."""
-    profiles = {p: {launch.name for launch in spec.launches(p)} for p in spec.profiles}
+    profiles = {p: {launch.name for launch in spec.launches(p) if not launch.when} for p in spec.profiles}
     seen = client.running_nodes(profiles.values(), wait_s=min(2.0, timeout_s))
     known = sorted(seen & set().union(*profiles.values()))
     answered = client.statuses(known) if known else {}  # nothing runs: no waiting on nobody
@@ -178,9 +178,13 @@ def cmd_status(args: argparse.Namespace) -> int:
             args.profile, answered = _running_profile(spec, client, args.timeout)
             found = ", found running" if args.profile else ""
         args.profile = spec.resolve_profile(args.profile)
-        node_names = [launch.name for launch in spec.launches(args.profile)]
-        health = {name: answered.get(name) for name in node_names}
+        launches = spec.launches(args.profile)
+        health = {launch.name: answered.get(launch.name) for launch in launches if not launch.when}
         health.update(client.statuses([name for name, h in health.items() if h is None]))
+        # Nodes started only for another node's setting (llm_server_node): shown when they run.
+        seen = client.running_nodes([], wait_s=0.0)
+        optional = [launch.name for launch in launches if launch.when and launch.name in seen]
+        health.update(client.statuses(optional) if optional else {})
         mismatches = client.qos_mismatches() if not args.json else []
     if args.json:
         print(json.dumps({name: _health_json(h) for name, h in health.items()}, indent=2))

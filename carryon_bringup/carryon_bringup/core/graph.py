@@ -51,6 +51,12 @@ class NodeEntry(BaseModel):
         description="Scheduling niceness of the process (`nice -n`): heavy work that may wait (perception, "
         "the judge) runs behind the control path (driver, policy, shield) on a small machine.",
     )
+    when: str = Field(
+        "",
+        pattern=r"^$|^[a-z_]+\.[a-z_]+=\S+$",
+        description="`node.parameter=value`: start this node only when that node of the profile starts with that "
+        "value (llm_server_node when planner_node.llm_backend=local); '' = always.",
+    )
 
 
 class Profile(BaseModel):
@@ -82,6 +88,10 @@ class GraphFile(BaseModel):
             for name in (*profile.nodes, *profile.params):
                 if name not in self.nodes:
                     raise ValueError(f"profile {profile_name!r}: {unknown_name_message('node', name, self.nodes)}")
+        for name, entry in self.nodes.items():
+            target = entry.when.partition(".")[0]
+            if entry.when and target not in self.nodes:
+                raise ValueError(f"nodes.{name}.when: {unknown_name_message('node', target, self.nodes)}")
         return self
 
 
@@ -97,6 +107,7 @@ class NodeLaunch:
     params_files: tuple[Path, ...]
     restart: RestartPolicy = field(default_factory=RestartPolicy)
     nice: int = 0  # `nice -n` of the process (0: as the launcher)
+    when: str = ""  # `node.parameter=value` the node is started for ('' = always; `GraphSpec.needed`)
 
     def load_config(self, overrides: Mapping[str, Any] | None = None) -> NodeConfig:
         """Validate this node's parameter files (plus overrides) with its config class."""
@@ -202,8 +213,30 @@ class GraphSpec:
                     params_files=tuple(self.config_dir / f for f in files),
                     restart=entry.restart,
                     nice=entry.nice,
+                    when=entry.when,
                 )
             )
+        return out
+
+    def conditional(self, name: str) -> bool:
+        """True for a node started only for another node's setting (graph.yaml `when`)."""
+        return bool(self.data.nodes[name].when) if name in self.data.nodes else False
+
+    @staticmethod
+    def needed(
+        launches: Sequence[NodeLaunch], resolved: Mapping[str, Any], named: Iterable[str] = ()
+    ) -> list[NodeLaunch]:
+        """`launches` less the conditional ones whose condition does not hold: `resolved` maps
+        node names to their validated configs; a condition on a node not started is false.
+        Nodes in `named` (asked for by name, `--only`) always start."""
+        out = []
+        for launch in launches:
+            if launch.when and launch.name not in set(named):
+                target, _, expected = launch.when.partition("=")
+                node, _, param = target.partition(".")
+                if node not in resolved or str(getattr(resolved[node], param, None)) != expected:
+                    continue
+            out.append(launch)
         return out
 
 

@@ -2,8 +2,11 @@
 summariser, recovery reflection, the benchmarks, the CLI):
 
 * `openai`: any OpenAI-compatible endpoint (`OpenAiClient`);
-* `local`: a small instruction model in this process with llama.cpp, offline (`LocalLlm`,
-  the model assembled by `local_models`);
+* `local`: the offline model behind llm_server_node, llama.cpp's OpenAI-compatible server
+  on loopback (`carryon up` starts it with the planner; `OpenAiClient`, decoding
+  constrained to the JSON Schema sent with each request);
+* `local_inprocess`: the same model in this process with llama.cpp (`LocalLlm`, the model
+  assembled by `local_models`), for tools and tests that run without a graph;
 * `scripted`: NOT AN LLM, replies from a YAML script for the zero-config demo (`ScriptedLlm`).
 
 The settings are the `llm_*` fields of the planner's config (the one place they are
@@ -51,6 +54,8 @@ class LlmConfig(Protocol):
     def llm_threads(self) -> int: ...
     @property
     def llm_context_tokens(self) -> int: ...
+    @property
+    def llm_local_url(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -62,13 +67,14 @@ class LlmSettings:
     llm_base_url: str = ""
     llm_model: str = ""
     llm_api_key_env: str = "OPENAI_API_KEY"
-    llm_timeout_s: float = 60.0
+    llm_timeout_s: float = 120.0
     llm_schema_in_request: bool = False
     llm_script_file: str = ""
     llm_model_path: str = ""
     llm_local_model: str = "1.5b"
     llm_threads: int = 2
     llm_context_tokens: int = 8192
+    llm_local_url: str = ""
 
 
 def script_path(configured: str) -> Path:
@@ -85,7 +91,30 @@ def _openai(config: LlmConfig) -> LlmClient:
     )
 
 
+# llm_server_node's default port and address (carryon_planner.core.llm_server).
+LOCAL_SERVER_PORT = 8421
+LOCAL_SERVER_URL = f"http://127.0.0.1:{LOCAL_SERVER_PORT}/v1"
+LOCAL_SERVER_MODEL = "local"  # the server's alias for the model it serves
+LOCAL_MAX_TOKENS = 768  # a plan is a few hundred tokens; a small model that loops stops here (as in-process)
+
+
 def _local(config: LlmConfig) -> LlmClient:
+    from carryon_common.core.openai_client import OpenAiClient, ResponseFormat
+
+    url = config.llm_local_url or LOCAL_SERVER_URL
+    return OpenAiClient(
+        url,
+        model=config.llm_model or LOCAL_SERVER_MODEL,
+        timeout_s=config.llm_timeout_s,
+        attempts=1,  # the server keeps decoding a request whose client gave up: a retry would queue behind it
+        max_tokens=LOCAL_MAX_TOKENS,
+        response_format=ResponseFormat.JSON_OBJECT_SCHEMA,  # llama.cpp's grammar from the plan's schema
+        unreachable_hint="is llm_server_node running and ready? `carryon status`; "
+        "`carryon up` starts it when planner_node.llm_backend is local",
+    )
+
+
+def _local_inprocess(config: LlmConfig) -> LlmClient:
     from carryon_common.core.local_llm import LocalLlm
     from carryon_common.core.local_models import LOCAL_MODELS, assemble
 
@@ -102,11 +131,12 @@ def _scripted(config: LlmConfig) -> LlmClient:
 LLM_BACKENDS: Registry[Callable[[LlmConfig], LlmClient]] = Registry("LLM backend")
 LLM_BACKENDS.register("openai", _openai)
 LLM_BACKENDS.register("local", _local)
+LLM_BACKENDS.register("local_inprocess", _local_inprocess)
 LLM_BACKENDS.register("scripted", _scripted)
 
 
 def make_llm(config: LlmConfig) -> LlmClient:
     """The backend `config.llm_backend` names. Raises UnknownNameError (with the closest
     name) for an unknown one, ConfigError when it cannot be built (llama-cpp-python or the
-    model missing for `local`; no key for a remote `openai` endpoint; a bad script)."""
+    model missing for `local_inprocess`; no key for a remote `openai` endpoint; a bad script)."""
     return LLM_BACKENDS.get(config.llm_backend)(config)

@@ -29,6 +29,7 @@ SIM_NODE = "sim_node"
 ARM_ADAPTER_NODE = "arm_adapter_node"
 RECORDER_NODE = "recorder_node"
 PERCEPTION_NODE = "perception_node"
+LLM_SERVER_NODE = "llm_server_node"
 
 # Every node: readiness / health check (carryon_interfaces/srv/GetStatus).
 GET_STATUS = "~/get_status"

@@ -88,8 +88,12 @@ class OpenAiClient:
         response_format: ResponseFormat = ResponseFormat.JSON_OBJECT,
         temperature: float = 0.0,
         sleep: Callable[[float], None] = time.sleep,
+        unreachable_hint: str = "",
+        max_tokens: int | None = None,
     ) -> None:
         self.base_url = base_url
+        self.unreachable_hint = unreachable_hint  # said when nothing answers at base_url
+        self.max_tokens = max_tokens  # reply length cap sent with each request (None: the server's)
         self.model = model
         self.timeout_s = timeout_s
         self.attempts = max(1, attempts)
@@ -112,6 +116,8 @@ class OpenAiClient:
         fmt = response_format(self.response_format, schema)
         if fmt is not None:
             extra["response_format"] = fmt
+        if self.max_tokens is not None:
+            extra["max_tokens"] = self.max_tokens
         problems: list[str] = []
         for attempt in range(self.attempts):
             if attempt:
@@ -128,7 +134,8 @@ class OpenAiClient:
                 problems.append(f"no reply within {timeout:.1f} s")
                 continue
             except openai.APIConnectionError as exc:
-                problems.append(f"cannot connect: {exc.__cause__ or exc}")
+                hint = f" ({self.unreachable_hint})" if self.unreachable_hint else ""
+                problems.append(f"cannot connect: {exc.__cause__ or exc}{hint}")
                 continue
             except openai.APIStatusError as exc:
                 problem = f"HTTP {exc.status_code}: {str(exc.message)[:200]}"

@@ -9,7 +9,7 @@ from pydantic import Field
 from carryon_common.core.config import one_of
 from carryon_common.core.operator_auth import NodeIdentityConfig, OperatorAuthConfig
 
-LLM_BACKENDS = ("local", "openai", "scripted")
+LLM_BACKENDS = ("local", "local_inprocess", "openai", "scripted")
 OBSERVE_SOURCES = ("perception", "none")
 LOCAL_MODELS = ("0.5b", "1.5b")
 
@@ -19,27 +19,32 @@ class PlannerConfig(OperatorAuthConfig, NodeIdentityConfig):
 
     llm_backend: Annotated[str, one_of("LLM backend", LLM_BACKENDS)] = Field(
         "local",
-        description="LLM backend by name: 'local' (offline instruction model, no key), 'openai' "
+        description="LLM backend by name: 'local' (the offline model served by llm_server_node, which "
+        "`carryon up` then starts; no key), 'local_inprocess' (the same model loaded in this process), 'openai' "
         "(any OpenAI-compatible endpoint) or 'scripted' (NOT AN LLM: scripted replies, for the demo).",
     )
     llm_base_url: str = Field("", description="Base URL of the OpenAI-compatible endpoint ('' = backend default).")
     llm_model: str = Field("", description="Model name sent to the endpoint ('' = backend default).")
+    llm_local_url: str = Field(
+        "", description="local: llm_server_node's OpenAI base URL ('' = http://127.0.0.1:8421/v1, its default)."
+    )
     llm_api_key_env: str = Field(
         "OPENAI_API_KEY", description="Name of the environment variable holding the API key (never the key itself)."
     )
     llm_model_path: str = Field(
         "",
-        description="local: GGUF model file ('' = the pinned Qwen2.5-Coder-0.5B assembled by scripts/setup_llm.sh).",
+        description="local_inprocess: GGUF model file ('' = the pinned model llm_local_model names).",
     )
     llm_script_file: str = Field("", description="scripted: the replies ('' = <config dir>/planner/demo_script.yaml).")
     llm_local_model: Annotated[str, one_of("local model", LOCAL_MODELS)] = Field(
         "1.5b",
-        description="local: the pinned model to assemble when llm_model_path is '' ('1.5b' Qwen2.5-Coder-1.5B; "
-        "'0.5b' Qwen2.5-Coder-0.5B: smaller download, worse plans; bash scripts/setup_llm.sh --model 0.5b).",
+        description="local_inprocess: the pinned model to assemble when llm_model_path is '' "
+        "('1.5b' Qwen2.5-Coder-1.5B; '0.5b' Qwen2.5-Coder-0.5B: smaller download, worse plans; "
+        "bash scripts/setup_llm.sh --model 0.5b).",
     )
-    llm_threads: int = Field(2, ge=1, description="local: CPU threads for decoding.")
-    llm_context_tokens: int = Field(8192, ge=1024, description="local: context window, tokens.")
-    llm_timeout_s: float = Field(60.0, gt=0.0, description="Timeout of one LLM request, seconds.")
+    llm_threads: int = Field(2, ge=1, description="local_inprocess: CPU threads for decoding.")
+    llm_context_tokens: int = Field(8192, ge=1024, description="local_inprocess: context window, tokens.")
+    llm_timeout_s: float = Field(120.0, gt=0.0, description="Timeout of one LLM request, seconds.")
     max_repairs: int = Field(2, ge=0, description="Validation-repair rounds before a safe refusal.")
     service_timeout_s: float = Field(5.0, gt=0.0, description="Timeout of calls to other nodes' services, seconds.")
     llm_schema_in_request: bool = Field(
