@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from carryon_bringup.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Subparsers, console, err
+from carryon_common.core.llm_backends import LOCAL_SERVER_URL
 
 
 def add_reflect(sub: Subparsers, common: argparse.ArgumentParser) -> None:
@@ -23,7 +24,11 @@ def add_reflect(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     reflect_cmd.add_argument("--version", type=int, default=None, help="version to show or start from")
     reflect_cmd.add_argument("--diff", type=int, nargs=2, metavar=("A", "B"), help="what changed from vA to vB")
     reflect_cmd.add_argument("--attempts", default="", help="JSONL file of recovery attempts to review")
-    reflect_cmd.add_argument("--base-url", default="http://127.0.0.1:8080/v1", help="OpenAI-compatible endpoint")
+    reflect_cmd.add_argument(
+        "--base-url",
+        default=LOCAL_SERVER_URL,
+        help=f"OpenAI-compatible endpoint (default {LOCAL_SERVER_URL}: llm_server_node, the graph's local model)",
+    )
     reflect_cmd.add_argument("--model", default="", help="model name sent to the endpoint")
     reflect_cmd.add_argument("--api-key-env", default="OPENAI_API_KEY", help="variable holding the key")
     reflect_cmd.add_argument("--llm-timeout", type=float, default=120.0, help="seconds per LLM request")
