@@ -11,8 +11,8 @@ help:  ## list targets
 setup:  ## virtualenv + pinned ROS 2 wheels + colcon build + env.sh (idempotent)
 	@bash scripts/setup.sh
 
-demo: setup  ## the simulated assistant, zero configuration
-	@bash scripts/demo.sh
+demo: setup  ## the simulated assistant, zero configuration (LLM=local: the offline model plans)
+	@LLM="$(LLM)" bash scripts/demo.sh
 
 test: setup  ## lint, type checks, unit, node and multi-process tests
 	@bash scripts/test.sh

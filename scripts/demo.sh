@@ -12,7 +12,8 @@
 # STAND-INS (said again in the banner): the VLA is a SCRIPTED stand-in (sim_scripted_safe);
 # the planner's replies are SCRIPTED (config/planner/demo_script.yaml, NOT AN LLM; the
 # validator, repair loop and executive are real); the drop is injected. Perception (observe,
-# shield, judge, recovery) is from the rendered colour + depth. Use a real LLM: CARRYON_DEMO_LLM_URL=http://host:port/v1
+# shield, judge, recovery) is from the rendered colour + depth. Use a real LLM: `make demo LLM=local`
+# (the offline model, after scripts/setup_llm.sh), or CARRYON_DEMO_LLM_URL=http://host:port/v1
 # CARRYON_DEMO_LLM_MODEL=name (key in $OPENAI_API_KEY) make demo.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -39,7 +40,17 @@ operator() {
 
 PLANNER=(--set planner_node.llm_backend=scripted)
 PLANNER_LINE="SCRIPTED replies (config/planner/demo_script.yaml), NOT AN LLM"
-if [ -n "${CARRYON_DEMO_LLM_URL:-}" ]; then
+if [ "${LLM:-}" = "local" ]; then  # make demo LLM=local
+  if ! python -c "import llama_cpp.server, uvicorn" 2>/dev/null; then
+    echo "LLM=local needs the offline model server: run \`bash scripts/setup_llm.sh\` first (6-16 min once)" >&2
+    exit 2
+  fi
+  PLANNER=(--set planner_node.llm_backend=local)
+  PLANNER_LINE="the offline model (llm_server_node: Qwen2.5-Coder on this CPU; weak, slow plans)"
+elif [ -n "${LLM:-}" ]; then
+  echo "LLM=$LLM: unknown; LLM=local (the offline model), or CARRYON_DEMO_LLM_URL for a server" >&2
+  exit 2
+elif [ -n "${CARRYON_DEMO_LLM_URL:-}" ]; then
   PLANNER=(--set planner_node.llm_backend=openai --set "planner_node.llm_base_url=$CARRYON_DEMO_LLM_URL"
            --set "planner_node.llm_model=${CARRYON_DEMO_LLM_MODEL:-}")
   PLANNER_LINE="the LLM at $CARRYON_DEMO_LLM_URL"
