@@ -89,6 +89,9 @@ class ModelServer:
             n_threads=cfg.threads,
             n_threads_batch=cfg.threads,
             seed=0,
+            # The server's default (True) computes the vocabulary's logits for every prompt token:
+            # a 151k-row projection per token of a 3k-token planner prompt, for nothing.
+            logits_all=False,
             cache=cfg.prompt_cache_mb > 0,
             cache_type="ram",
             cache_size=max(cfg.prompt_cache_mb, 1) << 20,
