@@ -1,19 +1,23 @@
 """The graph split over a robot PC and a GPU box (issue 22): two network namespaces of this
 machine joined by a link (carryon_bringup/netns.py), DDS discovery over that subnet. The
-robot side (simulator, perception, shield) gets policy chunks from the GPU side's policy
-node across the link; the link drops for 8 s and the graph lives through it. Needs root for
+robot side (simulator, perception, shield, judge, recovery, memory, planner) gets policy
+chunks from the GPU side's policy node across the link, and its planner's replies from the
+model server there (a stub OpenAI-compatible server in llm_server_node's place, over HTTP);
+the link drops for 8 s and the graph lives through it. Needs root for
 the namespaces: skipped with the reason otherwise. `carryon bench hosts` measures the same
 over many trials and 30 s drops."""
 
 from __future__ import annotations
 
 import statistics
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from carryon_bringup import netns
-from carryon_bringup.bench.hosts import chunk_latency, drop_trials, split_graph
+from carryon_bringup.bench.hosts import chunk_latency, drop_trials, robot_side, split_graph
 from carryon_bringup.core.graph import GraphSpec
 
 UNAVAILABLE = netns.unavailable()  # makes and removes a namespace: once
@@ -27,6 +31,11 @@ def test_the_graph_split_over_two_hosts_lives_through_a_link_drop(config_dir: Pa
         latency = chunk_latency(hosts, robot, steps=48)
         assert latency, "no policy chunk was released across the link"
         print(f"policy chunk -> released across the link: p50 {statistics.median(latency):.1f} ms, n={len(latency)}")
+        # The planner on the robot side plans with the model server on the GPU side (HTTP across the link).
+        ask = [sys.executable, "-m", "carryon_bringup.cli", "ask", "--user", "alice", "--plan-only"]
+        asked = subprocess.run(robot_side(hosts, [*ask, "What do you know about me?"]), env=robot.env,
+                               capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+        assert asked.returncode == 0 and "served from the GPU box" in asked.stdout, asked.stdout + asked.stderr
         # An 8 s drop: long enough for `carryon status` (about 6 s with a node that does not
         # answer) to finish while the link is down.
         # The drop comes 0.2 s after the first chunk released after a reset, while the arm runs

@@ -1,10 +1,13 @@
 """`carryon bench hosts`: the graph split over a robot PC and a GPU box (issue 22), as two
 network namespaces of this machine joined by a link (carryon_bringup/netns.py; needs root).
 
-The robot side runs the simulator (the arm's driver and cameras), perception and the shield;
-the GPU side runs the policy node with an openpi-protocol policy server (the fake one, which
-moves the tool along +x): the policy node reads the cameras and the arm's state across the
-link and sends its chunks back across it. Measured, from the robot side:
+The robot side runs the simulator (the arm's driver and cameras), perception, the shield,
+the judge, recovery, memory and the planner; the GPU side runs the policy node with an
+openpi-protocol policy server (the fake one, which moves the tool along +x) and the
+planner's model server (a stub OpenAI-compatible server where llm_server_node would serve
+the model, reached over HTTP across the link): the policy node reads the cameras and the
+arm's state across the link and sends its chunks back across it. Measured, from the robot
+side:
 
 * policy chunk -> released across the link, p50 / p99 (DDS source timestamps, one machine's
   clock), and the same graph on loopback for the added latency;
@@ -35,8 +38,22 @@ from carryon_bringup.core.link_drop import DropFigures, figures
 from carryon_bringup.graph_run import GraphRun
 from carryon_bringup.up import load_spec
 
-ROBOT_NODES = ("sim_node", "perception_node", "shield_node")
+# The robot PC: the driver (the simulator), perception, the shield, the judge, recovery,
+# memory and the planner; the GPU box: the policy node beside its policy server, and the
+# planner's model server.
+ROBOT_NODES = (
+    "memory_node",
+    "planner_node",
+    "sim_node",
+    "perception_node",
+    "shield_node",
+    "judge_node",
+    "recovery_node",
+)
 GPU_NODES = ("policy_node",)
+MODEL_PORT = 8421  # llm_server_node's
+# The model server's reply to any request (a stand-in model: the plan of a question, no motion).
+MODEL_REPLY = json.dumps({"reply": "served from the GPU box", "subtasks": [], "memory_operations": []})
 MOVING_S = 40.0  # the probe's start (first trial) or the goal running, a reset, the first release: at most
 SETTLE_S = 12.0
 # Steps per goal in the drop trials: a goal outlasts the second between the first release
@@ -54,7 +71,14 @@ def split_graph(spec: GraphSpec, run_dir: Path, hosts: netns.TwoHosts | None) ->
     port = 8000 if hosts is not None else _free_port()  # a namespace's loopback is its own
     server_cmd = [sys.executable, "-m", "carryon_sim.harness.fakes.openpi_server", "--port", str(port)]
     sets = ["policy_node.backend=openpi_remote", f"policy_node.remote_uri=ws://127.0.0.1:{port}"]
-    robot = GraphRun(spec, run_dir / "robot", only=ROBOT_NODES)
+    # The planner's model server on the GPU box, reached across the link over HTTP: a stub
+    # OpenAI-compatible server (scripted reply) where llm_server_node would run the model.
+    model_port = MODEL_PORT if hosts is not None else _free_port()
+    model_host = hosts.gpu.address if hosts is not None else "127.0.0.1"
+    model_cmd = [sys.executable, "-m", "carryon_sim.harness.fakes.openai_server", "--port", str(model_port)]
+    model_cmd += ["--host", "0.0.0.0", "--default", MODEL_REPLY]  # the GPU box: every interface of its namespace
+    planner = ["planner_node.llm_backend=local", f"planner_node.llm_local_url=http://{model_host}:{model_port}/v1"]
+    robot = GraphRun(spec, run_dir / "robot", only=ROBOT_NODES, extra_args=[a for s in planner for a in ("--set", s)])
     gpu = GraphRun(
         spec,
         run_dir / "gpu",
@@ -67,19 +91,34 @@ def split_graph(spec: GraphSpec, run_dir: Path, hosts: netns.TwoHosts | None) ->
             graph.env = hosts.env(host, graph.env, spec.config_dir)
             graph.command = host.command(graph.command)
         server_cmd = hosts.gpu.command(server_cmd)
-    server = subprocess.Popen(server_cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        model_cmd = hosts.gpu.command(model_cmd)
+    servers: list[subprocess.Popen[bytes]] = []
     try:
-        assert server.stdout is not None
-        line = server.stdout.readline()  # "fake openpi server on ws://..." once it listens
-        if "fake openpi server on" not in line:
-            raise RuntimeError(f"the openpi server did not start: {line}{server.stdout.read()[-2000:]}")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        servers.append(_start_server(server_cmd, "fake openpi server on", run_dir / "policy_server.log"))
+        servers.append(_start_server(model_cmd, "stub VLM at", run_dir / "model_server.log"))
         with robot, gpu:
             robot.wait_ready(timeout_s=120.0)
             gpu.wait_ready(timeout_s=120.0)
             yield robot, gpu
     finally:
-        server.terminate()
-        server.communicate(timeout=10)
+        for server in servers:
+            server.terminate()
+            server.wait(timeout=10)
+
+
+def _start_server(command: list[str], says: str, log: Path) -> subprocess.Popen[bytes]:
+    """A server process, its output in `log`, once it printed `says` (it listens)."""
+    with log.open("wb") as out:
+        server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30.0
+    while says not in log.read_text(errors="replace"):
+        if server.poll() is not None or time.monotonic() > deadline:
+            server.kill()
+            server.wait()
+            raise RuntimeError(f"{command[2:4]} did not start: {log.read_text(errors='replace')[-2000:]}")
+        time.sleep(0.1)
+    return server
 
 
 def _free_port() -> int:
@@ -131,9 +170,11 @@ def drop_trials(
     probe_cmd = [sys.executable, "-m", "carryon_bringup.bench.link_probe", "--duration-s", f"{duration:.0f}"]
     probe_cmd += ["--steps", str(GOAL_STEPS)]
     probe_cmd += ["--signal-dir", str(signals)]
-    probe = subprocess.Popen(
-        robot_side(hosts, probe_cmd), env=robot.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    probe_log = signals / "link_probe.err"  # a file: a pipe nobody reads until the end could fill and block it
+    with probe_log.open("w") as errors:
+        probe = subprocess.Popen(
+            robot_side(hosts, probe_cmd), env=robot.env, stdout=subprocess.PIPE, stderr=errors, text=True
+        )
     marks: list[tuple[float, float, dict[str, Any]]] = []
     try:
         for drop in drops:
@@ -143,10 +184,10 @@ def drop_trials(
             while not (signals / "moving").exists():  # reset, and a chunk released since: the arm moves
                 if time.monotonic() > deadline or probe.poll() is not None:
                     probe.terminate()  # the probe prints what it saw when stopped
-                    out, err = probe.communicate(timeout=30)
+                    out, _ = probe.communicate(timeout=30)
                     raise RuntimeError(
                         f"no chunk released within {MOVING_S:.0f} s of a reset; the link probe's output:\n"
-                        f"{out[-3000:]}\n{err[-3000:]}"
+                        f"{out[-3000:]}\n{probe_log.read_text()[-3000:]}"
                     )
                 time.sleep(0.05)
             time.sleep(lead_s)
@@ -167,14 +208,14 @@ def drop_trials(
             if asking is not None:
                 asking.join(timeout=30.0)
         probe.terminate()  # the trials are done: the probe prints what it saw and exits
-        out, err = probe.communicate(timeout=60)
+        out, _ = probe.communicate(timeout=60)
     finally:
         hosts.set_link(True)
         if probe.poll() is None:
             probe.kill()
             probe.wait()
     if probe.returncode != 0 or not out.strip():
-        raise RuntimeError(f"link probe failed ({probe.returncode}):\n{err[-3000:]}")
+        raise RuntimeError(f"link probe failed ({probe.returncode}):\n{probe_log.read_text()[-3000:]}")
     timelines = json.loads(out)
     return [
         (figures(timelines, down, up), status.get("policy_node", "?") is None and bool(status.get("sim_node")))

@@ -213,10 +213,11 @@ def _completion(content: str, model: str) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="scripted OpenAI-compatible chat server (tests, demos)")
     parser.add_argument("--port", type=int, default=8089)
+    parser.add_argument("--host", default="127.0.0.1", help="listen address (0.0.0.0: every interface)")
     parser.add_argument("--reply", action="append", default=[], help="reply content, in order (repeatable)")
     parser.add_argument("--default", default=None, help="reply once the script is used up (default: HTTP 503)")
     args = parser.parse_args(argv)
-    with StubVlmServer(args.reply, default=args.default, port=args.port) as stub:
+    with StubVlmServer(args.reply, default=args.default, host=args.host, port=args.port) as stub:
         print(f"stub VLM at {stub.base_url} (Ctrl-C stops)", flush=True)
         try:
             while True:
