@@ -43,7 +43,7 @@ from carryon_interfaces.action import Assist, Recover, RunPolicy
 from carryon_interfaces.msg import PerceivedScene, PlanState, SubtaskState
 from carryon_interfaces.srv import Ask
 from carryon_planner import convert
-from carryon_planner.core.config import PlannerConfig
+from carryon_planner.core.config import TEXT_ONLY_BACKENDS, PlannerConfig
 from carryon_planner.core.executive import Dispatch, State, SubtaskRecord
 from carryon_planner.core.facts import load_preference_rules, preferences_path
 from carryon_planner.core.learned_kinds import LearnedKinds
@@ -98,8 +98,12 @@ class PlannerNode(CarryOnNode):
             learned = LearnedKinds(Path(cfg.learned_kinds_file) if cfg.learned_kinds_file else None)
             for problem in learned.problems:
                 self.get_logger().warning(problem)
+        # Reference images go to an image-capable endpoint only; the local model reads their descriptions.
+        images = cfg.llm_images and cfg.llm_backend not in TEXT_ONLY_BACKENDS
+        if cfg.llm_images and not images:
+            self.get_logger().warning(f"llm_images: {cfg.llm_backend} is text-only; images are described instead")
         self.planner = (
-            RequestPlanner(llm, library, preferences, max_repairs=cfg.max_repairs, learned=learned)
+            RequestPlanner(llm, library, preferences, max_repairs=cfg.max_repairs, learned=learned, images=images)
             if llm is not None
             else None
         )
@@ -112,7 +116,7 @@ class PlannerNode(CarryOnNode):
         # Who may ask for writes and motion (operators_file), and what the planner signs its memory writes with.
         self.requests = RequestGate(cfg.operators_file)
         self.add_backend("operators", "authenticated" if self.requests.secured else "NOT authenticated")
-        self.memory: Memory = memory if memory is not None else RosMemory(self, cfg.service_timeout_s)
+        self.memory: Memory = memory if memory is not None else RosMemory(self, cfg.service_timeout_s, images)
         self._make_dispatch = make_dispatch or self._ros_dispatch
         self._ids = itertools.count(1)
         self.plan_state_pub = self.create_publisher(PlanState, names.PLAN_STATE, qos_for(names.PLAN_STATE))

@@ -13,8 +13,15 @@ from typing import Any
 from carryon_common.core import names
 from carryon_common.node import CarryOnNode, ServiceUnavailable
 from carryon_interfaces.msg import MemoryFact, SceneUpdate
-from carryon_interfaces.srv import Ask, GetContext, UpdateScene, UpdateUser
-from carryon_planner.core.memory_ops import ContextUnavailable, FactWrite, MemoryContext, SceneWrite, StoredFact
+from carryon_interfaces.srv import Ask, GetContext, GetReferenceImages, UpdateScene, UpdateUser
+from carryon_planner.core.memory_ops import (
+    ContextUnavailable,
+    FactWrite,
+    MemoryContext,
+    ReferenceImage,
+    SceneWrite,
+    StoredFact,
+)
 
 _SCENE_ACTIONS = {
     "set_contents": SceneUpdate.OP_SET_CONTENTS,
@@ -26,8 +33,9 @@ _SCENE_ACTIONS = {
 class RosMemory:
     """memory_node's get_context / update_user / update_scene, each call bounded by `timeout_s`."""
 
-    def __init__(self, node: CarryOnNode, timeout_s: float) -> None:
+    def __init__(self, node: CarryOnNode, timeout_s: float, images: bool = False) -> None:
         self.node, self.timeout_s = node, timeout_s
+        self.images = images  # also read the user's reference images (llm_images)
 
     def context(self, user_id: str) -> MemoryContext:
         try:
@@ -44,6 +52,22 @@ class RosMemory:
             scene={loc.name: tuple(loc.contents) for loc in answer.scene},
             other_users=tuple(answer.other_users),
             foreign_values=tuple(answer.foreign_values),
+            images=self._images(user_id) if self.images and user_id else (),
+        )
+
+    def _images(self, user_id: str) -> tuple[ReferenceImage, ...]:
+        """The user's reference images; none when memory_node has none for them."""
+        request = GetReferenceImages.Request(user_id=user_id)
+        try:
+            answer = self.node.call_service(
+                GetReferenceImages, names.MEMORY_GET_REFERENCE_IMAGES, request, self.timeout_s
+            )
+        except ServiceUnavailable as exc:
+            raise ContextUnavailable(Ask.Response.STATUS_UNAVAILABLE, f"memory: {exc}") from None
+        if answer.status != GetReferenceImages.Response.STATUS_OK:
+            return ()
+        return tuple(
+            ReferenceImage(i.entity, i.key, f"image/{i.image.format}", bytes(i.image.data)) for i in answer.images
         )
 
     def update_user(self, user_id: str, facts: Sequence[FactWrite], source: str) -> str:

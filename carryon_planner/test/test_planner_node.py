@@ -97,3 +97,67 @@ def test_meat_for_a_vegetarian_is_mended_into_a_refusal_that_says_why(ros, tmp_p
     assert response.reply.startswith("Sorry, I did not do that") and "meat" in response.reply
     assert "vegetarian" in response.reply
     assert len(llm.seen) == 1 and "mended: [preference_conflict] dropped s1: meat" in response.message
+
+
+def remember_mug(fmt: str = "png") -> bytes:
+    import io
+
+    from PIL import Image
+    from sensor_msgs.msg import CompressedImage
+
+    from carryon_interfaces.srv import RememberImage
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 8), (30, 60, 200)).save(buffer, format=fmt.upper())
+    request = RememberImage.Request(user_id="alice", entity="mug", key="reference_image", source="pytest")
+    request.image = CompressedImage(format=fmt, data=list(buffer.getvalue()))
+    with RosSession("planner_client") as session:
+        response = session.call(RememberImage, "/carryon/memory/remember_image", request, timeout_s=10.0, resend_s=2.0)
+    assert response.status == RememberImage.Response.STATUS_OK, response.message
+    return buffer.getvalue()
+
+
+def start_with(ros, tmp_path: Path, replies: list[str], **params) -> ScriptedLlm:  # type: ignore[no-untyped-def]
+    memory = [Parameter("memory_dir", value=str(tmp_path / "memory")),
+              Parameter("seed_dir", value=str(REPO / "config" / "memory"))]  # fmt: skip
+    ros.add(MemoryNode(namespace="carryon", context=ros.context, parameter_overrides=memory))
+    llm = ScriptedLlm(replies)
+    overrides = [Parameter(k, value=v) for k, v in params.items()]
+    ros.add(PlannerNode(llm, namespace="carryon", context=ros.context, parameter_overrides=overrides))
+    return llm
+
+
+def test_reference_images_go_to_an_image_capable_endpoint(ros, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import base64
+
+    from carryon_common.core.llm import ImagePart
+
+    llm = start_with(ros, tmp_path, [json.dumps({"reply": "Your mug is the blue one."})],
+                     llm_backend="openai", llm_images=True)  # fmt: skip
+    data = remember_mug()
+    response = ask("Which one is my mug?", plan_only=True)
+    assert response.status == Ask.Response.STATUS_OK, response.message
+    user = llm.seen[0][1]
+    images = [p for p in user.content if isinstance(p, ImagePart)]
+    assert [p.url for p in images] == [f"data:image/png;base64,{base64.b64encode(data).decode()}"]
+    texts = [p for p in user.content if isinstance(p, str)]
+    assert texts[-2] == "mug.reference_image:" and texts[-1].startswith("## Request\nWhich one is my mug?")
+
+
+def test_a_text_only_model_reads_the_images_description_instead(ros, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from carryon_interfaces.msg import MemoryFact
+    from carryon_interfaces.srv import UpdateUser
+
+    llm = start_with(ros, tmp_path, [json.dumps({"reply": "Your mug is the blue one."})], llm_images=True)
+    remember_mug()
+    with RosSession("planner_client") as session:  # what the user told about it
+        fact = MemoryFact(entity="mug", key="colour", value="blue with a white handle", durable=True, source="pytest")
+        request = UpdateUser.Request(user_id="alice", facts=[fact], source="pytest")
+        written = session.call(UpdateUser, "/carryon/memory/update_user", request, timeout_s=10.0, resend_s=2.0)
+        assert written.status == UpdateUser.Response.STATUS_OK, written.message
+    response = ask("Which one is my mug?", plan_only=True)  # llm_backend local (default): text-only
+    assert response.status == Ask.Response.STATUS_OK, response.message
+    prompt = llm.seen[0][1].content
+    assert isinstance(prompt, str)  # no image parts
+    assert "## Reference images (not shown to you" in prompt
+    assert "- mug.reference_image: colour: blue with a white handle" in prompt

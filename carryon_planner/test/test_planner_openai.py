@@ -68,3 +68,20 @@ def test_the_schema_in_the_request_when_configured() -> None:
         assert not outcome.refused
         response_format = stub.requests[0].body["response_format"]
         assert response_format["type"] == "json_object" and response_format["schema"]["title"] == "Plan"
+
+
+def test_reference_images_reach_the_endpoint_as_image_parts() -> None:
+    from carryon_planner.core.memory_ops import ReferenceImage
+
+    mug = ReferenceImage("mug", "reference_image", "image/png", b"\x89PNG fake")
+    with_image = build_messages(request=FACTS.request, user_id="alice", memory="", images=[mug],
+                                endpoints=[Endpoint("kitchen_counter")],
+                                library=[LibraryEntry("put the carrot in the bowl")])  # fmt: skip
+    with StubVlmServer([VALID]) as stub:
+        outcome = plan_with_repair(llm(stub), with_image, FACTS, max_repairs=0, validator=Validator())
+        assert not outcome.refused
+        parts = stub.requests[0].messages[1]["content"]
+        kinds = [p["type"] for p in parts]
+        assert kinds == ["text", "text", "image_url", "text"], kinds
+        assert parts[1]["text"] == "mug.reference_image:"
+        assert parts[2]["image_url"]["url"].startswith("data:image/png;base64,")

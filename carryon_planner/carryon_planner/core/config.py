@@ -10,6 +10,7 @@ from carryon_common.core.config import one_of
 from carryon_common.core.operator_auth import NodeIdentityConfig, OperatorAuthConfig
 
 LLM_BACKENDS = ("local", "local_inprocess", "openai", "scripted")
+TEXT_ONLY_BACKENDS = ("local", "local_inprocess")  # the offline model reads no images
 OBSERVE_SOURCES = ("perception", "none")
 LOCAL_MODELS = ("0.5b", "1.5b")
 
@@ -47,6 +48,12 @@ class PlannerConfig(OperatorAuthConfig, NodeIdentityConfig):
     llm_timeout_s: float = Field(120.0, gt=0.0, description="Timeout of one LLM request, seconds.")
     max_repairs: int = Field(2, ge=0, description="Validation-repair rounds before a safe refusal.")
     service_timeout_s: float = Field(5.0, gt=0.0, description="Timeout of calls to other nodes' services, seconds.")
+    llm_images: bool = Field(
+        False,
+        description="Send the user's reference images (remember_image) with each plan request, for an "
+        "image-capable endpoint (openai with a vision model). Off, and always with the text-only local model: "
+        "the request names each image with the entity's stored description instead.",
+    )
     llm_schema_in_request: bool = Field(
         False,
         description="Send the plan's JSON Schema inside response_format (llama.cpp's server then constrains "

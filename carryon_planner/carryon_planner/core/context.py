@@ -9,8 +9,11 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from carryon_common.core.llm import ChatMessage
+from carryon_common.core.llm import ChatMessage, ImagePart
+from carryon_planner.core.memory_ops import ReferenceImage, StoredFact
 from carryon_planner.core.plan import plan_json_schema
+
+IMAGE_PREFIX = "images/"  # where memory_node stores reference images (a fact's value is the path)
 
 RULES = """You are the planner of a robot arm that assists one user at a time. Answer every
 request with ONE JSON object that follows the plan schema below, and nothing else.
@@ -62,6 +65,31 @@ class Endpoint:
     description: str = ""
 
 
+@dataclass(frozen=True)
+class DescribedImage:
+    """A reference image named in the request instead of sent: its fact and what the
+    user's memory says about the entity (its other facts)."""
+
+    entity: str
+    key: str
+    description: str
+
+
+def described_images(facts: Sequence[StoredFact]) -> list[DescribedImage]:
+    """The user's image facts, each with the entity's other facts as its description."""
+    images = [f for f in facts if f.value.startswith(IMAGE_PREFIX)]
+    return [
+        DescribedImage(
+            f.entity,
+            f.key,
+            "; ".join(
+                f"{o.key}: {o.value}" for o in facts if o.entity == f.entity and not o.value.startswith(IMAGE_PREFIX)
+            ),
+        )
+        for f in images
+    ]
+
+
 def build_messages(
     *,
     request: str,
@@ -71,9 +99,13 @@ def build_messages(
     library: Sequence[LibraryEntry],
     control_skills: Sequence[str] = (),
     observations: Mapping[str, Sequence[str]] | None = None,
+    images: Sequence[ReferenceImage] = (),
+    described: Sequence[DescribedImage] = (),
 ) -> list[ChatMessage]:
     """System message (rules + schema) and user message (context + request). `memory` is
-    GetContext.rendered for `user_id` (that user's facts and the shared scene only)."""
+    GetContext.rendered for `user_id` (that user's facts and the shared scene only).
+    `images` are attached to the user message, each after a line naming its fact (an
+    image-capable endpoint); `described` are named with their descriptions instead."""
     schema = json.dumps(plan_json_schema(), sort_keys=True, separators=(",", ":"))
     system = f"{RULES}\nPlan schema (JSON Schema):\n{schema}\n"
     lines = [f"Active user: {user_id or '(anonymous)'}", "", "## Memory", memory.strip() or "(empty)", ""]
@@ -87,5 +119,14 @@ def build_messages(
     if observations:
         lines += ["", "## Observed since the last plan"]
         lines += [f"- {loc}: {', '.join(items) or 'nothing'}" for loc, items in sorted(observations.items())]
-    lines += ["", "## Request", request.strip()]
-    return [ChatMessage("system", system), ChatMessage("user", "\n".join(lines))]
+    if described:
+        lines += ["", "## Reference images (not shown to you; what memory says about each entity)"]
+        lines += [f"- {d.entity}.{d.key}: {d.description or 'no description stored'}" for d in described]
+    request_lines = ["", "## Request", request.strip()]
+    if not images:
+        return [ChatMessage("system", system), ChatMessage("user", "\n".join([*lines, *request_lines]))]
+    parts: list[str | ImagePart] = ["\n".join([*lines, "", "## Reference images (the user's own things)"])]
+    for image in images:
+        parts += [f"{image.entity}.{image.key}:", ImagePart.from_bytes(image.data, image.mime)]
+    parts.append("\n".join(request_lines).lstrip("\n"))
+    return [ChatMessage("system", system), ChatMessage("user", tuple(parts))]

@@ -49,6 +49,18 @@ class MemoryContext:
     scene: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     other_users: tuple[str, ...] = ()
     foreign_values: tuple[str, ...] = ()
+    images: tuple[ReferenceImage, ...] = ()  # the user's reference images, when the planner sends them
+
+
+@dataclass(frozen=True)
+class ReferenceImage:
+    """A reference image in the user's memory (remember_image): `entity`.`key` is its
+    fact, `data` the encoded file (`mime` image/png or image/jpeg)."""
+
+    entity: str
+    key: str
+    mime: str
+    data: bytes
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from carryon_common.core.errors import CarryOnError
 from carryon_common.core.llm import LlmClient
 from carryon_common.core.skills import SkillLibrary
 from carryon_planner.core.assist import AssistResult, assist
-from carryon_planner.core.context import Endpoint, LibraryEntry, build_messages
+from carryon_planner.core.context import Endpoint, LibraryEntry, build_messages, described_images
 from carryon_planner.core.executive import Dispatch, State, SubtaskRecord
 from carryon_planner.core.facts import planning_facts, preference_texts, scene_and_library_objects
 from carryon_planner.core.learned_kinds import LearnedKinds
@@ -86,6 +86,7 @@ class RequestPlanner:
     max_repairs: int
     validator: Validator = field(default_factory=Validator)
     learned: LearnedKinds | None = None  # names the taxonomy does not know, asked of the LLM (None: not asked)
+    images: bool = False  # send the user's reference images (else each is named with its description)
 
     def plan(
         self,
@@ -119,6 +120,8 @@ class RequestPlanner:
             endpoints=[Endpoint(name) for name in sorted(context.scene)],
             library=[LibraryEntry(s.instruction, s.description) for s in self.library.vla],
             observations=seen,
+            images=context.images if self.images else (),
+            described=described_images(context.facts) if not self.images else (),
         )
         outcome = plan_with_repair(self.llm, messages, facts, max_repairs=self.max_repairs, validator=self.validator)
         return dataclasses.replace(outcome, notes=(*notes, *outcome.notes)) if notes else outcome
