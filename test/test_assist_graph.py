@@ -172,6 +172,9 @@ def test_a_dropped_carrot_is_recovered_through_the_shield(config_dir: Path, tmp_
     assert len(recovery) >= 3 and sum(e.released_steps for e in recovery) > 0
     kinds, _ = audit_kinds(story.run)
     assert "recovery" in kinds
+    # The last attempt is recorded with how the task ended (true only when s4 succeeded after it).
+    assert s4[-1]["task_completed"] is (story.code == 0), (s4, transcript)
+    assert all(a["task_completed"] is False for a in s4[:-1])  # each was followed by another failure
     if story.code == 0:
         assert story.where["carrot"] == "bowl" and "s4 succeeded" in transcript
     else:

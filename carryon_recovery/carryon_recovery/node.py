@@ -11,8 +11,9 @@ judging). Every motion is a chunk on `recovery/chunk`, which only the shield for
 the driver (ros_io.py). Feedback: the phase and attempt number. Cancel (or the e-stop
 seen on the shield's events) stops at the next chunk: OUTCOME_ABORTED. Each attempt's
 record (planned vs measured, per operation) is appended to `attempts_file` as JSON lines
-(default: the run folder),
-the input of `carryon reflect --attempts`.
+(default: the run folder), the input of `carryon reflect --attempts`, once the planner's
+plan state shows how its subtask ended: `task_completed` true or false, null for an
+attempt outside a plan (core/outcomes.py).
 
 The request's rules (skill and version, robot state, e-stop, the attempt record) are
 core/runner.py; this node maps the action, topics and files onto them.
@@ -52,13 +53,14 @@ from carryon_common.core.status import implemented
 from carryon_common.node import CarryOnNode, run_node
 from carryon_common.qos import qos_for
 from carryon_interfaces.action import Recover
-from carryon_interfaces.msg import ActionChunk, ShieldEvent
+from carryon_interfaces.msg import ActionChunk, PlanState, ShieldEvent
 from carryon_recovery import convert
 from carryon_recovery.core.base_skill import RecoveryIO
 from carryon_recovery.core.config import RecoveryConfig
 from carryon_recovery.core.library import SkillLibrary
 from carryon_recovery.core.look import run_look
 from carryon_recovery.core.motion import MotionBackend
+from carryon_recovery.core.outcomes import PendingAttempts
 from carryon_recovery.core.reflection import Attempt
 from carryon_recovery.core.runner import RecoveryRequest, recover
 from carryon_recovery.core.types import Outcome, RecoveryResult
@@ -98,6 +100,10 @@ class RecoveryNode(CarryOnNode):
         self._watching = False  # camera messages are decoded only while a recovery runs
         self._watch_cameras()
         self._attempts = itertools.count(1)
+        # Each attempt is written once its subtask ends, with whether the task was completed then.
+        self.pending = PendingAttempts()
+        self._pending_lock = threading.Lock()
+        self.create_subscription(PlanState, names.PLAN_STATE, self._on_plan_state, qos_for(names.PLAN_STATE))
         self._locations: dict[str, Location] | None = None  # the look skill's, read at the first look
         self._server = ActionServer(
             self,
@@ -204,7 +210,7 @@ class RecoveryNode(CarryOnNode):
             new_attempt_id=new_attempt_id,
             cancelled=cancelled,
             on_phase=on_phase,
-            record=self._record,
+            record=lambda attempt: self._record(attempt, subtask.id),
             log=self.get_logger().info,
             look=self._look,
         )
@@ -219,7 +225,26 @@ class RecoveryNode(CarryOnNode):
                 return Outcome.ABORTED, f"look: {exc}"
         return run_look(io, location, self._locations, tool_height_m=cfg.look_tool_height_m)
 
-    def _record(self, attempt: Attempt) -> None:
+    def _record(self, attempt: Attempt, subtask_id: str) -> None:
+        with self._pending_lock:
+            ready = self.pending.add(attempt, subtask_id)
+        for done in ready:
+            self._write(done)
+
+    def _on_plan_state(self, msg: PlanState) -> None:
+        with self._pending_lock:
+            ready = self.pending.update(convert.plan_view(msg))
+        for done in ready:
+            self._write(done)
+
+    def destroy_node(self) -> None:
+        with self._pending_lock:
+            ready = self.pending.flush()
+        for done in ready:
+            self._write(done)
+        super().destroy_node()
+
+    def _write(self, attempt: Attempt) -> None:
         cfg: RecoveryConfig = self.config
         path = Path(cfg.attempts_file or Path(os.environ.get(names.RUN_DIR_ENV, ".")) / "recovery_attempts.jsonl")
         try:

@@ -374,7 +374,7 @@ def _finish(
         instruction=instruction,
         target=target,
         outcome=label,
-        task_completed=False,
+        task_completed=None,  # known once the resumed instruction ends (core/outcomes.py)
         operations=record.operations,
     )
     return SkillResult(outcome, message, attempt)

@@ -62,7 +62,7 @@ class Attempt(BaseModel):
     instruction: str
     target: str
     outcome: Literal["resumed", "fallback", "aborted"]
-    task_completed: bool
+    task_completed: bool | None  # None: not known (no plan followed the attempt; core/outcomes.py)
     operations: list[Operation]
     images: list[str] = Field(default_factory=list)  # paths of the images saved with the attempt
 
@@ -167,13 +167,19 @@ def check_proposal(version: SkillVersion, proposal: Proposal) -> tuple[dict[str,
     raise ProposalRejected("an UPDATE must say kind 'parameter' or 'strategy'")
 
 
+def failed_attempts(attempts: Sequence[Attempt], skill: str) -> list[Attempt]:
+    """The attempts of `skill` after which the task is known not to have been completed
+    (an attempt whose outcome nobody learned may have succeeded), at most the review's number."""
+    return [a for a in attempts if a.skill == skill and a.task_completed is False][:MAX_ATTEMPTS_REVIEWED]
+
+
 def reflect(
     llm: LlmClient, library: SkillLibrary, skill: str, attempts: Sequence[Attempt], *, version: int | None = None
 ) -> ReflectionOutcome:
     """Review the attempts of `skill` (its newest version unless `version`), ask the LLM,
     validate, and write the next version when the proposal holds."""
     current = library.load(skill, version)
-    failed = [a for a in attempts if a.skill == skill and not a.task_completed][:MAX_ATTEMPTS_REVIEWED]
+    failed = failed_attempts(attempts, skill)
     if not failed:
         return ReflectionOutcome("NO_UPDATE", "no failed attempts of this skill to review", None, "")
     try:
