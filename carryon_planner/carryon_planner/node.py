@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+import time
 import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -32,8 +33,9 @@ from rclpy.action import ActionServer, CancelResponse, GoalResponse
 
 from carryon_common.core import names
 from carryon_common.core.errors import CarryOnError
-from carryon_common.core.llm import LlmClient
+from carryon_common.core.llm import LlmClient, LlmError
 from carryon_common.core.llm_backends import make_llm
+from carryon_common.core.openai_client import OpenAiClient, warm_up
 from carryon_common.core.skills import load_skill_library, skills_path
 from carryon_common.core.status import implemented
 from carryon_common.node import CarryOnNode, run_node
@@ -44,6 +46,7 @@ from carryon_interfaces.msg import PerceivedScene, PlanState, SubtaskState
 from carryon_interfaces.srv import Ask
 from carryon_planner import convert
 from carryon_planner.core.config import TEXT_ONLY_BACKENDS, PlannerConfig
+from carryon_planner.core.context import warm_up_messages
 from carryon_planner.core.executive import Dispatch, State, SubtaskRecord
 from carryon_planner.core.facts import load_preference_rules, preferences_path
 from carryon_planner.core.learned_kinds import LearnedKinds
@@ -52,6 +55,8 @@ from carryon_planner.core.repair import PlanningOutcome
 from carryon_planner.core.session import AssistSession, DispatchHooks, Progress, RequestPlanner, Status, ask
 from carryon_planner.ros_dispatch import RosDispatch, Sensors
 from carryon_planner.ros_memory import RosMemory
+
+WARM_UP_WAIT_S = 600.0  # the model server loads the model (and assembles it on a first run)
 
 CAPABILITIES = (
     implemented("planner.ask", "plan a request with the user's memory, validate and repair it (Ask)"),
@@ -108,6 +113,8 @@ class PlannerNode(CarryOnNode):
             else None
         )
         self.set_backends({"llm": llm.name if llm is not None else f"{cfg.llm_backend} (unavailable)"})
+        if cfg.llm_backend == "local" and isinstance(llm, OpenAiClient):
+            threading.Thread(target=self._warm_up, args=(llm,), name="llm_warm_up", daemon=True).start()
         if cfg.llm_backend == "scripted" and llm is not None:
             self.get_logger().warning(
                 "planner LLM backend is SCRIPTED (NOT AN LLM): replies come from a script file; plans are still "
@@ -140,6 +147,19 @@ class PlannerNode(CarryOnNode):
             callback_group=self.service_group,
         )
         self.set_ready()
+
+    def _warm_up(self, llm: OpenAiClient) -> None:
+        """Have the local model server read the plan requests' rules and schema once, as soon
+        as it answers (it loads beside this node), so the first request re-uses them."""
+        started = time.monotonic()
+        while self.context.ok() and time.monotonic() - started < WARM_UP_WAIT_S:
+            try:
+                warm_up(llm, warm_up_messages(), timeout_s=WARM_UP_WAIT_S)
+            except LlmError:
+                time.sleep(2.0)  # the server is still loading the model
+                continue
+            self.get_logger().info(f"model server warmed with the planner's rules and schema ({llm.base_url})")
+            return
 
     def _ros_dispatch(self, cancelled: Callable[[], bool], hooks: DispatchHooks) -> Dispatch:
         return RosDispatch(

@@ -161,3 +161,15 @@ def test_a_text_only_model_reads_the_images_description_instead(ros, tmp_path: P
     assert isinstance(prompt, str)  # no image parts
     assert "## Reference images (not shown to you" in prompt
     assert "- mug.reference_image: colour: blue with a white handle" in prompt
+
+
+def test_the_local_model_server_is_warmed_with_the_rules_and_schema_at_start(ros, wait_until, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from carryon_sim.harness.fakes.openai_server import StubVlmServer
+
+    with StubVlmServer(default={"reply": "ok"}) as stub:
+        overrides = [Parameter("llm_backend", value="local"), Parameter("llm_local_url", value=stub.base_url)]
+        ros.add(PlannerNode(namespace="carryon", context=ros.context, parameter_overrides=overrides))
+        assert wait_until(lambda: len(stub.requests) >= 1, 10.0)
+        first = stub.requests[0].body
+        assert first["max_tokens"] == 1 and first["messages"][-1]["content"] == "(warm-up: answer {})"
+        assert "Plan schema (JSON Schema)" in first["messages"][0]["content"]  # what every plan request starts with

@@ -90,6 +90,13 @@ def described_images(facts: Sequence[StoredFact]) -> list[DescribedImage]:
     ]
 
 
+def warm_up_messages() -> list[ChatMessage]:
+    """The system message every plan request starts with (rules and schema), and a stub
+    user message: what a model server reads ahead of the first request."""
+    system = build_messages(request="", user_id="", memory="", endpoints=(), library=())[0]
+    return [system, ChatMessage("user", "(warm-up: answer {})")]
+
+
 def build_messages(
     *,
     request: str,
