@@ -26,9 +26,9 @@ from ament_index_python.packages import get_package_share_directory
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosbags.rosbag2 import StoragePlugin, Writer
 
-from carryon_bringup.convert import plan_state_name, subtask_state_name
 from carryon_bringup.core.audit_feed import AuditFeed, Entry
 from carryon_bringup.core.recorder import IMAGE_TYPES, RecorderConfig, qualified, typestore_for
+from carryon_common.convert import plan_state_name, subtask_state_name
 from carryon_common.core import names
 from carryon_common.core.audit import AuditLog
 from carryon_common.core.command_auth import create_key_file, load_key

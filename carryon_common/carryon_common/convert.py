@@ -16,7 +16,7 @@ from carryon_common.core.chunk import WORLD_FRAME, Chunk, ChunkSource, Conventio
 from carryon_common.core.clouds import CameraView
 from carryon_common.core.status import Capability, NodeHealth, NodeState
 from carryon_common.core.subtask import Subtask, SubtaskKind
-from carryon_interfaces.msg import ActionChunk, ActionStep, NodeStatus, SegmentationLabels
+from carryon_interfaces.msg import ActionChunk, ActionStep, NodeStatus, PlanState, SegmentationLabels, SubtaskState
 from carryon_interfaces.msg import Capability as CapabilityMsg
 from carryon_interfaces.msg import Subtask as SubtaskMsg
 
@@ -293,3 +293,33 @@ def camera_view(camera: str, msgs: Mapping[str, Any]) -> CameraView:
         intrinsics=None if msgs.get("camera_info") is None else intrinsics(msgs["camera_info"]),
         world_from_camera=None if msgs.get("pose") is None else pose_matrix(msgs["pose"]),
     )
+
+
+_PLAN_STATES = {
+    PlanState.STATE_PLANNING: "planning",
+    PlanState.STATE_VALIDATING: "validating",
+    PlanState.STATE_EXECUTING: "executing",
+    PlanState.STATE_SUCCEEDED: "succeeded",
+    PlanState.STATE_FAILED: "failed",
+    PlanState.STATE_REFUSED: "refused",
+    PlanState.STATE_CANCELLED: "cancelled",
+}
+
+
+def plan_state_name(state: int) -> str:
+    return _PLAN_STATES.get(state, f"unknown({state})")
+
+
+_SUBTASK_STATES = {
+    SubtaskState.STATE_PENDING: "pending",
+    SubtaskState.STATE_ACTIVE: "active",
+    SubtaskState.STATE_RECOVERING: "recovering",
+    SubtaskState.STATE_SUCCEEDED: "succeeded",
+    SubtaskState.STATE_FAILED: "failed",
+    SubtaskState.STATE_SKIPPED: "skipped",
+    SubtaskState.STATE_CANCELLED: "cancelled",
+}
+
+
+def subtask_state_name(state: int) -> str:
+    return _SUBTASK_STATES.get(state, f"unknown({state})")

@@ -90,15 +90,15 @@ def test_a_local_server_that_is_down_is_an_error_saying_what_to_check() -> None:
 
 
 def test_a_warm_up_has_the_server_read_the_messages_for_one_token() -> None:
-    from carryon_common.core.openai_client import OpenAiClient, warm_up
+    from carryon_common.core.openai_client import OpenAiClient
     from carryon_sim.harness.fakes.openai_server import StubVlmServer
 
     with StubVlmServer([{"reply": "x"}]) as stub:
         llm = make_llm(LlmSettings(llm_backend="local", llm_local_url=stub.base_url))
         assert isinstance(llm, OpenAiClient)
-        warm_up(llm, [ChatMessage("system", "rules"), ChatMessage("user", "hi")], timeout_s=5.0)
+        llm.warm_up([ChatMessage("system", "rules"), ChatMessage("user", "hi")], timeout_s=5.0)
         body = stub.requests[0].body
         assert body["max_tokens"] == 1 and "response_format" not in body
         assert [m["content"] for m in body["messages"]] == ["rules", "hi"]
     with pytest.raises(LlmError, match="warm-up"):  # the server is gone
-        warm_up(llm, [ChatMessage("user", "hi")], timeout_s=2.0)
+        llm.warm_up([ChatMessage("user", "hi")], timeout_s=2.0)

@@ -35,7 +35,7 @@ from carryon_common.core import names
 from carryon_common.core.errors import CarryOnError
 from carryon_common.core.llm import LlmClient, LlmError
 from carryon_common.core.llm_backends import make_llm
-from carryon_common.core.openai_client import OpenAiClient, warm_up
+from carryon_common.core.openai_client import OpenAiClient
 from carryon_common.core.skills import load_skill_library, skills_path
 from carryon_common.core.status import implemented
 from carryon_common.node import CarryOnNode, run_node
@@ -151,10 +151,10 @@ class PlannerNode(CarryOnNode):
     def _warm_up(self, llm: OpenAiClient) -> None:
         """Have the local model server read the plan requests' rules and schema once, as soon
         as it answers (it loads beside this node), so the first request re-uses them."""
-        started = time.monotonic()
+        started, messages = time.monotonic(), warm_up_messages()
         while self.context.ok() and time.monotonic() - started < WARM_UP_WAIT_S:
             try:
-                warm_up(llm, warm_up_messages(), timeout_s=WARM_UP_WAIT_S)
+                llm.warm_up(messages, timeout_s=WARM_UP_WAIT_S)
             except LlmError:
                 time.sleep(2.0)  # the server is still loading the model
                 continue

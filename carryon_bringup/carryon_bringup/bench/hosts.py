@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import socket
 import subprocess
 import sys
 import threading
@@ -32,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from carryon_bringup import netns
-from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, percentile
+from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, free_port, percentile
 from carryon_bringup.core.graph import GraphSpec
 from carryon_bringup.core.link_drop import DropFigures, figures
 from carryon_bringup.graph_run import GraphRun
@@ -68,12 +67,12 @@ def split_graph(spec: GraphSpec, run_dir: Path, hosts: netns.TwoHosts | None) ->
     machine's loopback when `hosts` is None (the baseline). The GPU side is the policy node
     with the openpi_remote backend and an openpi-protocol server beside it (the fake one: it
     moves the tool 2 mm along +x per step, whatever it sees), as a VLA served on a GPU box."""
-    port = 8000 if hosts is not None else _free_port()  # a namespace's loopback is its own
+    port = 8000 if hosts is not None else free_port()  # a namespace's loopback is its own
     server_cmd = [sys.executable, "-m", "carryon_sim.harness.fakes.openpi_server", "--port", str(port)]
     sets = ["policy_node.backend=openpi_remote", f"policy_node.remote_uri=ws://127.0.0.1:{port}"]
     # The planner's model server on the GPU box, reached across the link over HTTP: a stub
     # OpenAI-compatible server (scripted reply) where llm_server_node would run the model.
-    model_port = MODEL_PORT if hosts is not None else _free_port()
+    model_port = MODEL_PORT if hosts is not None else free_port()
     model_host = hosts.gpu.address if hosts is not None else "127.0.0.1"
     model_cmd = [sys.executable, "-m", "carryon_sim.harness.fakes.openai_server", "--port", str(model_port)]
     model_cmd += ["--host", "0.0.0.0", "--default", MODEL_REPLY]  # the GPU box: every interface of its namespace
@@ -119,12 +118,6 @@ def _start_server(command: list[str], says: str, log: Path) -> subprocess.Popen[
             raise RuntimeError(f"{command[2:4]} did not start: {log.read_text(errors='replace')[-2000:]}")
         time.sleep(0.1)
     return server
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def robot_side(hosts: netns.TwoHosts | None, argv: Sequence[str]) -> list[str]:

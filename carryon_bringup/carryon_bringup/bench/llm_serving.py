@@ -9,7 +9,6 @@ so its numbers come from the code path the graph uses; its output goes to the ru
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
 import sys
 import time
@@ -18,17 +17,11 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from carryon_bringup.core.bench import free_port
 from carryon_common.core.errors import ConfigError
 from carryon_planner.core.config import PlannerConfig
 
 LOAD_TIMEOUT_S = 300.0  # the 1.5B model loads in seconds; the first run assembles it from its parts
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _answers(url: str) -> bool:

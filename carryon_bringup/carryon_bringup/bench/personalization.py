@@ -37,7 +37,7 @@ from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, Benc
 from carryon_bringup.core.graph import find_config_dir
 from carryon_bringup.up import default_config_fallbacks
 from carryon_common.core.llm_backends import make_llm
-from carryon_common.core.openai_client import OpenAiClient, warm_up
+from carryon_common.core.openai_client import OpenAiClient
 from carryon_planner.core.config import PlannerConfig
 from carryon_planner.core.context import warm_up_messages
 from carryon_planner.core.facts import load_preference_rules
@@ -64,7 +64,7 @@ def _run(options: BenchOptions, config: PlannerConfig) -> BenchResult:
     if config.llm_backend == "local" and isinstance(llm, OpenAiClient):
         # As planner_node does at start-up: the server reads the rules and schema once, ahead of the cases.
         started = time.monotonic()
-        warm_up(llm, warm_up_messages(), timeout_s=600.0)
+        llm.warm_up(warm_up_messages(), timeout_s=600.0)
         result.add("warm_up_s", time.monotonic() - started, "s", "the model server reads the rules and schema once")
     result.details["max_repairs"] = config.max_repairs
     # Names the taxonomy does not know, asked of the LLM as planner_node would (classify_unknown_names).

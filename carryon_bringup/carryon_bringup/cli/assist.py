@@ -31,8 +31,8 @@ def add_assist(sub: Subparsers, common: argparse.ArgumentParser) -> None:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    from carryon_bringup.convert import plan_state_name
     from carryon_bringup.node import GraphClient
+    from carryon_common.convert import plan_state_name
 
     with GraphClient(namespace(args), args.timeout) as client:
         response = client.ask(args.user, args.text, args.plan_only, args.request_timeout)
@@ -49,8 +49,8 @@ def cmd_assist(args: argparse.Namespace) -> int:
     from action_msgs.msg import GoalStatus
     from rich.markup import escape
 
-    from carryon_bringup.convert import plan_state_name, subtask_state_name
     from carryon_bringup.node import GraphClient
+    from carryon_common.convert import plan_state_name, subtask_state_name
     from carryon_interfaces.action import Assist
 
     shown: dict[str, tuple[int, str]] = {}

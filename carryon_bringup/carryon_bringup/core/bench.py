@@ -7,6 +7,7 @@ figures as JSON. Results are also saved under `runs/bench-<name>-<time>/`.
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -97,6 +98,14 @@ class Benchmark:
 
 
 BENCHMARKS: Registry[Benchmark] = Registry("benchmark")
+
+
+def free_port() -> int:
+    """A loopback TCP port free now, for a server a benchmark starts."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -229,9 +229,9 @@ class GraphSpec:
         """`launches` less the conditional ones whose condition does not hold: `resolved` maps
         node names to their validated configs; a condition on a node not started is false.
         Nodes in `named` (asked for by name, `--only`) always start."""
-        out = []
+        out, always = [], set(named)
         for launch in launches:
-            if launch.when and launch.name not in set(named):
+            if launch.when and launch.name not in always:
                 target, _, expected = launch.when.partition("=")
                 node, _, param = target.partition(".")
                 if node not in resolved or str(getattr(resolved[node], param, None)) != expected:

@@ -153,22 +153,21 @@ class OpenAiClient:
             raise LlmError(f"{self.base_url}: {problems[0]}")
         raise LlmError(f"{self.base_url}: failed {len(problems)} attempts; last: {problems[-1]}")
 
-
-def warm_up(client: OpenAiClient, messages: Sequence[ChatMessage], timeout_s: float) -> None:
-    """Have the server read `messages` once (one token answered, nothing kept): a server
-    that keeps the last prompt's state (llama.cpp) then re-uses its shared prefix, such as
-    the planner's rules and schema, instead of reading it again in the first request.
-    Raises LlmError when the server does not answer."""
-    try:
-        client._client.chat.completions.create(
-            model=client.model,
-            messages=wire_messages(messages),  # type: ignore[arg-type]  # OpenAI-format dicts
-            max_tokens=1,
-            temperature=0.0,
-            timeout=timeout_s,
-        )
-    except openai.APIError as exc:
-        raise LlmError(f"{client.base_url}: warm-up: {type(exc).__name__}: {exc}") from None
+    def warm_up(self, messages: Sequence[ChatMessage], timeout_s: float) -> None:
+        """Have the server read `messages` once (one token answered, nothing kept): a server
+        that keeps the last prompt's state (llama.cpp) then re-uses its shared prefix, such as
+        the planner's rules and schema, instead of reading it again in the first request.
+        Raises LlmError when the server does not answer."""
+        try:
+            self._client.chat.completions.create(
+                model=self.model,
+                messages=wire_messages(messages),  # type: ignore[arg-type]  # OpenAI-format dicts
+                max_tokens=1,
+                temperature=0.0,
+                timeout=timeout_s,
+            )
+        except openai.APIError as exc:
+            raise LlmError(f"{self.base_url}: warm-up: {type(exc).__name__}: {exc}") from None
 
 
 def openai_client_from_env(
