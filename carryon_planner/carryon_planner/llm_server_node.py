@@ -11,6 +11,8 @@ address they could not reach.
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from typing import Any
 
@@ -64,9 +66,15 @@ class LlmServerNode(CarryOnNode):
 
     def destroy_node(self) -> None:
         self.server.stop()
-        self._thread.join(timeout=5.0)
+        self._thread.join(timeout=1.0)  # within the launchers' stop timeout (4 s); a decode does not stop (main)
         super().destroy_node()
 
 
 def main() -> int:
-    return run_node(LlmServerNode)
+    code = run_node(LlmServerNode)
+    # A decode in llama.cpp cannot be interrupted, and interpreter exit would wait for the
+    # server's worker thread to finish it (tens of seconds: `carryon up` kills the node after
+    # its stop timeout). The node has shut down (run_node): leave without waiting.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
