@@ -32,7 +32,7 @@ class LocalLlm:
         repeat_penalty: float = 1.1,
     ) -> None:
         try:
-            from llama_cpp import Llama  # type: ignore[import-not-found, unused-ignore]
+            from llama_cpp import Llama
         except ImportError:
             raise ConfigError(
                 "llm_backend 'local' needs llama-cpp-python: run `bash scripts/setup_llm.sh` (requirements/llm.txt)"
