@@ -60,6 +60,7 @@ def test_a_quick_run_against_the_stub_scores_every_suite(tmp_path: Path, monkeyp
     assert metrics["plan_time_p99"] >= metrics["plan_time_p50"]
     lines = (tmp_path / "run" / "cases.jsonl").read_text().splitlines()
     assert len(lines) == 6 and all(json.loads(line)["refused"] for line in lines)
+    assert all(json.loads(line)["replies"] == [refusal] for line in lines)  # the model's own words, for reading
     assert result.details["backend"].startswith("openai:stub")
     assert (tmp_path / "run" / "personalization.png").stat().st_size > 0
     # A resumed run plans nothing again: every case is in rows/ (the stub would have no replies left).
@@ -68,3 +69,15 @@ def test_a_quick_run_against_the_stub_scores_every_suite(tmp_path: Path, monkeyp
                 "planner_node.llm_model=stub", "planner_node.max_repairs=0")  # fmt: skip
         again = run(BenchOptions(True, 0, tmp_path / "run", sets, CONFIG))
     assert not stub.requests and {m.name: m.value for m in again.metrics} == metrics
+
+
+def test_episodes_sets_the_cases_per_suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    refusal = json.dumps({"reply": "No.", "subtasks": [], "refusal": "I will not do anything."})
+    with StubVlmServer([refusal] * 12) as stub:
+        sets = ("planner_node.llm_backend=openai", f"planner_node.llm_base_url={stub.base_url}",
+                "planner_node.llm_model=stub", "planner_node.max_repairs=0")  # fmt: skip
+        run(BenchOptions(False, 0, tmp_path / "run", sets, CONFIG, episodes=2))
+    cases = [json.loads(line) for line in (tmp_path / "run" / "cases.jsonl").read_text().splitlines()]
+    assert len(cases) == 12 and len(stub.requests) == 12
+    assert all(sum(c["suite"] == suite for c in cases) == 2 for suite in {c["suite"] for c in cases})

@@ -6,6 +6,7 @@ a policy that refuses the instruction fails the subtask without a recovery."""
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -86,9 +87,21 @@ class FakeGraph:
         return Recover.Result(outcome=Recover.Result.OUTCOME_RESUME)
 
 
+def seed(tmp_path: Path) -> Path:
+    """The shipped seed memory, but a scene that does not remember the pink cover: a plan
+    acting on a remembered object would wait for an observe step (validator
+    observe_before_act), and this fake graph has no perception to observe with."""
+    folder = tmp_path / "seed"
+    shutil.copytree(REPO / "config" / "memory", folder)
+    (folder / "scene.md").write_text(
+        "# Scene memory\n\n## kitchen_counter\n- contents: plate\n- observed: never\n- source: initial\n"
+    )
+    return folder
+
+
 def start(ros: Any, tmp_path: Path, replies: list[str], **graph: Any) -> FakeGraph:
     memory = [Parameter("memory_dir", value=str(tmp_path / "memory")),
-              Parameter("seed_dir", value=str(REPO / "config" / "memory"))]  # fmt: skip
+              Parameter("seed_dir", value=str(seed(tmp_path)))]  # fmt: skip
     ros.add(MemoryNode(namespace="carryon", context=ros.context, parameter_overrides=memory))
     planner = [Parameter("summarise", value=False), Parameter("judge_period_s", value=0.2),
                Parameter("policy_step_budget", value=2000)]  # fmt: skip

@@ -51,16 +51,54 @@ def plan(*subtasks: dict[str, Any], reply: str = "I will serve the carrot and th
     return Plan.model_validate({"reply": reply, "subtasks": list(subtasks), **more})
 
 
-def test_a_preference_conflict_drops_the_subtask_and_its_dependents_and_the_reply_says_why() -> None:
-    after_meat = step("s5", "put the carrot in the bowl", "carrot", "s4")
-    mended = mend(plan(LOOK, OPEN, CARROT, MEAT, after_meat), facts())
-    assert mended is not None and [s.id for s in mended.plan.subtasks] == ["s1", "s2", "s3"]
-    assert mended.fixes == ("[preference_conflict] dropped s4, s5: meat conflicts with 'vegetarian'",)
+def test_a_preference_conflict_drops_the_subtask_and_what_handles_the_same_object_and_the_reply_says_why() -> None:
+    after_meat = step("s5", "put the carrot in the bowl", "carrot", "s4")  # waited for the meat, does not need it
+    with_meat = step("s6", "open the pink cover", "pink_cover", "s4", condition="meat in bowl")
+    mended = mend(plan(LOOK, OPEN, MEAT, after_meat, with_meat), facts())
+    assert mended is not None and [s.id for s in mended.plan.subtasks] == ["s1", "s2", "s5"]
+    assert mended.plan.subtasks[2].depends_on == ["s2"]  # what the dropped meat step waited for
+    assert mended.fixes == ("[preference_conflict] dropped s4, s6: meat conflicts with 'vegetarian'",)
     assert mended.plan.reply == (
         "I will open the pink cover, then put the carrot in the bowl. "
         "Left out because of your preferences: meat (vegetarian)."
     )
     assert Validator().validate(mended.plan, facts()).ok
+
+
+def test_a_chain_keeps_its_order_around_a_dropped_link() -> None:
+    carrot = step("s5", "put the carrot in the bowl", "carrot", "s4")
+    mended = mend(plan(LOOK, OPEN, MEAT | {"depends_on": ["s1", "s2"]}, carrot), facts())
+    assert mended is not None and [s.id for s in mended.plan.subtasks] == ["s1", "s2", "s5"]
+    assert mended.plan.subtasks[2].depends_on == ["s1", "s2"]
+
+
+def test_a_control_step_naming_a_vla_skill_becomes_a_vla_step() -> None:
+    as_control = CARROT | {"kind": "control", "depends_on": ["s1"]}
+    mended = mend(plan(LOOK, as_control, reply="I will put the carrot in the bowl."), facts())
+    assert mended is not None and mended.plan.subtasks[1].kind == "vla"
+    assert mended.fixes == ("[instruction_in_library] s3 is the VLA skill 'put the carrot in the bowl'",)
+    assert Validator().validate(mended.plan, facts()).ok
+    unknown = CARROT | {"kind": "control", "instruction": "wave", "depends_on": ["s1"]}
+    assert mend(plan(LOOK, unknown, reply="I will wave at the carrot."), facts()) is None  # the LLM's to mend
+
+
+def test_a_statement_moves_nothing_and_keeps_its_memory_write() -> None:
+    stated = planning_facts(request="I drink tea every morning", scene=SCENE, library=LIBRARY)
+    tea = {"op": "update_user", "entity": "drink", "key": "morning", "value": "tea", "durable": True}
+    mended = mend(plan(LOOK, OPEN, CARROT, reply="I will bring you tea.", memory_operations=[tea]), stated)
+    assert mended is not None and [s.id for s in mended.plan.subtasks] == ["s1"]  # looking moves nothing
+    assert mended.fixes == (
+        "[action_requested] dropped s2, s3: the request asks or states something, it orders nothing",
+    )
+    assert mended.plan.reply == "Noted (morning: tea). Nothing was moved: you did not ask me to move anything."
+    assert len(mended.plan.memory_operations) == 1 and Validator().validate(mended.plan, stated).ok
+    # A reply that promises nothing is the model's answer, kept as it is.
+    question = planning_facts(request="Where is the carrot?", scene=SCENE, library=LIBRARY)
+    answered = mend(plan(OPEN | {"depends_on": []}, reply="The carrot is under the pink cover."), question)
+    assert answered is not None and answered.plan.subtasks == [] and answered.plan.reply.startswith("The carrot is")
+    assert Validator().validate(answered.plan, question).ok
+    # An order is not a statement: nothing is dropped for it.
+    assert mend(plan(LOOK, OPEN, CARROT, reply="I will open the pink cover, then serve the carrot."), facts()) is None
 
 
 def test_a_plan_with_nothing_left_becomes_a_refusal_that_says_why() -> None:
@@ -135,3 +173,23 @@ def test_what_is_left_after_mending_goes_to_the_llm_with_the_mended_plan() -> No
     shown, feedback = llm.seen[1][-2], llm.seen[1][-1]
     assert shown.role == "assistant" and '"s4"' not in shown.content and "place the carrot" in shown.content
     assert "instruction_in_library" in feedback.content and "preference_conflict" not in feedback.content
+
+
+def test_acting_on_a_remembered_object_waits_for_an_observe_of_where_it_is() -> None:
+    carrot = step("s1", "put the carrot in the bowl", "carrot")
+    report = Validator().validate(plan(carrot, reply="I will put the carrot in the bowl."), facts())
+    assert [v.check for v in report.violations] == ["observe_before_act"]
+    mended = mend(plan(carrot, reply="I will put the carrot in the bowl."), facts())
+    assert mended is not None and [s.id for s in mended.plan.subtasks] == ["look1", "s1"]
+    assert mended.plan.subtasks[0].target == "kitchen_counter" and mended.plan.subtasks[1].depends_on == ["look1"]
+    assert mended.fixes == ("[observe_before_act] added observe step look1 of kitchen_counter before s1",)
+    assert Validator().validate(mended.plan, facts()).ok
+    # The plan's own observe of that place, not yet before it: waited for, nothing added.
+    later_look = LOOK | {"id": "s2"}
+    mended = mend(plan(carrot, later_look, reply="I will put the carrot in the bowl."), facts())
+    assert mended is not None and mended.plan.subtasks[0].depends_on == ["s2"]
+    assert mended.fixes == ("[observe_before_act] s1 now waits for observe step s2 of kitchen_counter",)
+    # Seen since the last plan (a replan): no new look.
+    seen = facts(pending_observations={"kitchen_counter": ("carrot", "pink_cover")})
+    seen_report = Validator().validate(plan(carrot, reply="I will put the carrot in the bowl."), seen)
+    assert "observe_before_act" not in {v.check for v in seen_report.violations}

@@ -120,6 +120,10 @@ def test_a_case_records_what_the_planner_mended_without_the_llm() -> None:
         llm = OpenAiClient(base_url=stub.base_url, model="stub", api_key="x", timeout_s=5.0, attempts=1)
         result = run_case(llm, suite, case, preference_rules=RULES, max_repairs=0)
     assert result.llm_rounds == 1 and result.refused and result.dispatched == ()
+    # The model was told what her diet rules out (the taxonomy's reading), so that it need not guess.
+    context = stub.requests[0].body["messages"][1]["content"]
+    assert "## Ruled out by the user's preferences" in context
+    assert "- ham: diet preference: vegetarian: ham is meat" in context and "- cheese:" not in context
     assert result.mended == (
         "[preference_conflict] dropped s1: ham conflicts with 'diet preference: vegetarian: ham is meat'",
     )

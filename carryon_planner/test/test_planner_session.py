@@ -38,6 +38,7 @@ from carryon_planner.core.session import (
 from carryon_planner.core.taxonomy import Taxonomy
 
 SCENE = {"kitchen_counter": ("pink_cover", "carrot under pink_cover", "plate"), "dining_table": ("bowl",)}
+LOOK = {"id": "s0", "kind": "observe", "objective": "see the counter", "target": "kitchen_counter"}
 CARROT = {
     "id": "s1",
     "kind": "vla",
@@ -45,13 +46,14 @@ CARROT = {
     "instruction": "put the carrot in the bowl",
     "target": "carrot",
     "destination": "bowl",
+    "depends_on": ["s0"],  # scene memory says where to look, not what is there now
 }
 TELL = {"id": "s2", "kind": "say", "objective": "Enjoy!", "depends_on": ["s1"]}
 RYE = {"op": "update_user", "entity": "bread", "key": "preference", "value": "rye", "durable": True}
 TEA = {"op": "update_user", "entity": "drink", "key": "wish", "value": "tea", "durable": False}
 NOW = {"op": "update_scene", "action": "set_contents", "location": "dining_table", "contents": ["bowl", "cup"]}
 LATER = {**NOW, "action": "remove_item", "item": "cup", "contents": [], "before_subtask": "s1"}
-SERVE = {"reply": "Here is your carrot.", "subtasks": [CARROT, TELL], "memory_operations": [RYE, TEA, NOW, LATER]}
+SERVE = {"reply": "Here is your carrot.", "subtasks": [LOOK, CARROT, TELL], "memory_operations": [RYE, TEA, NOW, LATER]}
 NOTHING = json.dumps({"remember": []})
 
 
@@ -107,8 +109,8 @@ class FakeDispatch:
         self.hooks.on_succeeded(subtask)
         return Report(True, "judge: success")
 
-    def observe(self, subtask: PlannedSubtask) -> Report:
-        return Report(True, "looked", {subtask.target: ()})
+    def observe(self, subtask: PlannedSubtask) -> Report:  # sees what memory holds there
+        return Report(True, "looked", {subtask.target: SCENE.get(subtask.target, ())})
 
     def say(self, subtask: PlannedSubtask) -> Report:
         self.hooks.on_say(subtask.objective)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 
 from carryon_planner.core.plan import PlanParseError, parse_plan, plan_json_schema
 from carryon_planner.core.requests import request_asks_for_action
-from carryon_planner.core.validator import PlanningFacts, Validator
+from carryon_planner.core.validator import PlanningFacts, Validator, condition_names
 
 FACTS = PlanningFacts(
     request="Serve me food",
@@ -55,6 +56,26 @@ def test_the_decoding_schema_narrows_instructions_and_names() -> None:
     assert subtask["instruction"]["enum"] == ["", "put the carrot in the bowl"]
     assert subtask["target"]["enum"] == subtask["destination"]["enum"] == ["", "bowl", "carrot"]
     assert "enum" not in plan_json_schema()["$defs"]["PlannedSubtask"]["properties"]["instruction"]  # not mutated
+
+
+def test_the_decoding_schema_allows_only_conditions_the_validator_reads_over_known_names() -> None:
+    names = ["carrot", "pink_cover", "kitchen_counter", "Big Bowl"]
+    subtask = plan_json_schema(["put the carrot in the bowl"], names)["$defs"]["PlannedSubtask"]["properties"]
+    pattern = re.compile(subtask["condition"]["pattern"])
+    for good in ("", "carrot under pink_cover", "pink_cover at kitchen_counter", "carrot absent"):
+        assert pattern.fullmatch(good) and (good == "" or condition_names(good) is not None)
+    for bad in (
+        "empty bag",
+        "carrot under cover",
+        "tea under pink_cover",
+        "carrot is under pink_cover",
+        "Big Bowl present",
+    ):
+        assert not pattern.fullmatch(bad)
+    assert "control" in subtask["kind"]["enum"]  # control skills not said: all kinds
+    no_control = plan_json_schema(["put the carrot in the bowl"], names, control_skills=())
+    assert no_control["$defs"]["PlannedSubtask"]["properties"]["kind"]["enum"] == ["vla", "observe", "say"]
+    assert "pattern" not in plan_json_schema()["$defs"]["PlannedSubtask"]["properties"]["condition"]
 
 
 @pytest.mark.parametrize(

@@ -13,9 +13,10 @@ and scored on what would be dispatched (see carryon_planner.core.personalization
     carryon bench personalization --set planner_node.llm_backend=openai \\
         --set planner_node.llm_base_url=http://127.0.0.1:8080/v1 --set planner_node.llm_model=NAME
     carryon bench personalization --quick               # the first case of each suite
+    carryon bench personalization --episodes 4          # the first 4 cases of each suite
 
 Per case the run folder's `cases.jsonl` records the dispatched subtasks, the reply, the
-failed expectations, the LLM rounds and the time; each case is also saved under `rows/`
+failed expectations, the LLM rounds, each round's raw answer and the time; each case is also saved under `rows/`
 as it finishes, so `--resume RUN_DIR` continues an interrupted run.
 """
 
@@ -75,7 +76,7 @@ def _run(options: BenchOptions, config: PlannerConfig) -> BenchResult:
     options.run_dir.mkdir(parents=True, exist_ok=True)
     log = (options.run_dir / "cases.jsonl").open("w")  # every case, saved rows included
     console = Console(stderr=True)
-    per_suite = 1 if options.quick else 0
+    per_suite = options.count(full=0, quick=1)  # 0: every case
     total = sum(min(len(s.cases), per_suite or len(s.cases)) for s in suites)
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task(f"planning with {llm.name}", total=total)

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from carryon_bringup.cli.common import EXIT_NOT_IMPLEMENTED, EXIT_OK, EXIT_USAGE, Subparsers, console, err
 
-_COUNTED = ("safety", "recovery")  # benchmarks whose episode count --episodes sets
+_COUNTED = ("safety", "recovery", "personalization")  # benchmarks whose count --episodes sets
 
 
 def _positive(text: str) -> int:
@@ -30,8 +30,8 @@ def add_bench(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         "--episodes",
         type=_positive,
         metavar="N",
-        help="episodes per row (safety) or per perturbation kind (recovery) instead of the full count "
-        "(recorded; a resumed run keeps the count it started with)",
+        help="episodes per row (safety), per perturbation kind (recovery) or cases per suite "
+        "(personalization) instead of the full count (recorded; a resumed run keeps the count it started with)",
     )
     bench.add_argument("--json", metavar="PATH", help="also write the figures to this JSON file")
     bench.add_argument(

@@ -108,11 +108,14 @@ def build_messages(
     observations: Mapping[str, Sequence[str]] | None = None,
     images: Sequence[ReferenceImage] = (),
     described: Sequence[DescribedImage] = (),
+    ruled_out: Mapping[str, str] | None = None,
 ) -> list[ChatMessage]:
     """System message (rules + schema) and user message (context + request). `memory` is
     GetContext.rendered for `user_id` (that user's facts and the shared scene only).
     `images` are attached to the user message, each after a line naming its fact (an
-    image-capable endpoint); `described` are named with their descriptions instead."""
+    image-capable endpoint); `described` are named with their descriptions instead.
+    `ruled_out`: object -> the preference that excludes it (the taxonomy's reading of the
+    user's facts), listed so that the model leaves them out rather than the validator."""
     schema = json.dumps(plan_json_schema(), sort_keys=True, separators=(",", ":"))
     system = f"{RULES}\nPlan schema (JSON Schema):\n{schema}\n"
     lines = [f"Active user: {user_id or '(anonymous)'}", "", "## Memory", memory.strip() or "(empty)", ""]
@@ -123,6 +126,9 @@ def build_messages(
         lines.append(f'- "{entry.instruction}"' + (f" — {entry.description}" if entry.description else ""))
     lines += ["Control skills: " + (", ".join(control_skills) if control_skills else "(none)")]
     lines += ["Other subtask kinds: observe (target = an endpoint), say (tell the user the objective)."]
+    if ruled_out:
+        lines += ["", "## Ruled out by the user's preferences (never serve or use these)"]
+        lines += [f"- {name}: {why}" for name, why in sorted(ruled_out.items())]
     if observations:
         lines += ["", "## Observed since the last plan"]
         lines += [f"- {loc}: {', '.join(items) or 'nothing'}" for loc, items in sorted(observations.items())]

@@ -1,13 +1,21 @@
 """Deterministic repairs: what the validator can mend by itself, it mends, and the LLM's
 repair rounds are left for what needs the model (issue 20).
 
-* A subtask that serves what the user's preferences rule out is dropped with every subtask
-  that depends on it, and the reply says what was left out and why.
+* A "control" subtask whose instruction is a skill-library VLA instruction becomes a vla
+  subtask (the robot has no control skill of that name; the VLA has the skill).
+* When the request only asks or states something (no order: validator `action_requested`),
+  the subtasks that would move objects are dropped; the reply no longer promises them.
+* A subtask that serves what the user's preferences rule out is dropped with the subtasks
+  after it that handle the same object; the others that waited for it wait for what it
+  waited for (a sandwich's cheese does not need the ham that was left out). The reply
+  says what was left out and why.
 * An observation not yet written to scene memory gets its `update_scene set_contents`,
   applied before the plan's first physical step.
 * A conditional subtask with no observe step before it gets one: of the location its
   condition names, or where scene memory puts the condition's objects, or the plan's
   only observe step.
+* A VLA subtask on an object scene memory remembers at a location, with no observe of
+  that location before it, waits for the plan's observe of it, or for a new one.
 
 A mended plan is validated again like any other: mending never makes a plan dispatchable
 that the validator would refuse. What cannot be mended stays for the LLM.
@@ -15,6 +23,7 @@ that the validator would refuse. What cannot be mended stays for the LLM.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -22,12 +31,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene
+from carryon_planner.core.requests import request_asks_for_action
 from carryon_planner.core.validator import (
+    ACTION_PROMISES,
     PlanningFacts,
     ancestors,
     condition_names,
     dependency_cycle,
     preference_conflict,
+    unobserved_place,
 )
 
 _REPLY_LIMIT: int = Plan.model_json_schema()["properties"]["reply"]["maxLength"]
@@ -52,7 +64,14 @@ def mend(plan: Plan, facts: PlanningFacts) -> Mended | None:
         return None
     raw: dict[str, Any] = plan.model_dump(mode="json")
     fixes: list[str] = []
-    for repair in (_drop_conflicts, _record_observations, _observe_first):
+    for repair in (
+        _control_as_vla,
+        _drop_unrequested,
+        _drop_conflicts,
+        _record_observations,
+        _observe_first,
+        _observe_before_act,
+    ):
         fixes += repair(raw, facts)
     if not fixes:
         return None
@@ -66,6 +85,54 @@ def _spoken(name: str) -> str:
     return name.replace("_", " ")
 
 
+def _drop(raw: dict[str, Any], dropped: set[str]) -> None:
+    """Remove the `dropped` subtasks; a remaining subtask that waited for one waits for
+    what that one waited for instead, and a scene update due before one is due at once."""
+    by_id = {e["id"]: e for e in raw["subtasks"]}
+
+    def inherited(ids: list[str]) -> list[str]:
+        out: list[str] = []
+        for dep in ids:
+            for kept in inherited(by_id[dep]["depends_on"]) if dep in dropped else [dep]:
+                if kept not in out:
+                    out.append(kept)
+        return out
+
+    raw["subtasks"] = [e for e in raw["subtasks"] if e["id"] not in dropped]
+    for entry in raw["subtasks"]:
+        entry["depends_on"] = inherited(entry["depends_on"])
+    for op in raw["memory_operations"]:
+        if op.get("before_subtask") in dropped:
+            op["before_subtask"] = None
+
+
+def _control_as_vla(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
+    fixes = []
+    for entry in raw["subtasks"]:
+        instruction = entry["instruction"]
+        if entry["kind"] == "control" and instruction not in facts.control_skills and instruction in facts.instructions:
+            entry["kind"] = "vla"
+            fixes.append(f"[instruction_in_library] {entry['id']} is the VLA skill {entry['instruction']!r}")
+    return fixes
+
+
+def _drop_unrequested(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
+    if request_asks_for_action(facts.request):
+        return []
+    moving = {e["id"] for e in raw["subtasks"] if e["kind"] in ("vla", "control")}
+    if not moving:
+        return []
+    _drop(raw, moving)
+    if ACTION_PROMISES.search(raw["reply"]) or not raw["reply"].strip():
+        remembered = [f"{op['key'].replace('_', ' ')}: {op['value']}" for op in raw["memory_operations"]]
+        noted = f"Noted ({'; '.join(remembered)})." if remembered else "Noted."
+        raw["reply"] = f"{noted} Nothing was moved: you did not ask me to move anything."[:_REPLY_LIMIT]
+    return [
+        f"[action_requested] dropped {', '.join(sorted(moving))}: the request asks or states something, "
+        "it orders nothing"
+    ]
+
+
 def _drop_conflicts(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
     conflicts: dict[str, tuple[str, str]] = {}
     for entry in raw["subtasks"]:
@@ -75,15 +142,15 @@ def _drop_conflicts(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
     if not conflicts:
         return []
     dropped = set(conflicts)
-    while True:  # and everything that depends on a dropped subtask, directly or not
-        more = {e["id"] for e in raw["subtasks"] if set(e["depends_on"]) & dropped} - dropped
+    ruled = {_spoken(name) for name, _ in conflicts.values()} | {
+        _spoken(e["target"]) for e in raw["subtasks"] if e["id"] in dropped and e["target"]
+    }
+    while True:  # and what comes after a dropped subtask and handles the same thing
+        more = {e["id"] for e in raw["subtasks"] if set(e["depends_on"]) & dropped and _handles(e, ruled)} - dropped
         if not more:
             break
         dropped |= more
-    raw["subtasks"] = [e for e in raw["subtasks"] if e["id"] not in dropped]
-    for op in raw["memory_operations"]:
-        if op.get("before_subtask") in dropped:
-            op["before_subtask"] = None
+    _drop(raw, dropped)
     reasons = "; ".join(sorted({f"{_spoken(name)} ({preference})" for name, preference in conflicts.values()}))
     kept = [e["instruction"] for e in raw["subtasks"] if e["kind"] == "vla"]
     # The LLM's reply promised what was dropped: the reply is said anew from what is left.
@@ -99,6 +166,12 @@ def _drop_conflicts(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
         f"[preference_conflict] dropped {', '.join(sorted(dropped))}: {_spoken(name)} conflicts with '{preference}'"
         for name, preference in sorted(set(conflicts.values()))
     ]
+
+
+def _handles(entry: dict[str, Any], names: set[str]) -> bool:
+    """Whether a subtask acts on, takes from or puts into one of `names` (spoken form)."""
+    text = " ".join(_spoken(entry[k]).lower() for k in ("instruction", "target", "source", "destination", "condition"))
+    return any(re.search(rf"\b{re.escape(name)}\b", text) for name in names if name)
 
 
 def _record_observations(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
@@ -148,6 +221,32 @@ def _observe_first(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
             raw["subtasks"].insert(raw["subtasks"].index(entry), look.model_dump(mode="json"))
             entry["depends_on"] = [*entry["depends_on"], new_id]
             fixes.append(f"[conditions_observable] added observe step {new_id} of {location} before {entry['id']}")
+    return fixes
+
+
+def _observe_before_act(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
+    fixes = []
+    for entry in list(raw["subtasks"]):
+        by_id = {e["id"]: PlannedSubtask.model_validate(e) for e in raw["subtasks"]}
+        place = unobserved_place(by_id[entry["id"]], by_id, facts)
+        if not place:
+            continue
+        looks = [
+            e["id"]
+            for e in raw["subtasks"]
+            if e["kind"] == "observe" and e["target"] == place and entry["id"] not in ancestors(by_id[e["id"]], by_id)
+        ]
+        if looks:
+            entry["depends_on"] = [*entry["depends_on"], looks[0]]
+            fixes.append(f"[observe_before_act] {entry['id']} now waits for observe step {looks[0]} of {place}")
+            continue
+        new_id = _fresh_id(by_id, "look")
+        look = PlannedSubtask(
+            id=new_id, kind="observe", objective=f"see what is at {place}", target=place, depends_on=entry["depends_on"]
+        )
+        raw["subtasks"].insert(raw["subtasks"].index(entry), look.model_dump(mode="json"))
+        entry["depends_on"] = [*entry["depends_on"], new_id]
+        fixes.append(f"[observe_before_act] added observe step {new_id} of {place} before {entry['id']}")
     return fixes
 
 

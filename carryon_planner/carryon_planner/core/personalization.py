@@ -121,6 +121,7 @@ class CaseResult:
     seconds: float
     rejected: tuple[str, ...] = field(default_factory=tuple)  # why earlier rounds were rejected
     mended: tuple[str, ...] = field(default_factory=tuple)  # what the planner mended without the LLM
+    replies: tuple[str, ...] = field(default_factory=tuple)  # the LLM's raw answer in each round
 
 
 def score(plan: Plan, refused: bool, expect: Expect) -> list[str]:
@@ -232,6 +233,7 @@ def run_case(
         seconds,
         tuple(a.rejected_because for a in outcome.attempts if a.rejected_because),
         tuple(fix for a in outcome.attempts for fix in a.mended),
+        tuple(a.reply for a in outcome.attempts),
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
@@ -97,11 +98,15 @@ class Plan(_Strict):
         return [s for s in self.subtasks if s.kind in ("vla", "control", "observe")]
 
 
-def plan_json_schema(instructions: Sequence[str] = (), names: Sequence[str] = ()) -> dict[str, Any]:
+def plan_json_schema(
+    instructions: Sequence[str] = (), names: Sequence[str] = (), *, control_skills: Sequence[str] | None = None
+) -> dict[str, Any]:
     """JSON Schema of a plan (for JSON mode / grammar-constrained decoding). With
     `instructions` (the skill library) and `names` (known objects and locations) the
     subtasks' instruction, target, source and destination and scene updates' location are
-    narrowed to those values (or ""), so constrained decoding can only copy them verbatim."""
+    narrowed to those values (or ""), so constrained decoding can only copy them verbatim,
+    and a condition to the validator's two forms over those names. `control_skills` given
+    and empty: the "control" kind is left out (there is nothing it could name)."""
     schema = copy.deepcopy(_SCHEMA)
     subtask = schema["$defs"]["PlannedSubtask"]["properties"]
     if instructions:
@@ -111,7 +116,30 @@ def plan_json_schema(instructions: Sequence[str] = (), names: Sequence[str] = ()
         for field in ("target", "source", "destination"):
             subtask[field]["enum"] = allowed
         schema["$defs"]["UpdateScene"]["properties"]["location"]["enum"] = allowed
+        pattern = condition_pattern(names)
+        if pattern:
+            subtask["condition"]["pattern"] = pattern
+    if control_skills is not None and not control_skills:
+        subtask["kind"]["enum"] = [k for k in subtask["kind"]["enum"] if k != "control"]
     return schema
+
+
+CONDITION_RELATIONS = ("under", "in", "on", "at")
+CONDITION_STATES = ("present", "absent")
+
+
+def condition_pattern(names: Sequence[str]) -> str:
+    """A regular expression (JSON Schema `pattern`, which llama.cpp's grammar converter
+    reads) for "" or a condition the validator reads over `names`: "<name> under|in|on|at
+    <name>" or "<name> present|absent". Names a condition cannot spell (spaces, capitals)
+    are left out; "" when none is left."""
+    usable = sorted({n for n in names if re.fullmatch(r"[a-z0-9_]+", n)})
+    if not usable:
+        return ""
+    either = "(" + "|".join(usable) + ")"
+    relation = f"{either} ({'|'.join(CONDITION_RELATIONS)}) {either}"
+    state = f"{either} ({'|'.join(CONDITION_STATES)})"
+    return f"^(|{relation}|{state})$"
 
 
 _SCHEMA = Plan.model_json_schema()

@@ -47,7 +47,9 @@ def plan_with_repair(
 ) -> PlanningOutcome:
     """Ask `llm` for a plan; hand parse errors and failed checks back up to `max_repairs`
     times. A plan the LLM itself refuses is returned as such (after validation)."""
-    schema = plan_json_schema(facts.instructions, sorted(facts.objects | facts.locations))
+    schema = plan_json_schema(
+        facts.instructions, sorted(facts.objects | facts.locations), control_skills=facts.control_skills
+    )
     conversation = list(messages)
     attempts: list[Attempt] = []
     for _ in range(max_repairs + 1):

@@ -122,6 +122,7 @@ class RequestPlanner:
             observations=seen,
             images=context.images if self.images else (),
             described=described_images(context.facts) if not self.images else (),
+            ruled_out={name: why for name, why in facts.ruled_out.items() if name in facts.objects},
         )
         outcome = plan_with_repair(self.llm, messages, facts, max_repairs=self.max_repairs, validator=self.validator)
         return dataclasses.replace(outcome, notes=(*notes, *outcome.notes)) if notes else outcome

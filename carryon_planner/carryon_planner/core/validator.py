@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene, UpdateUser
 from carryon_planner.core.requests import request_asks_for_action
 
-_ACTION_PROMISES = re.compile(r"\b(i will|i'll|let me|i am going to|i'm going to|on it)\b", re.IGNORECASE)
+ACTION_PROMISES = re.compile(r"\b(i will|i'll|let me|i am going to|i'm going to|on it)\b", re.IGNORECASE)
 _CONDITION = re.compile(r"^\s*([a-z0-9_]+)\s+(?:is\s+)?(under|in|on|at|inside|near)\s+(?:the\s+)?([a-z0-9_]+)\s*$")
 _PRESENCE = re.compile(r"^\s*([a-z0-9_]+)\s+(?:is\s+)?(present|visible|absent|missing)\s*$")
 
@@ -163,6 +163,7 @@ class Validator:
             self._instructions,
             self._names,
             self._conditions,
+            self._observe_before_act,
             self._action_requested,
             self._reply_matches,
             self._observations_recorded,
@@ -262,6 +263,21 @@ class Validator:
                     subtask.id,
                 )
 
+    def _observe_before_act(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
+        """Scene memory says where to look, not what is there now: a VLA subtask on an object
+        remembered at a location waits for an observe of that location (unless that location
+        was observed since the last plan)."""
+        by_id = {s.id: s for s in plan.subtasks}
+        for subtask in plan.subtasks:
+            place = unobserved_place(subtask, by_id, facts)
+            if place:
+                yield Violation(
+                    "observe_before_act",
+                    f"{_spoken(subtask.target)} is remembered at {place}: add an observe subtask of {place} "
+                    "and make this subtask depend on it",
+                    subtask.id,
+                )
+
     def _action_requested(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
         if request_asks_for_action(facts.request):
             return
@@ -281,7 +297,7 @@ class Validator:
                     f"the reply does not mention {_spoken(subtask.target)!r}, which subtask {subtask.id} acts on",
                     subtask.id,
                 )
-        if not plan.physical and plan.refusal is None and _ACTION_PROMISES.search(plan.reply):
+        if not plan.physical and plan.refusal is None and ACTION_PROMISES.search(plan.reply):
             yield Violation("reply_matches_subtasks", "the reply promises an action but the plan has no subtasks")
 
     def _observations_recorded(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
@@ -345,6 +361,16 @@ class Validator:
                     "the user why in the reply",
                     subtask.id,
                 )
+
+
+def unobserved_place(subtask: PlannedSubtask, by_id: Mapping[str, PlannedSubtask], facts: PlanningFacts) -> str:
+    """The location scene memory puts a VLA subtask's target at when no subtask before it
+    observes that location and it was not observed since the last plan ("" otherwise)."""
+    place = facts.whereabouts.get(subtask.target, "") if subtask.kind == "vla" else ""
+    if not place or place in facts.pending_observations:
+        return ""
+    looked = any(by_id[a].kind == "observe" and by_id[a].target == place for a in ancestors(subtask, by_id))
+    return "" if looked else place
 
 
 def preference_conflict(subtask: PlannedSubtask, facts: PlanningFacts) -> tuple[str, str] | None:
