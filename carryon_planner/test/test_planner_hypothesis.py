@@ -38,6 +38,9 @@ FACTS = PlanningFacts(
 )
 # The same request right after an observation that the plan must write to scene memory.
 OBSERVED = replace(FACTS, pending_observations={"kitchen_counter": ("carrot under pink_cover", "meat")})
+# A statement, not an order (nothing may move), with scene memory placing the carrot
+# (acting on it waits for an observe of the counter).
+STATED = replace(FACTS, request="I am vegetarian now", whereabouts={"carrot": "kitchen_counter"})
 
 VALID: dict[str, Any] = {
     "reply": "I'll look at the kitchen counter, then open the pink cover and put the carrot in the bowl.",
@@ -222,6 +225,12 @@ def problems_of(plan: Plan, facts: PlanningFacts, *, own_refusal: bool = False) 
             found.append(f"{s.id}: observe {s.target!r}")
         if any(name and name not in known for name in (s.source, s.destination)):
             found.append(f"{s.id}: from {s.source!r} to {s.destination!r}")
+        if s.kind in ("vla", "control") and facts is STATED:
+            found.append(f"{s.id}: moves {s.target!r} though the user only stated something")
+        place = facts.whereabouts.get(s.target) if s.kind == "vla" else None
+        by_id = {t.id: t for t in plan.subtasks}
+        if place and place not in facts.pending_observations and not _looked_first(s.id, place, by_id):
+            found.append(f"{s.id}: acts on {s.target!r} remembered at {place} without looking there first")
         served = {s.target, *re.findall(r"\w+", _plain(s.instruction))} if s.kind == "vla" else set()
         if served & set(facts.ruled_out):
             found.append(f"{s.id}: serves {served & set(facts.ruled_out)}, ruled out by the user's preference")
@@ -242,6 +251,20 @@ def problems_of(plan: Plan, facts: PlanningFacts, *, own_refusal: bool = False) 
         if not pattern.search(_plain(facts.request)) and any(pattern.search(t) for t in said):
             found.append(f"another user's fact {value!r}")
     return found
+
+
+def _looked_first(sid: str, place: str, by_id: dict[str, Any]) -> bool:
+    """Whether an observe of `place` comes before subtask `sid` (through its dependencies)."""
+    stack, seen = list(by_id[sid].depends_on), set()
+    while stack:
+        current = stack.pop()
+        if current in seen or current not in by_id:
+            continue
+        seen.add(current)
+        if by_id[current].kind == "observe" and by_id[current].target == place:
+            return True
+        stack.extend(by_id[current].depends_on)
+    return False
 
 
 def messages(facts: PlanningFacts) -> list[ChatMessage]:
@@ -276,11 +299,12 @@ FOUND = [
 
 
 @settings(max_examples=1000)
-@given(facts=st.sampled_from([FACTS, OBSERVED]), replies=st.lists(llm_reply(), min_size=3, max_size=3))
+@given(facts=st.sampled_from([FACTS, OBSERVED, STATED]), replies=st.lists(llm_reply(), min_size=3, max_size=3))
 @example(facts=FACTS, replies=[(FOUND[0], False)] * 3)
 @example(facts=FACTS, replies=[(FOUND[1], False)] * 3)
 @example(facts=FACTS, replies=[(FOUND[2], False)] * 3)
 @example(facts=FACTS, replies=[(FOUND[3], False)] * 3)
+@example(facts=STATED, replies=[(json.dumps(VALID), True)] * 3)  # mended: nothing moves, the look comes first
 def test_no_invalid_plan_is_ever_returned_as_dispatchable(
     facts: PlanningFacts, replies: list[tuple[str, bool]]
 ) -> None:
@@ -291,5 +315,5 @@ def test_no_invalid_plan_is_ever_returned_as_dispatchable(
     assert problems_of(outcome.plan, facts, own_refusal=own_refusal) == [], (outcome.plan, outcome.attempts)
     if outcome.refused:
         assert outcome.plan.subtasks == []
-    if replies[0][1]:  # the valid plan itself is accepted as it is: the checks do not refuse everything
+    if replies[0][1] and facts is not STATED:  # the valid plan is accepted as it is: the checks do not refuse all
         assert not outcome.refused and outcome.repairs == 0, outcome.attempts

@@ -85,13 +85,14 @@ def test_a_control_step_naming_a_vla_skill_becomes_a_vla_step() -> None:
 def test_a_statement_moves_nothing_and_keeps_its_memory_write() -> None:
     stated = planning_facts(request="I drink tea every morning", scene=SCENE, library=LIBRARY)
     tea = {"op": "update_user", "entity": "drink", "key": "morning", "value": "tea", "durable": True}
-    mended = mend(plan(LOOK, OPEN, CARROT, reply="I will bring you tea.", memory_operations=[tea]), stated)
+    seen = {"op": "update_scene", "action": "set_contents", "location": "dining_table", "contents": ["bowl"]}
+    mended = mend(plan(LOOK, OPEN, CARROT, reply="I will bring you tea.", memory_operations=[tea, seen]), stated)
     assert mended is not None and [s.id for s in mended.plan.subtasks] == ["s1"]  # looking moves nothing
     assert mended.fixes == (
         "[action_requested] dropped s2, s3: the request asks or states something, it orders nothing",
     )
     assert mended.plan.reply == "Noted (morning: tea). Nothing was moved: you did not ask me to move anything."
-    assert len(mended.plan.memory_operations) == 1 and Validator().validate(mended.plan, stated).ok
+    assert len(mended.plan.memory_operations) == 2 and Validator().validate(mended.plan, stated).ok
     # A reply that promises nothing is the model's answer, kept as it is.
     question = planning_facts(request="Where is the carrot?", scene=SCENE, library=LIBRARY)
     answered = mend(plan(OPEN | {"depends_on": []}, reply="The carrot is under the pink cover."), question)

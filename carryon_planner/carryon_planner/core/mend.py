@@ -124,7 +124,11 @@ def _drop_unrequested(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
         return []
     _drop(raw, moving)
     if ACTION_PROMISES.search(raw["reply"]) or not raw["reply"].strip():
-        remembered = [f"{op['key'].replace('_', ' ')}: {op['value']}" for op in raw["memory_operations"]]
+        remembered = [
+            f"{op['key'].replace('_', ' ')}: {op['value']}"
+            for op in raw["memory_operations"]
+            if op["op"] == "update_user"
+        ]
         noted = f"Noted ({'; '.join(remembered)})." if remembered else "Noted."
         raw["reply"] = f"{noted} Nothing was moved: you did not ask me to move anything."[:_REPLY_LIMIT]
     return [
