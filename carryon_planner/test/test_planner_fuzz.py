@@ -37,7 +37,7 @@ VALID: dict[str, Any] = {
 }  # fmt: skip
 
 
-MENDED = {"condition_without_observe"}  # what the planner mends without another LLM round
+MENDED = {"condition_without_observe", "reply_mismatch"}  # what the planner mends without another LLM round
 
 
 def observed_first(plan: Plan) -> bool:

@@ -194,3 +194,14 @@ def test_acting_on_a_remembered_object_waits_for_an_observe_of_where_it_is() -> 
     seen = facts(pending_observations={"kitchen_counter": ("carrot", "pink_cover")})
     seen_report = Validator().validate(plan(carrot, reply="I will put the carrot in the bowl."), seen)
     assert "observe_before_act" not in {v.check for v in seen_report.violations}
+
+
+def test_a_reply_that_does_not_name_what_is_done_is_said_anew() -> None:
+    vague = plan(LOOK, OPEN, CARROT, reply="I will get your food ready.")
+    mended = mend(vague, facts())
+    assert mended is not None and mended.fixes == ("[reply_matches_subtasks] the reply is said anew from the subtasks",)
+    assert (
+        mended.plan.reply
+        == "I will look at the kitchen counter, then open the pink cover, then put the carrot in the bowl."
+    )
+    assert Validator().validate(mended.plan, facts()).ok

@@ -78,6 +78,23 @@ def test_the_decoding_schema_allows_only_conditions_the_validator_reads_over_kno
     assert "pattern" not in plan_json_schema()["$defs"]["PlannedSubtask"]["properties"]["condition"]
 
 
+def test_a_question_or_statement_is_decoded_with_nothing_that_moves_and_its_memory_first() -> None:
+    schema = plan_json_schema(["put the carrot in the bowl"], ["carrot"], control_skills=(), moves=False)
+    assert schema["$defs"]["PlannedSubtask"]["properties"]["kind"]["enum"] == ["observe", "say"]
+    assert list(schema["properties"])[:2] == ["reply", "memory_operations"]
+    assert schema["required"] == ["reply", "memory_operations"]
+    assert plan_json_schema()["required"] == ["reply"]  # the shared schema is not changed
+
+
+def test_the_id_and_name_patterns_carry_their_length_limits() -> None:
+    """llama.cpp's grammar converter reads a pattern and ignores maxLength: the bounds must be in the pattern."""
+    defs = plan_json_schema()["$defs"]
+    id_pattern = re.compile(defs["PlannedSubtask"]["properties"]["id"]["pattern"])
+    assert id_pattern.fullmatch("s" * 16) and not id_pattern.fullmatch("s" * 17) and not id_pattern.fullmatch("")
+    name_pattern = re.compile(defs["UpdateScene"]["properties"]["item"]["pattern"])
+    assert name_pattern.fullmatch("x" * 64) and not name_pattern.fullmatch("x" * 65)
+
+
 @pytest.mark.parametrize(
     ("text", "problem"),
     [

@@ -22,8 +22,10 @@ Rules:
 1. The memory shown is the active user's; use only it. Never use or mention anything you
    may know about other users.
 2. When the user states a lasting preference ("I'm vegetarian", "remember ..."), add an
-   update_user operation with durable=true (a new value replaces the old one). A one-off
-   wish for this request only ("today I'd like tea") gets durable=false.
+   update_user operation with durable=true, with the entity and key memory already has
+   for it (a new value replaces the old one). A one-off wish for this request only
+   ("today I'd like tea") gets durable=false. When the user says where something is now,
+   add update_scene move_item with item = that object and location = where it is now.
 3. Do not move anything unless the user asked for an action. Questions and statements are
    answered with a reply (and memory operations), not with vla subtasks.
 4. vla subtasks copy their instruction VERBATIM from the skill library. If no listed
@@ -37,6 +39,9 @@ Rules:
 7. The reply and the subtasks describe the same actions; name the objects you act on.
 8. If the request conflicts with the user's preferences (e.g. meat for a vegetarian),
    do not plan it: explain why in the reply, and set refusal when nothing else is done.
+9. When memory says what the user likes or uses (their usual drink, sandwich filling,
+   snack, what they pack for an activity), act on exactly those items, not on everything
+   the library offers.
 
 Example (a different scene and library; use only the names given below the request):
 request "Bring me my cup", memory "shelf: cloth, cup under cloth",
@@ -48,6 +53,11 @@ library "lift the cloth", "put the cup on the tray":
 {"id":"s3","kind":"vla","objective":"the cup is on the tray","instruction":"put the cup on the tray",
 "target":"cup","source":"shelf","destination":"tray","depends_on":["s2"]}],
 "memory_operations":[],"refusal":null}
+Statements move nothing: "I take oat milk from now on" (memory "milk: choice: whole"):
+{"reply":"Noted: oat milk from now on.","memory_operations":[{"op":"update_user","entity":"milk",
+"key":"choice","value":"oat milk","durable":true}],"subtasks":[]}
+"My scarf is in the drawer now": {"reply":"Noted: your scarf is in the drawer.","memory_operations":
+[{"op":"update_scene","action":"move_item","item":"scarf","location":"drawer"}],"subtasks":[]}
 """
 
 

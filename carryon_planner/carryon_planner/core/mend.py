@@ -16,6 +16,7 @@ repair rounds are left for what needs the model (issue 20).
   only observe step.
 * A VLA subtask on an object scene memory remembers at a location, with no observe of
   that location before it, waits for the plan's observe of it, or for a new one.
+* A reply that does not name what the plan acts on is said anew from the subtasks.
 
 A mended plan is validated again like any other: mending never makes a plan dispatchable
 that the validator would refuse. What cannot be mended stays for the LLM.
@@ -38,6 +39,7 @@ from carryon_planner.core.validator import (
     ancestors,
     condition_names,
     dependency_cycle,
+    mentions,
     preference_conflict,
     unobserved_place,
 )
@@ -71,6 +73,7 @@ def mend(plan: Plan, facts: PlanningFacts) -> Mended | None:
         _record_observations,
         _observe_first,
         _observe_before_act,
+        _reply_from_subtasks,
     ):
         fixes += repair(raw, facts)
     if not fixes:
@@ -252,6 +255,21 @@ def _observe_before_act(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
         entry["depends_on"] = [*entry["depends_on"], new_id]
         fixes.append(f"[observe_before_act] added observe step {new_id} of {place} before {entry['id']}")
     return fixes
+
+
+def _reply_from_subtasks(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
+    vla = [e for e in raw["subtasks"] if e["kind"] == "vla"]
+    if raw["refusal"] is not None or all(not e["target"] or mentions(raw["reply"], e["target"]) for e in vla):
+        return []
+    if any(e["instruction"] not in facts.instructions or e["target"] not in {"", *facts.objects} for e in vla):
+        return []  # the steps themselves are wrong: the LLM's to mend, and the reply with them
+    steps = [
+        f"look at the {_spoken(e['target'])}" if e["kind"] == "observe" else e["instruction"]
+        for e in raw["subtasks"]
+        if e["kind"] in ("observe", "vla")
+    ]
+    raw["reply"] = f"I will {', then '.join(steps)}."[:_REPLY_LIMIT]
+    return ["[reply_matches_subtasks] the reply is said anew from the subtasks"]
 
 
 def _where(names: Iterable[str], facts: PlanningFacts) -> str | None:

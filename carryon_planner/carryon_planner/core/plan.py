@@ -18,8 +18,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from carryon_common.core.errors import CarryOnError
 from carryon_common.core.subtask import Subtask, SubtaskKind
 
-Name = Annotated[str, Field(max_length=64, pattern=r"^[A-Za-z0-9_ -]*$")]
-SubtaskId = Annotated[str, Field(min_length=1, max_length=16, pattern=r"^[A-Za-z0-9_-]+$")]
+# The bounds are in the patterns too: llama.cpp's grammar converter reads a string's
+# pattern and then ignores its length limits (the 1.5B wrote 45-character subtask ids).
+Name = Annotated[str, Field(max_length=64, pattern=r"^[A-Za-z0-9_ -]{0,64}$")]
+SubtaskId = Annotated[str, Field(min_length=1, max_length=16, pattern=r"^[A-Za-z0-9_-]{1,16}$")]
 
 
 class PlanParseError(CarryOnError):
@@ -99,14 +101,22 @@ class Plan(_Strict):
 
 
 def plan_json_schema(
-    instructions: Sequence[str] = (), names: Sequence[str] = (), *, control_skills: Sequence[str] | None = None
+    instructions: Sequence[str] = (),
+    names: Sequence[str] = (),
+    *,
+    control_skills: Sequence[str] | None = None,
+    moves: bool = True,
 ) -> dict[str, Any]:
     """JSON Schema of a plan (for JSON mode / grammar-constrained decoding). With
     `instructions` (the skill library) and `names` (known objects and locations) the
     subtasks' instruction, target, source and destination and scene updates' location are
     narrowed to those values (or ""), so constrained decoding can only copy them verbatim,
     and a condition to the validator's two forms over those names. `control_skills` given
-    and empty: the "control" kind is left out (there is nothing it could name)."""
+    and empty: the "control" kind is left out (there is nothing it could name). `moves`
+    False (a question or a statement: nothing may move): only observe and say subtasks,
+    and the memory operations are required, right after the reply, so the model decides
+    first what to remember (a grammar decodes the properties in the schema's order,
+    required ones first; an optional one it may skip)."""
     schema = copy.deepcopy(_SCHEMA)
     subtask = schema["$defs"]["PlannedSubtask"]["properties"]
     if instructions:
@@ -121,6 +131,12 @@ def plan_json_schema(
             subtask["condition"]["pattern"] = pattern
     if control_skills is not None and not control_skills:
         subtask["kind"]["enum"] = [k for k in subtask["kind"]["enum"] if k != "control"]
+    if not moves:
+        subtask["kind"]["enum"] = [k for k in subtask["kind"]["enum"] if k in ("observe", "say")]
+        first = ("reply", "memory_operations")
+        properties = schema["properties"]
+        schema["properties"] = {k: properties[k] for k in (*first, *(k for k in properties if k not in first))}
+        schema["required"] = [*first]
     return schema
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from carryon_common.core.llm import ChatMessage, LlmClient, LlmError
 from carryon_planner.core.mend import mend
 from carryon_planner.core.plan import Plan, PlanParseError, parse_plan, plan_json_schema
+from carryon_planner.core.requests import request_asks_for_action
 from carryon_planner.core.validator import PlanningFacts, ValidationReport, Validator
 
 SAFE_REFUSAL_REPLY = "Sorry, I could not work out a safe plan for that. Nothing was done."
@@ -48,7 +49,10 @@ def plan_with_repair(
     """Ask `llm` for a plan; hand parse errors and failed checks back up to `max_repairs`
     times. A plan the LLM itself refuses is returned as such (after validation)."""
     schema = plan_json_schema(
-        facts.instructions, sorted(facts.objects | facts.locations), control_skills=facts.control_skills
+        facts.instructions,
+        sorted(facts.objects | facts.locations),
+        control_skills=facts.control_skills,
+        moves=request_asks_for_action(facts.request),
     )
     conversation = list(messages)
     attempts: list[Attempt] = []

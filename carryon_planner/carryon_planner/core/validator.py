@@ -99,7 +99,7 @@ def _readable(text: str) -> str:
     return "".join(c for c in spaced if unicodedata.category(c) not in ("Cf", "Cc")).lower()
 
 
-def _mentions(text: str, name: str) -> bool:
+def mentions(text: str, name: str) -> bool:
     lowered = text.lower()
     return name.lower() in lowered or _spoken(name) in lowered
 
@@ -291,7 +291,7 @@ class Validator:
 
     def _reply_matches(self, plan: Plan, _facts: PlanningFacts) -> Iterable[Violation]:
         for subtask in plan.subtasks:
-            if subtask.kind == "vla" and subtask.target and not _mentions(plan.reply, subtask.target):
+            if subtask.kind == "vla" and subtask.target and not mentions(plan.reply, subtask.target):
                 yield Violation(
                     "reply_matches_subtasks",
                     f"the reply does not mention {_spoken(subtask.target)!r}, which subtask {subtask.id} acts on",
