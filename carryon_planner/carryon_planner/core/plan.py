@@ -110,7 +110,8 @@ def plan_json_schema(
     """JSON Schema of a plan (for JSON mode / grammar-constrained decoding). With
     `instructions` (the skill library) and `names` (known objects and locations) the
     subtasks' instruction, target, source and destination and scene updates' location are
-    narrowed to those values (or ""), so constrained decoding can only copy them verbatim,
+    narrowed to those values (or "", except a scene update's location, then required), so
+    constrained decoding can only copy them verbatim,
     and a condition to the validator's two forms over those names. `control_skills` given
     and empty: the "control" kind is left out (there is nothing it could name). `moves`
     False (a question or a statement: nothing may move): only observe and say subtasks,
@@ -125,7 +126,9 @@ def plan_json_schema(
         allowed = ["", *sorted(set(names))]
         for field in ("target", "source", "destination"):
             subtask[field]["enum"] = allowed
-        schema["$defs"]["UpdateScene"]["properties"]["location"]["enum"] = allowed
+        update = schema["$defs"]["UpdateScene"]
+        update["properties"]["location"]["enum"] = allowed[1:]  # every scene update names its place
+        update["required"] = [*update["required"], "location"]
         pattern = condition_pattern(names)
         if pattern:
             subtask["condition"]["pattern"] = pattern
