@@ -205,3 +205,10 @@ def test_a_reply_that_does_not_name_what_is_done_is_said_anew() -> None:
         == "I will look at the kitchen counter, then open the pink cover, then put the carrot in the bowl."
     )
     assert Validator().validate(mended.plan, facts()).ok
+
+
+def test_a_step_that_only_served_the_ruled_out_object_goes_with_it() -> None:
+    uncover_meat = OPEN | {"condition": "meat under pink_cover"}  # before the meat step, only for it
+    mended = mend(plan(LOOK, uncover_meat, MEAT, reply="I will open the pink cover and serve the meat."), facts())
+    assert mended is not None and [s.id for s in mended.plan.subtasks] == [] and mended.plan.refusal
+    assert mended.fixes == ("[preference_conflict] dropped s2, s4: meat conflicts with 'vegetarian'",)

@@ -58,6 +58,8 @@ def test_the_decoding_schema_narrows_instructions_and_names() -> None:
     assert "enum" not in plan_json_schema()["$defs"]["PlannedSubtask"]["properties"]["instruction"]  # not mutated
     update = plan_json_schema(["put the carrot in the bowl"], ["carrot", "bowl"])["$defs"]["UpdateScene"]
     assert update["properties"]["location"]["enum"] == ["bowl", "carrot"] and "location" in update["required"]
+    only_places = plan_json_schema(["put the carrot in the bowl"], ["carrot", "bowl", "counter"], locations=["counter"])
+    assert only_places["$defs"]["UpdateScene"]["properties"]["location"]["enum"] == ["counter"]
 
 
 def test_the_decoding_schema_allows_only_conditions_the_validator_reads_over_known_names() -> None:

@@ -157,6 +157,9 @@ def _drop_conflicts(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
         if not more:
             break
         dropped |= more
+    # and a step whose condition is about the dropped object ("open the cover" if "meat under
+    # pink_cover"): it only served what was left out, wherever it stands in the graph
+    dropped |= {e["id"] for e in raw["subtasks"] if e["condition"] and _mentioned(e["condition"], ruled)}
     _drop(raw, dropped)
     reasons = "; ".join(sorted({f"{_spoken(name)} ({preference})" for name, preference in conflicts.values()}))
     kept = [e["instruction"] for e in raw["subtasks"] if e["kind"] == "vla"]
@@ -178,7 +181,12 @@ def _drop_conflicts(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
 def _handles(entry: dict[str, Any], names: set[str]) -> bool:
     """Whether a subtask acts on, takes from or puts into one of `names` (spoken form)."""
     text = " ".join(_spoken(entry[k]).lower() for k in ("instruction", "target", "source", "destination", "condition"))
-    return any(re.search(rf"\b{re.escape(name)}\b", text) for name in names if name)
+    return _mentioned(text, names)
+
+
+def _mentioned(text: str, names: set[str]) -> bool:
+    spoken = _spoken(text).lower()
+    return any(re.search(rf"\b{re.escape(name)}\b", spoken) for name in names if name)
 
 
 def _record_observations(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:

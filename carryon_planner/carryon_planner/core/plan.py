@@ -106,12 +106,13 @@ def plan_json_schema(
     *,
     control_skills: Sequence[str] | None = None,
     moves: bool = True,
+    locations: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """JSON Schema of a plan (for JSON mode / grammar-constrained decoding). With
     `instructions` (the skill library) and `names` (known objects and locations) the
     subtasks' instruction, target, source and destination and scene updates' location are
-    narrowed to those values (or "", except a scene update's location, then required), so
-    constrained decoding can only copy them verbatim,
+    narrowed to those values (or "", except a scene update's location, then required and
+    one of `locations` when given), so constrained decoding can only copy them verbatim,
     and a condition to the validator's two forms over those names. `control_skills` given
     and empty: the "control" kind is left out (there is nothing it could name). `moves`
     False (a question or a statement: nothing may move): only observe and say subtasks,
@@ -127,7 +128,8 @@ def plan_json_schema(
         for field in ("target", "source", "destination"):
             subtask[field]["enum"] = allowed
         update = schema["$defs"]["UpdateScene"]
-        update["properties"]["location"]["enum"] = allowed[1:]  # every scene update names its place
+        places = sorted(set(names if locations is None else locations))
+        update["properties"]["location"]["enum"] = places  # every scene update names its place
         update["required"] = [*update["required"], "location"]
         pattern = condition_pattern(names)
         if pattern:

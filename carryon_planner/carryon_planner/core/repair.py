@@ -53,6 +53,7 @@ def plan_with_repair(
         sorted(facts.objects | facts.locations),
         control_skills=facts.control_skills,
         moves=request_asks_for_action(facts.request),
+        locations=sorted(facts.locations),
     )
     conversation = list(messages)
     attempts: list[Attempt] = []
