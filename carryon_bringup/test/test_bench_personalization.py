@@ -46,12 +46,19 @@ def test_the_shield_benchmarks_read_shield_node_yaml(tmp_path: Path) -> None:
     assert (config.hand_threshold_m, config.finger_threshold_m) == (0.07, 0.02)
 
 
+REFUSAL = json.dumps({"reply": "No.", "subtasks": [], "refusal": "I will not do anything."})
+
+
+def stub_planner(stub: StubVlmServer) -> tuple[str, ...]:
+    """planner_node set to plan with the stub server, without LLM repair rounds."""
+    return ("planner_node.llm_backend=openai", f"planner_node.llm_base_url={stub.base_url}",
+            "planner_node.llm_model=stub", "planner_node.max_repairs=0")  # fmt: skip
+
+
 def test_a_quick_run_against_the_stub_scores_every_suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "x")
-    refusal = json.dumps({"reply": "No.", "subtasks": [], "refusal": "I will not do anything."})
-    with StubVlmServer([refusal] * 6) as stub:
-        sets = ("planner_node.llm_backend=openai", f"planner_node.llm_base_url={stub.base_url}",
-                "planner_node.llm_model=stub", "planner_node.max_repairs=0")  # fmt: skip
+    with StubVlmServer([REFUSAL] * 6) as stub:
+        sets = stub_planner(stub)
         result = run(BenchOptions(True, 0, tmp_path / "run", sets, CONFIG))
     metrics = {m.name: m.value for m in result.metrics}
     assert {f"{s}_accuracy" for s in ("sandwich_preferences", "covered_ingredients")} <= set(metrics)
@@ -60,23 +67,20 @@ def test_a_quick_run_against_the_stub_scores_every_suite(tmp_path: Path, monkeyp
     assert metrics["plan_time_p99"] >= metrics["plan_time_p50"]
     lines = (tmp_path / "run" / "cases.jsonl").read_text().splitlines()
     assert len(lines) == 6 and all(json.loads(line)["refused"] for line in lines)
-    assert all(json.loads(line)["replies"] == [refusal] for line in lines)  # the model's own words, for reading
+    assert all(json.loads(line)["replies"] == [REFUSAL] for line in lines)  # the model's own words, for reading
     assert result.details["backend"].startswith("openai:stub")
     assert (tmp_path / "run" / "personalization.png").stat().st_size > 0
     # A resumed run plans nothing again: every case is in rows/ (the stub would have no replies left).
     with StubVlmServer([]) as stub:
-        sets = ("planner_node.llm_backend=openai", f"planner_node.llm_base_url={stub.base_url}",
-                "planner_node.llm_model=stub", "planner_node.max_repairs=0")  # fmt: skip
+        sets = stub_planner(stub)
         again = run(BenchOptions(True, 0, tmp_path / "run", sets, CONFIG))
     assert not stub.requests and {m.name: m.value for m in again.metrics} == metrics
 
 
 def test_episodes_sets_the_cases_per_suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "x")
-    refusal = json.dumps({"reply": "No.", "subtasks": [], "refusal": "I will not do anything."})
-    with StubVlmServer([refusal] * 12) as stub:
-        sets = ("planner_node.llm_backend=openai", f"planner_node.llm_base_url={stub.base_url}",
-                "planner_node.llm_model=stub", "planner_node.max_repairs=0")  # fmt: skip
+    with StubVlmServer([REFUSAL] * 12) as stub:
+        sets = stub_planner(stub)
         run(BenchOptions(False, 0, tmp_path / "run", sets, CONFIG, episodes=2))
     cases = [json.loads(line) for line in (tmp_path / "run" / "cases.jsonl").read_text().splitlines()]
     assert len(cases) == 12 and len(stub.requests) == 12

@@ -212,3 +212,11 @@ def test_a_step_that_only_served_the_ruled_out_object_goes_with_it() -> None:
     mended = mend(plan(LOOK, uncover_meat, MEAT, reply="I will open the pink cover and serve the meat."), facts())
     assert mended is not None and [s.id for s in mended.plan.subtasks] == [] and mended.plan.refusal
     assert mended.fixes == ("[preference_conflict] dropped s2, s4: meat conflicts with 'vegetarian'",)
+
+
+def test_a_dropped_step_with_the_container_as_target_does_not_take_the_container_along() -> None:
+    meat_into_bowl = MEAT | {"target": "bowl", "depends_on": ["s2"]}  # a small model's habit: target = container
+    carrot = step("s5", "put the carrot in the bowl", "carrot", "s4")
+    mended = mend(plan(LOOK, OPEN, meat_into_bowl, carrot, reply="I will serve the carrot and the meat."), facts())
+    assert mended is not None and [s.id for s in mended.plan.subtasks] == ["s1", "s2", "s5"]
+    assert mended.fixes[0].startswith("[preference_conflict] dropped s4: put the meat in the bowl conflicts with")

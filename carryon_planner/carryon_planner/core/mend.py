@@ -149,8 +149,15 @@ def _drop_conflicts(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
     if not conflicts:
         return []
     dropped = set(conflicts)
-    ruled = {_spoken(name) for name, _ in conflicts.values()} | {
-        _spoken(e["target"]) for e in raw["subtasks"] if e["id"] in dropped and e["target"]
+    # The ruled-out objects the dropped steps name (not their other words: "put the meat in the
+    # bowl" with target bowl must not take every later step into the bowl with it).
+    ruled_objects = {_spoken(n) for n in facts.ruled_out if n in facts.objects}
+    ruled = {
+        name
+        for e in raw["subtasks"]
+        if e["id"] in dropped
+        for name in ruled_objects
+        if _mentioned(f"{e['instruction']} {e['target']}", {name})
     }
     while True:  # and what comes after a dropped subtask and handles the same thing
         more = {e["id"] for e in raw["subtasks"] if set(e["depends_on"]) & dropped and _handles(e, ruled)} - dropped
