@@ -182,7 +182,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         health = {launch.name: answered.get(launch.name) for launch in launches if not launch.when}
         health.update(client.statuses([name for name, h in health.items() if h is None]))
         # Nodes started only for another node's setting (llm_server_node): shown when they run.
-        seen = client.running_nodes([], wait_s=0.0)
+        # Discovery gets a moment to see them (the others may have answered before it saw one:
+        # the local CI run's status left out a running llm_server_node); done once all are seen.
+        conditional = [launch.name for launch in launches if launch.when]
+        seen = client.running_nodes([conditional], wait_s=min(args.timeout, 3.0)) if conditional else set()
         optional = [launch.name for launch in launches if launch.when and launch.name in seen]
         health.update(client.statuses(optional) if optional else {})
         mismatches = client.qos_mismatches() if not args.json else []
