@@ -185,7 +185,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         # Discovery gets a moment to see them (the others may have answered before it saw one:
         # the local CI run's status left out a running llm_server_node); done once all are seen.
         conditional = [launch.name for launch in launches if launch.when]
-        seen = client.running_nodes([conditional], wait_s=min(args.timeout, 3.0)) if conditional else set()
+        graph_up = any(h is not None for h in health.values())  # no graph: nothing to wait for
+        seen = client.running_nodes([conditional], wait_s=min(args.timeout, 3.0)) if conditional and graph_up else set()
         optional = [launch.name for launch in launches if launch.when and launch.name in seen]
         health.update(client.statuses(optional) if optional else {})
         mismatches = client.qos_mismatches() if not args.json else []
