@@ -187,7 +187,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         conditional = [launch.name for launch in launches if launch.when]
         graph_up = any(h is not None for h in health.values())  # no graph: nothing to wait for
         seen = client.running_nodes([conditional], wait_s=min(args.timeout, 3.0)) if conditional and graph_up else set()
-        optional = [launch.name for launch in launches if launch.when and launch.name in seen]
+        optional = [name for name in conditional if name in seen]
         health.update(client.statuses(optional) if optional else {})
         mismatches = client.qos_mismatches() if not args.json else []
     if args.json:

@@ -187,8 +187,9 @@ def _drop_conflicts(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
 
 def _handles(entry: dict[str, Any], names: set[str]) -> bool:
     """Whether a subtask acts on, takes from or puts into one of `names` (spoken form)."""
-    text = " ".join(_spoken(entry[k]).lower() for k in ("instruction", "target", "source", "destination", "condition"))
-    return _mentioned(text, names)
+    return _mentioned(
+        " ".join(entry[k] for k in ("instruction", "target", "source", "destination", "condition")), names
+    )
 
 
 def _mentioned(text: str, names: set[str]) -> bool:
