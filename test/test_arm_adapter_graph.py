@@ -128,12 +128,14 @@ def adapter_and_controller(
     # controller's joint states can arrive more than 0.5 s apart, and the watchdog's hold at
     # the *measured* pose after the last step froze the lagging arm short of the goal; the
     # test's own heartbeat (sent between its other work) reached the driver 347 ms late alone
-    # and 514 ms late in a full run.
+    # and 514 ms late in a full run; a chunk reached it 1.17 s after its stamp in a CI run (the
+    # freshness limit, command_max_age_s, is tested in carryon_common's test_command_auth).
     sets = [f"arm_adapter_node.interface={interface}", f"arm_adapter_node.command_topic={topic}",
             "arm_adapter_node.gripper_command_topic=/gripper/width_command",
             "arm_adapter_node.state_timeout_s=1.5", "arm_adapter_node.watchdog_s=1.0",
             "arm_adapter_node.shield_heartbeat_pause_s=1.5",
-            "arm_adapter_node.shield_heartbeat_timeout_s=1.5"]  # fmt: skip
+            "arm_adapter_node.shield_heartbeat_timeout_s=1.5",
+            "arm_adapter_node.command_max_age_s=3.0"]  # fmt: skip
     extra = [arg for value in sets for arg in ("--set", value)]
     with GraphRun(spec, tmp_path / interface, profile="robot", only=["arm_adapter_node"], extra_args=extra) as graph:
         controller_cmd = [sys.executable, "-m", "carryon_arm.fake_controller", "--ros-args",

@@ -169,7 +169,10 @@ def test_a_node_crashing_at_start_is_reported_within_10_s(spec: GraphSpec, tmp_p
     started = time.monotonic()
     with graph:
         assert graph.process is not None
-        graph.process.wait(timeout=15.0)
+        try:  # the bound below, plus a margin to see how long it did take
+            graph.process.wait(timeout=30.0)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"carryon up still running after 30 s:\n{graph.output()}")
     elapsed = time.monotonic() - started
     assert graph.process.returncode == 1, graph.output()
     died = graph.event("died")
@@ -177,7 +180,7 @@ def test_a_node_crashing_at_start_is_reported_within_10_s(spec: GraphSpec, tmp_p
     # reported within 10 s of the node's start; stopping the other nodes (some still
     # importing their libraries on a loaded 2-core machine) may take a few seconds more
     assert died["after_s"] < 10.0, f"reported after {died['after_s']:.1f} s"
-    assert elapsed < 20.0, f"took {elapsed:.1f} s"
+    assert elapsed < 25.0, f"took {elapsed:.1f} s"
     assert any("memory_dir /proc/carryon-forbidden: cannot create" in line for line in died["tail"])
 
 

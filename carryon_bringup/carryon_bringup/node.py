@@ -104,10 +104,12 @@ class GraphClient:
     def _name(self, relative: str) -> str:
         return names.qualify(self.namespace, relative)
 
-    def statuses(self, node_names: Iterable[str]) -> dict[str, NodeHealth | None]:
-        """Health of each node (None when it did not answer within the timeout)."""
+    def statuses(self, node_names: Iterable[str], wait_s: float | None = None) -> dict[str, NodeHealth | None]:
+        """Health of each node (None when it did not answer within the timeout); `wait_s`
+        bounds the wait for their services to appear (default: the timeout)."""
         services = {n: names.status_service(self.namespace, n) for n in node_names}
-        missing = set(self.session.wait_for_services([(GetStatus, s) for s in services.values()], self.timeout_s))
+        wait = self.timeout_s if wait_s is None else wait_s
+        missing = set(self.session.wait_for_services([(GetStatus, s) for s in services.values()], wait))
         up = [node for node, service in services.items() if service not in missing]
         calls = [(GetStatus, services[node], GetStatus.Request()) for node in up]
         responses = self.session.call_many(calls, timeout_s=min(2.0, self.timeout_s), resend_s=_RESEND_S)

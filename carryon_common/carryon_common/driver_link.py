@@ -46,7 +46,11 @@ class DriverLink:
         path = latch_path(config.estop_latch_file, node.get_name())
         latch = EstopLatch(path, LatchState(False, "not engaged since start-up", node.get_name()))
         self.guard = CommandGuard(
-            key, latch, config.shield_heartbeat_timeout_s, heartbeat_pause_s=config.shield_heartbeat_pause_s
+            key,
+            latch,
+            config.shield_heartbeat_timeout_s,
+            max_age_s=config.command_max_age_s,
+            heartbeat_pause_s=config.shield_heartbeat_pause_s,
         )
         if key is None:
             node.get_logger().warning(

@@ -137,3 +137,17 @@ def test_the_pause_may_not_come_after_the_timeout() -> None:
 
     with pytest.raises(ValueError, match="must not exceed"):
         DriverCommandConfig(shield_heartbeat_pause_s=0.5, shield_heartbeat_timeout_s=0.4)
+
+
+def test_the_freshness_limit_is_the_drivers_setting(tmp_path: Path) -> None:
+    """command_max_age_s (two PCs whose clocks drift apart, a loaded machine) bounds the stamp's age."""
+    from carryon_common.core.driver import DriverCommandConfig
+
+    assert DriverCommandConfig().command_max_age_s == 1.0
+    with pytest.raises(ValueError):
+        DriverCommandConfig(command_max_age_s=0.0)
+    latch = EstopLatch(tmp_path / "driver-estop.json", LatchState(False, "not engaged since start-up", "driver"))
+    g = CommandGuard(KEY, latch, 0.2, max_age_s=DriverCommandConfig(command_max_age_s=3.0).command_max_age_s)
+    late, later = b"chunk 1", b"chunk 2"
+    assert g.admit_chunk(late, sign(KEY, late), 1.0, now_s=3.5) is None  # 2.5 s old: within 3 s
+    assert "+3.500 s from the driver's clock (limit 3 s)" in (g.admit_chunk(later, sign(KEY, later), 1.0, 4.5) or "")

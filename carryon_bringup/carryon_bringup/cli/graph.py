@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -152,18 +153,20 @@ def security_summary(health: dict[str, NodeHealth | None]) -> tuple[bool, str]:
     return secured, ("secured: " if secured else "NOT secured: ") + "; ".join(parts)
 
 
-def _running_profile(spec: Any, client: Any, timeout_s: float) -> tuple[str | None, dict[str, Any]]:
+def _running_profile(spec: Any, client: Any, timeout_s: float) -> tuple[str | None, dict[str, Any], float]:
     """The profile the running nodes report they were started in (the launchers tell each
     node), else the one whose nodes are seen (nodes started some other way); with the
-    answers of the nodes asked."""
+    answers of the nodes asked, and the seconds of discovery spent when none was seen."""
     profiles = {p: {launch.name for launch in spec.launches(p) if not launch.when} for p in spec.profiles}
+    started = time.monotonic()
     seen = client.running_nodes(profiles.values(), wait_s=min(2.0, timeout_s))
     known = sorted(seen & set().union(*profiles.values()))
     answered = client.statuses(known) if known else {}  # nothing runs: no waiting on nobody
     reported = {h.profile for h in answered.values() if h is not None and h.profile in profiles}
+    waited = 0.0 if seen else time.monotonic() - started
     if len(reported) == 1:  # discovery may not show every node yet on a busy machine; their word is enough
-        return reported.pop(), answered
-    return spec.running_profile(seen), answered
+        return reported.pop(), answered, waited
+    return spec.running_profile(seen), answered, waited
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -173,14 +176,17 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.config_dir)
     with GraphClient(spec.namespace, args.timeout) as client:
-        found, answered = "", {}
+        found, answered, waited = "", {}, 0.0
         if args.profile is None and not os.environ.get(PROFILE_ENV):  # the profile that runs, if one does
-            args.profile, answered = _running_profile(spec, client, args.timeout)
+            args.profile, answered, waited = _running_profile(spec, client, args.timeout)
             found = ", found running" if args.profile else ""
         args.profile = spec.resolve_profile(args.profile)
         launches = spec.launches(args.profile)
         health = {launch.name: answered.get(launch.name) for launch in launches if not launch.when}
-        health.update(client.statuses([name for name, h in health.items() if h is None]))
+        # --timeout bounds the whole wait: discovery that saw no node has spent part of it
+        # (status without a graph took 4.2 s with --timeout 1 on a loaded CI machine).
+        unasked = [name for name, h in health.items() if h is None]
+        health.update(client.statuses(unasked, wait_s=max(0.0, args.timeout - waited)))
         # Nodes started only for another node's setting (llm_server_node): shown when they run.
         # Discovery gets a moment to see them (the others may have answered before it saw one:
         # the local CI run's status left out a running llm_server_node); done once all are seen.

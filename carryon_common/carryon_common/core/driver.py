@@ -139,6 +139,17 @@ class DriverCommandConfig(NodeConfig):
         ),
     )
 
+    command_max_age_s: float = Field(
+        1.0,
+        gt=0.0,
+        le=10.0,
+        description=(
+            "With a command key: a released chunk or e-stop state is refused when its stamp (the shield's clock) "
+            "is further than this from the driver's clock (an old or replayed command; on two PCs keep the clocks "
+            "synchronised well within it), seconds."
+        ),
+    )
+
     @model_validator(mode="after")
     def _pause_before_timeout(self) -> DriverCommandConfig:
         if self.shield_heartbeat_pause_s > self.shield_heartbeat_timeout_s:
