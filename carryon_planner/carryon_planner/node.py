@@ -108,7 +108,15 @@ class PlannerNode(CarryOnNode):
         if cfg.llm_images and not images:
             self.get_logger().warning(f"llm_images: {cfg.llm_backend} is text-only; images are described instead")
         self.planner = (
-            RequestPlanner(llm, library, preferences, max_repairs=cfg.max_repairs, learned=learned, images=images)
+            RequestPlanner(
+                llm,
+                library,
+                preferences,
+                max_repairs=cfg.max_repairs,
+                learned=learned,
+                images=images,
+                steps=cfg.plans_in_steps,
+            )
             if llm is not None
             else None
         )
@@ -151,7 +159,7 @@ class PlannerNode(CarryOnNode):
     def _warm_up(self, llm: OpenAiClient) -> None:
         """Have the local model server read the plan requests' rules and schema once, as soon
         as it answers (it loads beside this node), so the first request re-uses them."""
-        started, messages = time.monotonic(), warm_up_messages()
+        started, messages = time.monotonic(), warm_up_messages(self.config.plans_in_steps)
         while self.context.ok() and time.monotonic() - started < WARM_UP_WAIT_S:
             try:
                 llm.warm_up(messages, timeout_s=WARM_UP_WAIT_S)

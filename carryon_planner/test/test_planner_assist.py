@@ -104,7 +104,7 @@ def start(ros: Any, tmp_path: Path, replies: list[str], **graph: Any) -> FakeGra
               Parameter("seed_dir", value=str(seed(tmp_path)))]  # fmt: skip
     ros.add(MemoryNode(namespace="carryon", context=ros.context, parameter_overrides=memory))
     planner = [Parameter("summarise", value=False), Parameter("judge_period_s", value=0.2),
-               Parameter("policy_step_budget", value=2000)]  # fmt: skip
+               Parameter("policy_step_budget", value=2000), Parameter("plan_format", value="full")]  # fmt: skip
     node = ros.add(PlannerNode(ScriptedLlm(replies), namespace="carryon", context=ros.context,
                                parameter_overrides=planner))  # fmt: skip
     fake = FakeGraph(ros, **graph)

@@ -39,7 +39,8 @@ def start(ros, tmp_path: Path, replies: list[str]) -> ScriptedLlm:  # type: igno
               Parameter("seed_dir", value=str(REPO / "config" / "memory"))]  # fmt: skip
     ros.add(MemoryNode(namespace="carryon", context=ros.context, parameter_overrides=memory))
     llm = ScriptedLlm(replies)
-    ros.add(PlannerNode(llm, namespace="carryon", context=ros.context))
+    full = [Parameter("plan_format", value="full")]  # the replies are full plans (test_planner_steps: step plans)
+    ros.add(PlannerNode(llm, namespace="carryon", context=ros.context, parameter_overrides=full))
     return llm
 
 
@@ -122,6 +123,7 @@ def start_with(ros, tmp_path: Path, replies: list[str], **params) -> ScriptedLlm
               Parameter("seed_dir", value=str(REPO / "config" / "memory"))]  # fmt: skip
     ros.add(MemoryNode(namespace="carryon", context=ros.context, parameter_overrides=memory))
     llm = ScriptedLlm(replies)
+    params = {"plan_format": "full", **params}  # the replies are full plans (test_planner_steps: step plans)
     overrides = [Parameter(k, value=v) for k, v in params.items()]
     ros.add(PlannerNode(llm, namespace="carryon", context=ros.context, parameter_overrides=overrides))
     return llm
@@ -173,3 +175,4 @@ def test_the_local_model_server_is_warmed_with_the_rules_and_schema_at_start(ros
         first = stub.requests[0].body
         assert first["max_tokens"] == 1 and first["messages"][-1]["content"] == "(warm-up: answer {})"
         assert "Plan schema (JSON Schema)" in first["messages"][0]["content"]  # what every plan request starts with
+        assert '"title":"StepPlan"' in first["messages"][0]["content"]  # plan_format auto: steps for the local model

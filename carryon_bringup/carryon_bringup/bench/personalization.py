@@ -65,9 +65,10 @@ def _run(options: BenchOptions, config: PlannerConfig) -> BenchResult:
     if config.llm_backend == "local" and isinstance(llm, OpenAiClient):
         # As planner_node does at start-up: the server reads the rules and schema once, ahead of the cases.
         started = time.monotonic()
-        llm.warm_up(warm_up_messages(), timeout_s=600.0)
+        llm.warm_up(warm_up_messages(config.plans_in_steps), timeout_s=600.0)
         result.add("warm_up_s", time.monotonic() - started, "s", "the model server reads the rules and schema once")
     result.details["max_repairs"] = config.max_repairs
+    result.details["plan_format"] = "steps" if config.plans_in_steps else "full"
     # Names the taxonomy does not know, asked of the LLM as planner_node would (classify_unknown_names).
     learned = None
     if config.classify_unknown_names:
@@ -99,7 +100,13 @@ def _run(options: BenchOptions, config: PlannerConfig) -> BenchResult:
 
                     def plan(suite: Suite = suite, case: Case = case) -> dict[str, Any]:
                         outcome = run_case(
-                            llm, suite, case, preference_rules=rules, max_repairs=config.max_repairs, learned=learned
+                            llm,
+                            suite,
+                            case,
+                            preference_rules=rules,
+                            max_repairs=config.max_repairs,
+                            learned=learned,
+                            steps=config.plans_in_steps,
                         )
                         return dataclasses.asdict(outcome)
 

@@ -13,6 +13,7 @@ LLM_BACKENDS = ("local", "local_inprocess", "openai", "scripted")
 TEXT_ONLY_BACKENDS = ("local", "local_inprocess")  # the offline model reads no images
 OBSERVE_SOURCES = ("perception", "none")
 LOCAL_MODELS = ("0.5b", "1.5b")
+PLAN_FORMATS = ("auto", "full", "steps")
 
 
 class PlannerConfig(OperatorAuthConfig, NodeIdentityConfig):
@@ -46,6 +47,12 @@ class PlannerConfig(OperatorAuthConfig, NodeIdentityConfig):
     llm_threads: int = Field(2, ge=1, description="local_inprocess: CPU threads for decoding.")
     llm_context_tokens: int = Field(8192, ge=1024, description="local_inprocess: context window, tokens.")
     llm_timeout_s: float = Field(120.0, gt=0.0, description="Timeout of one LLM request, seconds.")
+    plan_format: Annotated[str, one_of("plan format", PLAN_FORMATS)] = Field(
+        "auto",
+        description="What the LLM answers with: 'full' (every subtask's fields and dependencies), 'steps' (only "
+        "each step's instruction and condition, the rest derived: core/steps.py; about a third of the tokens, "
+        "made for small models) or 'auto' (steps for the offline model, local and local_inprocess; full otherwise).",
+    )
     max_repairs: int = Field(2, ge=0, description="Validation-repair rounds before a safe refusal.")
     service_timeout_s: float = Field(5.0, gt=0.0, description="Timeout of calls to other nodes' services, seconds.")
     llm_images: bool = Field(
@@ -117,3 +124,10 @@ class PlannerConfig(OperatorAuthConfig, NodeIdentityConfig):
     summarise: bool = Field(
         True, description="After each finished Assist, store the lasting facts the LLM proposes (checked)."
     )
+
+    @property
+    def plans_in_steps(self) -> bool:
+        """Whether the LLM is asked for step plans (plan_format, 'auto' resolved by the backend)."""
+        if self.plan_format == "auto":
+            return self.llm_backend in TEXT_ONLY_BACKENDS
+        return self.plan_format == "steps"

@@ -178,6 +178,7 @@ def plan_request(
     max_repairs: int,
     observations: Mapping[str, Sequence[str]] | None = None,
     learned: LearnedKinds | None = None,
+    steps: bool = False,
 ) -> PlanningOutcome:
     """Plan one request from in-memory user and scene memory exactly as planner_node plans
     an Ask from memory_node's context (the same RequestPlanner: rendering, context,
@@ -190,7 +191,7 @@ def plan_request(
         facts=tuple(StoredFact(f.entity, f.key, f.value) for f in user_facts),
         scene=scene_items,
     )
-    planner = RequestPlanner(llm, library, preference_rules, max_repairs, learned=learned)
+    planner = RequestPlanner(llm, library, preference_rules, max_repairs, learned=learned, steps=steps)
     return planner.plan(user, request, context, observations)
 
 
@@ -202,6 +203,7 @@ def run_case(
     preference_rules: Taxonomy,
     max_repairs: int,
     learned: LearnedKinds | None = None,
+    steps: bool = False,
 ) -> CaseResult:
     """Plan one case as planner_node would and score it."""
     began = time.perf_counter()
@@ -216,6 +218,7 @@ def run_case(
         max_repairs=max_repairs,
         observations=case.observations,
         learned=learned,
+        steps=steps,
     )
     seconds = time.perf_counter() - began
     failures = score(outcome.plan, outcome.refused, case.expect)

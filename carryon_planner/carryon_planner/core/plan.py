@@ -11,7 +11,7 @@ import copy
 import json
 import re
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -164,11 +164,17 @@ def condition_pattern(names: Sequence[str]) -> str:
 
 
 _SCHEMA = Plan.model_json_schema()
+_Model = TypeVar("_Model", bound=BaseModel)
 
 
 def parse_plan(text: str) -> Plan:
     """A Plan from the LLM's reply text. Accepts the JSON object alone or wrapped in a
     ```json fence; anything else raises PlanParseError listing every problem."""
+    return parse_model(text, Plan)
+
+
+def parse_model(text: str, model: type[_Model]) -> _Model:
+    """`model` (a plan or a step plan) from the LLM's reply text, as parse_plan reads it."""
     body = text.strip()
     if body.startswith("```"):
         body = body.strip("`")
@@ -180,7 +186,7 @@ def parse_plan(text: str) -> Plan:
     if not isinstance(raw, dict):
         raise PlanParseError([f"expected a JSON object, got {type(raw).__name__}"])
     try:
-        return Plan.model_validate(raw)
+        return model.model_validate(raw)
     except ValidationError as exc:
         problems = []
         for error in exc.errors():

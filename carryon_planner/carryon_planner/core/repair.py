@@ -10,6 +10,7 @@ from carryon_common.core.llm import ChatMessage, LlmClient, LlmError
 from carryon_planner.core.mend import mend
 from carryon_planner.core.plan import Plan, PlanParseError, parse_plan, plan_json_schema
 from carryon_planner.core.requests import request_asks_for_action
+from carryon_planner.core.steps import as_steps, expand, parse_steps, steps_json_schema
 from carryon_planner.core.validator import PlanningFacts, ValidationReport, Validator
 
 SAFE_REFUSAL_REPLY = "Sorry, I could not work out a safe plan for that. Nothing was done."
@@ -44,13 +45,22 @@ def safe_refusal(reason: str) -> Plan:
 
 
 def plan_with_repair(
-    llm: LlmClient, messages: list[ChatMessage], facts: PlanningFacts, *, max_repairs: int, validator: Validator
+    llm: LlmClient,
+    messages: list[ChatMessage],
+    facts: PlanningFacts,
+    *,
+    max_repairs: int,
+    validator: Validator,
+    steps: bool = False,
 ) -> PlanningOutcome:
     """Ask `llm` for a plan; hand parse errors and failed checks back up to `max_repairs`
-    times. A plan the LLM itself refuses is returned as such (after validation)."""
-    schema = plan_json_schema(
+    times. A plan the LLM itself refuses is returned as such (after validation). `steps`:
+    the LLM answers with a step plan (core/steps.py), expanded here into a Plan."""
+    names = sorted(facts.objects | facts.locations)
+    shape = steps_json_schema if steps else plan_json_schema
+    schema = shape(
         facts.instructions,
-        sorted(facts.objects | facts.locations),
+        names,
         control_skills=facts.control_skills,
         moves=request_asks_for_action(facts.request),
         locations=sorted(facts.locations),
@@ -64,7 +74,7 @@ def plan_with_repair(
             attempts.append(Attempt("", f"LLM unavailable: {exc}"))
             return PlanningOutcome(safe_refusal(f"the planner's LLM ({llm.name}) failed: {exc}"), True, tuple(attempts))
         try:
-            plan = parse_plan(text)
+            plan = expand(parse_steps(text), names, facts.whereabouts) if steps else parse_plan(text)
         except PlanParseError as exc:
             feedback = f"Your answer is not a valid plan ({'; '.join(exc.problems)}). Answer with one JSON plan."
             attempts.append(Attempt(text, str(exc)))
@@ -77,10 +87,10 @@ def plan_with_repair(
             if report.ok:
                 attempts.append(Attempt(text, "", fixes))
                 return PlanningOutcome(plan, plan.refusal is not None, tuple(attempts))
-            feedback = report.feedback()
+            feedback = report.feedback() + ("\n(Subtask sN is your step N.)" if steps else "")
             attempts.append(Attempt(text, "; ".join(str(v) for v in report.violations), fixes))
             if mended is not None:  # the LLM is shown the mended plan: what is left to repair
-                text = plan.model_dump_json(exclude_defaults=True)
+                text = (as_steps(plan) if steps else plan).model_dump_json(exclude_defaults=True)
         conversation += [ChatMessage("assistant", text), ChatMessage("user", feedback)]
     last = attempts[-1].rejected_because
     reason = f"no valid plan after {max_repairs} repair round(s); last problem: {last}"

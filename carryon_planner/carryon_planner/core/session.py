@@ -28,7 +28,13 @@ from carryon_common.core.errors import CarryOnError
 from carryon_common.core.llm import LlmClient
 from carryon_common.core.skills import SkillLibrary
 from carryon_planner.core.assist import AssistResult, assist
-from carryon_planner.core.context import Endpoint, LibraryEntry, build_messages, described_images
+from carryon_planner.core.context import (
+    Endpoint,
+    LibraryEntry,
+    build_messages,
+    described_images,
+    relevant_facts,
+)
 from carryon_planner.core.executive import Dispatch, State, SubtaskRecord
 from carryon_planner.core.facts import planning_facts, preference_texts, scene_and_library_objects
 from carryon_planner.core.learned_kinds import LearnedKinds
@@ -87,6 +93,7 @@ class RequestPlanner:
     validator: Validator = field(default_factory=Validator)
     learned: LearnedKinds | None = None  # names the taxonomy does not know, asked of the LLM (None: not asked)
     images: bool = False  # send the user's reference images (else each is named with its description)
+    steps: bool = False  # the LLM answers with step plans (core/steps.py), not full plans
 
     def plan(
         self,
@@ -123,8 +130,12 @@ class RequestPlanner:
             images=context.images if self.images else (),
             described=described_images(context.facts) if not self.images else (),
             ruled_out={name: why for name, why in facts.ruled_out.items() if name in facts.objects},
+            steps=self.steps,
+            relevant=relevant_facts(text, context.facts, sorted(facts.objects)),
         )
-        outcome = plan_with_repair(self.llm, messages, facts, max_repairs=self.max_repairs, validator=self.validator)
+        outcome = plan_with_repair(
+            self.llm, messages, facts, max_repairs=self.max_repairs, validator=self.validator, steps=self.steps
+        )
         return dataclasses.replace(outcome, notes=(*notes, *outcome.notes)) if notes else outcome
 
 
