@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -164,6 +165,8 @@ class _Graph:
         self.seen, self.profiles, self.asked = seen, profiles, list[str]()
 
     def running_nodes(self, groups: object, wait_s: float) -> set[str]:
+        if not self.seen:  # discovery waits its whole time for nobody
+            time.sleep(0.05)
         return self.seen
 
     def statuses(self, node_names: list[str]) -> dict[str, NodeHealth | None]:
@@ -179,8 +182,11 @@ def test_status_takes_the_profile_the_running_nodes_report(config_dir: Path) -> 
     # Discovery has not shown arm_adapter_node yet (a busy machine): the nodes' word decides.
     reported = {"shield_node": "robot", "perception_node": "robot"}
     graph = _Graph({"shield_node", "perception_node", "other_node"}, reported)
-    profile, answered = _running_profile(spec, graph, 5.0)
+    profile, answered, waited = _running_profile(spec, graph, 5.0)
     assert profile == "robot" and set(answered) == {"shield_node", "perception_node"}  # CarryOn's nodes only
+    assert waited == 0.0  # nodes were seen: the status requests get the whole timeout
+    # No node seen: the discovery spent counts against --timeout (status without a graph fails fast).
+    assert _running_profile(spec, _Graph(set(), {}), 5.0)[2] >= 0.05
     # Nodes started outside the launchers report no profile: the nodes seen decide.
     assert _running_profile(spec, _Graph({"shield_node", "arm_adapter_node"}, {}), 5.0)[0] == "robot"
     assert _running_profile(spec, _Graph({"shield_node"}, {}), 5.0)[0] is None

@@ -52,7 +52,7 @@ ROBOT_NODES = (
 GPU_NODES = ("policy_node",)
 MODEL_PORT = 8421  # llm_server_node's
 # The model server's reply to any request (a stand-in model: the plan of a question, no motion).
-MODEL_REPLY = json.dumps({"reply": "served from the GPU box", "subtasks": [], "memory_operations": []})
+MODEL_REPLY = json.dumps({"reply": "served from the GPU box", "memory_operations": []})  # a full plan or a step plan
 MOVING_S = 40.0  # the probe's start (first trial) or the goal running, a reset, the first release: at most
 SETTLE_S = 12.0
 # Steps per goal in the drop trials: a goal outlasts the second between the first release
