@@ -167,8 +167,15 @@ def test_the_facts_a_request_names_are_pointed_out_with_their_objects() -> None:
     found = relevant_facts("I'm going swimming: pack my bag", stored, objects)
     line = "- habits.swimming: always packs swimsuit and towel (objects: swimsuit, towel)"
     assert [r.line() for r in found] == [line]
-    assert relevant_facts("Bring me my mug", stored, objects) == []  # an image is not a fact to act on
-    assert relevant_facts("What time is it?", stored, objects) == []
+    # Named by none of their entities or keys: the facts whose values name objects (an image is not one).
+    unnamed = relevant_facts("Could you fix me lunch?", stored, objects)
+    assert [(r.fact.key, r.named) for r in unnamed] == [("filling", False), ("swimming", False)]
+    assert relevant_facts("Bring me my mug", stored, ["mug"]) == []
+    lunch = build_messages(
+        request="Could you fix me lunch?", user_id="alice", memory="", endpoints=(), library=(), steps=True,
+        relevant=unnamed,
+    )[1].content  # fmt: skip
+    assert isinstance(lunch, str) and "act on exactly the one that fits the request" in lunch
     messages = build_messages(
         request="Make me a sandwich", user_id="alice", memory="", endpoints=(), library=(), steps=True,
         relevant=relevant_facts("Make me a sandwich", stored, objects),

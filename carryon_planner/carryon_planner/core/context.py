@@ -160,11 +160,13 @@ def _words(text: str) -> set[str]:
 
 @dataclass(frozen=True)
 class RelevantFact:
-    """A fact of the user's whose entity or key the request names ("Make me a sandwich":
-    sandwich.filling), with the objects its value names."""
+    """A fact of the user's that bears on the request, with the objects its value names:
+    `named` when the request names its entity or key ("Make me a sandwich":
+    sandwich.filling), else one of the facts that name objects (the request named none)."""
 
     fact: StoredFact
     objects: tuple[str, ...]
+    named: bool = True
 
     def line(self) -> str:
         names = f" (objects: {', '.join(self.objects)})" if self.objects else ""
@@ -173,15 +175,18 @@ class RelevantFact:
 
 def relevant_facts(request: str, facts: Sequence[StoredFact], objects: Sequence[str]) -> list[RelevantFact]:
     """The user's facts the request names by their entity or key, each with the known
-    objects its value names: pointed out to the model next to the request, which a small
-    model otherwise reads past (it served the whole library for "Make me a sandwich")."""
+    objects its value names; when it names none ("Could you fix me lunch"), the facts
+    whose values name objects. Pointed out next to the request: a small model otherwise
+    reads past them (it served the whole library for "Make me a sandwich")."""
     asked = _words(request)
-    found = []
-    for fact in facts:
-        if fact.value.startswith(IMAGE_PREFIX) or not asked & _words(f"{fact.entity} {fact.key}"):
-            continue
-        found.append(RelevantFact(fact, tuple(named_in(fact.value, objects))))
-    return found
+    usable = [f for f in facts if not f.value.startswith(IMAGE_PREFIX)]
+    named = [
+        RelevantFact(f, tuple(named_in(f.value, objects))) for f in usable if asked & _words(f"{f.entity} {f.key}")
+    ]
+    if named:
+        return named
+    found = [RelevantFact(f, tuple(named_in(f.value, objects)), named=False) for f in usable]
+    return [r for r in found if r.objects]
 
 
 def warm_up_messages(steps: bool = False) -> list[ChatMessage]:
@@ -238,7 +243,10 @@ def build_messages(
         lines += ["", "## Reference images (not shown to you; what memory says about each entity)"]
         lines += [f"- {d.entity}.{d.key}: {d.description or 'no description stored'}" for d in described]
     if relevant:
-        lines += ["", "## What the user's memory says about this request (act on exactly these)"]
+        if all(r.named for r in relevant):
+            lines += ["", "## What the user's memory says about this request (act on exactly these)"]
+        else:
+            lines += ["", "## What the user's memory says they use (act on exactly the one that fits the request)"]
         lines += [r.line() for r in relevant]
     request_lines = ["", "## Request", request.strip()]
     if not images:
