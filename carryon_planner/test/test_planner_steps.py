@@ -98,6 +98,11 @@ def test_steps_expand_into_a_chain_of_subtasks_with_what_the_model_did_not_write
     )
     assert (control.kind, control.instruction) == ("control", "open_gripper")
     assert as_steps(plan) == steps  # shown back to the model in its own form
+    # The objects the library declares for an instruction (what it moves, then where to) come first.
+    pack = parse_steps(json.dumps({"reply": "I will pack your snack.", "steps": [{"do": "put the snack in the bag"}]}))
+    assert expand(pack, NAMES, {}).subtasks[0].target == ""  # neither is a known name
+    (packed,) = expand(pack, NAMES, {"snack": "shelf"}, {"put the snack in the bag": ("snack", "bag")}).subtasks
+    assert (packed.target, packed.source, packed.destination) == ("snack", "shelf", "bag")
 
 
 def test_a_step_plan_that_is_not_one_says_why() -> None:

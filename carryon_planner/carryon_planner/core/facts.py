@@ -86,4 +86,5 @@ def planning_facts(
         pending_observations=dict(pending_observations or {}),
         ruled_out=ruled_out(names, said, preference_rules) if preference_rules is not None else {},
         whereabouts=_whereabouts(scene),
+        skill_objects={skill.instruction: skill.objects for skill in library.vla if skill.objects},
     )

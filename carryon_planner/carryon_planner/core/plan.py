@@ -127,22 +127,38 @@ def plan_json_schema(
         allowed = ["", *sorted(set(names))]
         for field in ("target", "source", "destination"):
             subtask[field]["enum"] = allowed
-        update = schema["$defs"]["UpdateScene"]
-        places = sorted(set(names if locations is None else locations))
-        update["properties"]["location"]["enum"] = places  # every scene update names its place
-        update["required"] = [*update["required"], "location"]
-        pattern = condition_pattern(names)
-        if pattern:
-            subtask["condition"]["pattern"] = pattern
+    narrow_shared(schema, subtask["condition"], names, locations=locations, moves=moves)
     if control_skills is not None and not control_skills:
         subtask["kind"]["enum"] = [k for k in subtask["kind"]["enum"] if k != "control"]
     if not moves:
         subtask["kind"]["enum"] = [k for k in subtask["kind"]["enum"] if k in ("observe", "say")]
+    return schema
+
+
+def narrow_shared(
+    schema: dict[str, Any],
+    condition: dict[str, Any],
+    names: Sequence[str],
+    *,
+    locations: Sequence[str] | None,
+    moves: bool,
+) -> None:
+    """What a full plan's and a step plan's schemas narrow alike (core/steps.py): with
+    `names`, every scene update's location (required, one of `locations` when given) and
+    the `condition` property's two forms over them; `moves` False, the memory operations
+    first and required, right after the reply."""
+    if names:
+        update = schema["$defs"]["UpdateScene"]
+        update["properties"]["location"]["enum"] = sorted(set(names if locations is None else locations))
+        update["required"] = [*update["required"], "location"]
+        pattern = condition_pattern(names)
+        if pattern:
+            condition["pattern"] = pattern
+    if not moves:
         first = ("reply", "memory_operations")
         properties = schema["properties"]
         schema["properties"] = {k: properties[k] for k in (*first, *(k for k in properties if k not in first))}
         schema["required"] = [*first]
-    return schema
 
 
 CONDITION_RELATIONS = ("under", "in", "on", "at")

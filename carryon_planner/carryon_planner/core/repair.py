@@ -74,7 +74,9 @@ def plan_with_repair(
             attempts.append(Attempt("", f"LLM unavailable: {exc}"))
             return PlanningOutcome(safe_refusal(f"the planner's LLM ({llm.name}) failed: {exc}"), True, tuple(attempts))
         try:
-            plan = expand(parse_steps(text), names, facts.whereabouts) if steps else parse_plan(text)
+            plan = (
+                expand(parse_steps(text), names, facts.whereabouts, facts.skill_objects) if steps else parse_plan(text)
+            )
         except PlanParseError as exc:
             feedback = f"Your answer is not a valid plan ({'; '.join(exc.problems)}). Answer with one JSON plan."
             attempts.append(Attempt(text, str(exc)))

@@ -25,7 +25,7 @@ from carryon_planner.core.plan import (
     Plan,
     PlannedSubtask,
     _Strict,
-    condition_pattern,
+    narrow_shared,
     parse_model,
 )
 
@@ -72,18 +72,7 @@ def steps_json_schema(
     if instructions or places:
         step["do"]["enum"] = looks if not moves else [*sorted(set(instructions)), *looks]
         step["do"]["enum"] += [CONTROL + skill for skill in control_skills] if moves else []
-    if names:
-        update = schema["$defs"]["UpdateScene"]
-        update["properties"]["location"]["enum"] = places
-        update["required"] = [*update["required"], "location"]
-        pattern = condition_pattern(names)
-        if pattern:
-            step["when"]["pattern"] = pattern
-    if not moves:
-        first = ("reply", "memory_operations")
-        properties = schema["properties"]
-        schema["properties"] = {k: properties[k] for k in (*first, *(k for k in properties if k not in first))}
-        schema["required"] = [*first]
+    narrow_shared(schema, step["when"], names, locations=locations, moves=moves)
     return schema
 
 
@@ -106,10 +95,16 @@ def named_in(instruction: str, names: Sequence[str]) -> list[str]:
     return [name for _, name in sorted(found)]
 
 
-def expand(steps: StepPlan, names: Sequence[str], whereabouts: Mapping[str, str]) -> Plan:
-    """The full Plan a step plan stands for: step N is subtask sN, after step N-1; an
-    instruction's first known name is its target, the last one after it its destination,
-    and scene memory's place for the target its source."""
+def expand(
+    steps: StepPlan,
+    names: Sequence[str],
+    whereabouts: Mapping[str, str],
+    declared: Mapping[str, Sequence[str]] | None = None,
+) -> Plan:
+    """The full Plan a step plan stands for: step N is subtask sN, after step N-1. An
+    instruction's objects are those the library declares for it (`declared`: what it
+    moves, then where to), else the known names it mentions; the first is its target, the
+    last one after it its destination, and scene memory's place for the target its source."""
     subtasks: list[PlannedSubtask] = []
     for number, step in enumerate(steps.steps, start=1):
         after = [subtasks[-1].id] if subtasks else []
@@ -121,7 +116,7 @@ def expand(steps: StepPlan, names: Sequence[str], whereabouts: Mapping[str, str]
             skill = step.do.removeprefix(CONTROL)
             subtask = PlannedSubtask(kind="control", objective=f"{skill} done", instruction=skill, **common)
         else:
-            mentioned = named_in(step.do, names)
+            mentioned = list((declared or {}).get(step.do, ())) or named_in(step.do, names)
             target = mentioned[0] if mentioned else ""
             destination = mentioned[-1] if len(mentioned) > 1 else ""
             subtask = PlannedSubtask(

@@ -47,7 +47,9 @@ class PlanningFacts:
     users' ids (lower case: nothing about them is written here); pending_observations:
     location -> contents revealed since the last plan, which the plan must write to scene
     memory; ruled_out: objects the user's preferences exclude (object -> preference);
-    whereabouts: object -> its location in scene memory (for mending a plan, core/mend.py).
+    whereabouts: object -> its location in scene memory (for mending a plan, core/mend.py);
+    skill_objects: instruction -> the objects the library declares it acts on (a step
+    plan's expansion, core/steps.py).
     """
 
     request: str
@@ -61,6 +63,7 @@ class PlanningFacts:
     pending_observations: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     ruled_out: Mapping[str, str] = field(default_factory=dict)  # name -> the preference ruling it out, and why
     whereabouts: Mapping[str, str] = field(default_factory=dict)  # object -> the location scene memory puts it at
+    skill_objects: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # instruction -> its declared objects
 
 
 @dataclass(frozen=True)
