@@ -29,9 +29,9 @@ LIBRARY = SkillLibrary(
 )
 
 
-def facts(**extra: Any) -> PlanningFacts:
+def facts(scene: dict[str, list[str]] = SCENE, **extra: Any) -> PlanningFacts:
     return planning_facts(
-        request="Serve me food", scene=SCENE, library=LIBRARY, user_facts=("vegetarian",), preference_rules=RULES,
+        request="Serve me food", scene=scene, library=LIBRARY, user_facts=("vegetarian",), preference_rules=RULES,
         **extra,
     )  # fmt: skip
 
@@ -73,9 +73,10 @@ def test_a_chain_keeps_its_order_around_a_dropped_link() -> None:
 
 
 def test_a_control_step_naming_a_vla_skill_becomes_a_vla_step() -> None:
-    as_control = CARROT | {"kind": "control", "depends_on": ["s1"]}
-    mended = mend(plan(LOOK, as_control, reply="I will put the carrot in the bowl."), facts())
-    assert mended is not None and mended.plan.subtasks[1].kind == "vla"
+    as_control = CARROT | {"kind": "control"}
+    reply = "I will open the pink cover and put the carrot in the bowl."
+    mended = mend(plan(LOOK, OPEN, as_control, reply=reply), facts())
+    assert mended is not None and mended.plan.subtasks[2].kind == "vla"
     assert mended.fixes == ("[instruction_in_library] s3 is the VLA skill 'put the carrot in the bowl'",)
     assert Validator().validate(mended.plan, facts()).ok
     unknown = CARROT | {"kind": "control", "instruction": "wave", "depends_on": ["s1"]}
@@ -178,16 +179,17 @@ def test_what_is_left_after_mending_goes_to_the_llm_with_the_mended_plan() -> No
 
 def test_acting_on_a_remembered_object_waits_for_an_observe_of_where_it_is() -> None:
     carrot = step("s1", "put the carrot in the bowl", "carrot")
-    report = Validator().validate(plan(carrot, reply="I will put the carrot in the bowl."), facts())
+    uncovered = facts({"kitchen_counter": ["pink_cover", "carrot", "meat in plate"], "dining_table": ["bowl"]})
+    report = Validator().validate(plan(carrot, reply="I will put the carrot in the bowl."), uncovered)
     assert [v.check for v in report.violations] == ["observe_before_act"]
-    mended = mend(plan(carrot, reply="I will put the carrot in the bowl."), facts())
+    mended = mend(plan(carrot, reply="I will put the carrot in the bowl."), uncovered)
     assert mended is not None and [s.id for s in mended.plan.subtasks] == ["look1", "s1"]
     assert mended.plan.subtasks[0].target == "kitchen_counter" and mended.plan.subtasks[1].depends_on == ["look1"]
     assert mended.fixes == ("[observe_before_act] added observe step look1 of kitchen_counter before s1",)
-    assert Validator().validate(mended.plan, facts()).ok
+    assert Validator().validate(mended.plan, uncovered).ok
     # The plan's own observe of that place, not yet before it: waited for, nothing added.
     later_look = LOOK | {"id": "s2"}
-    mended = mend(plan(carrot, later_look, reply="I will put the carrot in the bowl."), facts())
+    mended = mend(plan(carrot, later_look, reply="I will put the carrot in the bowl."), uncovered)
     assert mended is not None and mended.plan.subtasks[0].depends_on == ["s2"]
     assert mended.fixes == ("[observe_before_act] s1 now waits for observe step s2 of kitchen_counter",)
     # Seen since the last plan (a replan): no new look.

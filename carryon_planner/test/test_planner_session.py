@@ -37,7 +37,7 @@ from carryon_planner.core.session import (
 )
 from carryon_planner.core.taxonomy import Taxonomy
 
-SCENE = {"kitchen_counter": ("pink_cover", "carrot under pink_cover", "plate"), "dining_table": ("bowl",)}
+SCENE = {"kitchen_counter": ("pink_cover", "carrot", "plate"), "dining_table": ("bowl",)}
 LOOK = {"id": "s0", "kind": "observe", "objective": "see the counter", "target": "kitchen_counter"}
 CARROT = {
     "id": "s1",

@@ -14,6 +14,7 @@ from carryon_common.core.llm import ChatMessage, ImagePart
 from carryon_planner.core.memory_ops import ReferenceImage, StoredFact
 from carryon_planner.core.plan import plan_json_schema
 from carryon_planner.core.steps import named_in, steps_json_schema
+from carryon_planner.core.usual import Remembered
 
 IMAGE_PREFIX = "images/"  # where memory_node stores reference images (a fact's value is the path)
 
@@ -152,10 +153,21 @@ _FILLER = frozenset(
 )
 
 
+def _stem(word: str) -> str:
+    """A rough stem, enough for a request to meet a fact's key: a plural's s, an -ing
+    ("swimming", "swim"; "hiking", "hike"; "running", "run") and a final e dropped."""
+    if word.endswith("ing") and len(word) > 5:
+        word = word[:-3]
+        word = word[:-1] if len(word) > 2 and word[-1] == word[-2] and word[-1] not in "aeiou" else word
+    elif word.endswith("s") and len(word) > 3:
+        word = word[:-1]
+    return word[:-1] if word.endswith("e") and len(word) > 3 else word
+
+
 def _words(text: str) -> set[str]:
-    """Content words, a plural's s dropped ("snacks" and "snack" meet)."""
+    """Content words, roughly stemmed ("snacks" and "snack", "hike" and "hiking" meet)."""
     words = re.findall(r"[a-z]+", text.lower().replace("_", " "))
-    return {w[:-1] if w.endswith("s") and len(w) > 3 else w for w in words if len(w) > 2 and w not in _FILLER}
+    return {_stem(w) for w in words if len(w) > 2 and w not in _FILLER}
 
 
 @dataclass(frozen=True)
@@ -167,6 +179,10 @@ class RelevantFact:
     fact: StoredFact
     objects: tuple[str, ...]
     named: bool = True
+
+    def remembered(self) -> Remembered:
+        """The fact as the validator reads it (core/usual.py)."""
+        return Remembered(f"{self.fact.entity}.{self.fact.key}: {self.fact.value}", self.objects, self.named)
 
     def line(self) -> str:
         names = f" (objects: {', '.join(self.objects)})" if self.objects else ""

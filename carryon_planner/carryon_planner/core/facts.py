@@ -9,6 +9,7 @@ from pathlib import Path
 from carryon_common.core.config import config_path
 from carryon_common.core.skills import SkillLibrary
 from carryon_planner.core.taxonomy import Taxonomy, load_taxonomy, ruled_out
+from carryon_planner.core.usual import Remembered, stated_moves
 from carryon_planner.core.validator import PlanningFacts
 
 _RELATIONS = {"under", "in", "on", "at", "inside", "near", "beside", "behind"}
@@ -40,6 +41,15 @@ def _whereabouts(scene: Mapping[str, Sequence[str]]) -> dict[str, str]:
     return {name: next(iter(at)) for name, at in places.items() if len(at) == 1}
 
 
+_UNDER = re.compile(r"^\s*([a-z0-9_]+)\s+under\s+(?:the\s+)?([a-z0-9_]+)\s*$")
+
+
+def _covers(scene: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """Object -> the cover scene memory puts it under ("carrot under pink_cover")."""
+    found = (_UNDER.match(item.lower()) for items in scene.values() for item in items)
+    return {m.group(1): m.group(2) for m in found if m is not None}
+
+
 def preferences_path(configured: str = "") -> Path:
     """`configured`, else `<$CARRYON_CONFIG_DIR or ./config>/planner/preferences.yaml`."""
     return config_path(configured, "planner", "preferences.yaml")
@@ -66,15 +76,19 @@ def planning_facts(
     pending_observations: Mapping[str, tuple[str, ...]] | None = None,
     preference_rules: Taxonomy | None = None,
     preferences: Iterable[str] | None = None,
+    remembered: Iterable[Remembered] = (),
 ) -> PlanningFacts:
     """Objects: everything scene memory mentions plus what the library's skills act on;
     locations: scene memory's named locations. `preferences`: the user's facts as the
     taxonomy reads them (preference_texts; default: their values); what they rule out is
-    every object and library instruction (read as a phrase) that is of an excluded kind."""
+    every object and library instruction (read as a phrase) that is of an excluded kind;
+    `remembered`: the user's facts that bear on the request (context.relevant_facts)."""
     objects = scene_and_library_objects(scene, library)
     user_facts = tuple(user_facts)
     names = {*objects, *(i.lower() for i in library.instructions)}
     said = tuple(user_facts if preferences is None else preferences)
+    whereabouts = _whereabouts(scene)
+    stated = stated_moves(request, whereabouts, scene)  # the user's word is the freshest memory
     return PlanningFacts(
         request=request,
         instructions=library.instructions,
@@ -85,6 +99,9 @@ def planning_facts(
         other_users=frozenset(u.lower() for u in other_users if u),
         pending_observations=dict(pending_observations or {}),
         ruled_out=ruled_out(names, said, preference_rules) if preference_rules is not None else {},
-        whereabouts=_whereabouts(scene),
+        whereabouts={**whereabouts, **stated},
         skill_objects={skill.instruction: skill.objects for skill in library.vla if skill.objects},
+        covers=_covers(scene),
+        stated=stated,
+        remembered=tuple(remembered),
     )

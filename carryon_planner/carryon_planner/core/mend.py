@@ -5,10 +5,19 @@ repair rounds are left for what needs the model (issue 20).
   subtask (the robot has no control skill of that name; the VLA has the skill).
 * When the request only asks or states something (no order: validator `action_requested`),
   the subtasks that would move objects are dropped; the reply no longer promises them.
+* A step that repeats the one it follows ("observe counter" sixteen times) is dropped.
 * A subtask that serves what the user's preferences rule out is dropped with the subtasks
   after it that handle the same object; the others that waited for it wait for what it
   waited for (a sandwich's cheese does not need the ham that was left out). The reply
   says what was left out and why.
+* When the user's memory says what the request uses (a sandwich's filling, what they pack
+  for an activity) and the plan works in that family of instructions, the plan acts on
+  exactly that (core/usual.py): what memory names is added, what it does not is dropped.
+* A plan that copies most of a large family (the whole shelf into the bag) with no fact
+  of the user's to choose by is not carried out: the reply asks which ones.
+* A subtask on an object scene memory puts under a cover gets the library's step that
+  opens the cover before it, if the object is still under it then.
+* Where the request says a remembered object is now gets its `update_scene move_item`.
 * An observation not yet written to scene memory gets its `update_scene set_contents`,
   applied before the plan's first physical step.
 * A conditional subtask with no observe step before it gets one: of the location its
@@ -31,12 +40,23 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene
+from carryon_planner.core.mend_usual import (
+    REPLY_LIMIT,
+    ask_instead,
+    drop,
+    drop_repeats,
+    follow_memory,
+    fresh_id,
+    record_stated,
+    said_steps,
+    spoken,
+    uncover,
+)
+from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene, ancestors
 from carryon_planner.core.requests import request_asks_for_action
 from carryon_planner.core.validator import (
     ACTION_PROMISES,
     PlanningFacts,
-    ancestors,
     condition_names,
     dependency_cycle,
     mentions,
@@ -44,7 +64,6 @@ from carryon_planner.core.validator import (
     unobserved_place,
 )
 
-_REPLY_LIMIT: int = Plan.model_json_schema()["properties"]["reply"]["maxLength"]
 _REFUSAL_LIMIT: int = Plan.model_json_schema()["properties"]["refusal"]["anyOf"][0]["maxLength"]
 
 
@@ -69,7 +88,12 @@ def mend(plan: Plan, facts: PlanningFacts) -> Mended | None:
     for repair in (
         _control_as_vla,
         _drop_unrequested,
+        drop_repeats,
         _drop_conflicts,
+        ask_instead,
+        follow_memory,
+        uncover,
+        record_stated,
         _record_observations,
         _observe_first,
         _observe_before_act,
@@ -82,31 +106,6 @@ def mend(plan: Plan, facts: PlanningFacts) -> Mended | None:
         return Mended(Plan.model_validate(raw), tuple(fixes))
     except ValidationError:  # e.g. an inserted step went past the schema's limits: the LLM's turn
         return None
-
-
-def _spoken(name: str) -> str:
-    return name.replace("_", " ")
-
-
-def _drop(raw: dict[str, Any], dropped: set[str]) -> None:
-    """Remove the `dropped` subtasks; a remaining subtask that waited for one waits for
-    what that one waited for instead, and a scene update due before one is due at once."""
-    by_id = {e["id"]: e for e in raw["subtasks"]}
-
-    def inherited(ids: list[str]) -> list[str]:
-        out: list[str] = []
-        for dep in ids:
-            for kept in inherited(by_id[dep]["depends_on"]) if dep in dropped else [dep]:
-                if kept not in out:
-                    out.append(kept)
-        return out
-
-    raw["subtasks"] = [e for e in raw["subtasks"] if e["id"] not in dropped]
-    for entry in raw["subtasks"]:
-        entry["depends_on"] = inherited(entry["depends_on"])
-    for op in raw["memory_operations"]:
-        if op.get("before_subtask") in dropped:
-            op["before_subtask"] = None
 
 
 def _control_as_vla(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
@@ -125,7 +124,7 @@ def _drop_unrequested(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
     moving = {e["id"] for e in raw["subtasks"] if e["kind"] in ("vla", "control")}
     if not moving:
         return []
-    _drop(raw, moving)
+    drop(raw, moving)
     if ACTION_PROMISES.search(raw["reply"]) or not raw["reply"].strip():
         remembered = [
             f"{op['key'].replace('_', ' ')}: {op['value']}"
@@ -133,7 +132,7 @@ def _drop_unrequested(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
             if op["op"] == "update_user"
         ]
         noted = f"Noted ({'; '.join(remembered)})." if remembered else "Noted."
-        raw["reply"] = f"{noted} Nothing was moved: you did not ask me to move anything."[:_REPLY_LIMIT]
+        raw["reply"] = f"{noted} Nothing was moved: you did not ask me to move anything."[:REPLY_LIMIT]
     return [
         f"[action_requested] dropped {', '.join(sorted(moving))}: the request asks or states something, "
         "it orders nothing"
@@ -151,7 +150,7 @@ def _drop_conflicts(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
     dropped = set(conflicts)
     # The ruled-out objects the dropped steps name (not their other words: "put the meat in the
     # bowl" with target bowl must not take every later step into the bowl with it).
-    ruled_objects = {_spoken(n) for n in facts.ruled_out if n in facts.objects}
+    ruled_objects = {spoken(n) for n in facts.ruled_out if n in facts.objects}
     ruled = {
         name
         for e in raw["subtasks"]
@@ -167,8 +166,8 @@ def _drop_conflicts(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
     # and a step whose condition is about the dropped object ("open the cover" if "meat under
     # pink_cover"): it only served what was left out, wherever it stands in the graph
     dropped |= {e["id"] for e in raw["subtasks"] if e["condition"] and _mentioned(e["condition"], ruled)}
-    _drop(raw, dropped)
-    reasons = "; ".join(sorted({f"{_spoken(name)} ({preference})" for name, preference in conflicts.values()}))
+    drop(raw, dropped)
+    reasons = "; ".join(sorted({f"{spoken(name)} ({preference})" for name, preference in conflicts.values()}))
     kept = [e["instruction"] for e in raw["subtasks"] if e["kind"] == "vla"]
     # The LLM's reply promised what was dropped: the reply is said anew from what is left.
     if kept:
@@ -178,9 +177,9 @@ def _drop_conflicts(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
         if not raw["memory_operations"]:
             raw["refusal"] = f"against the user's preferences: {reasons}"[:_REFUSAL_LIMIT]
         raw["reply"] = f"Sorry, I did not do that: it goes against your preferences ({reasons})."
-    raw["reply"] = raw["reply"][:_REPLY_LIMIT]
+    raw["reply"] = raw["reply"][:REPLY_LIMIT]
     return [
-        f"[preference_conflict] dropped {', '.join(sorted(dropped))}: {_spoken(name)} conflicts with '{preference}'"
+        f"[preference_conflict] dropped {', '.join(sorted(dropped))}: {spoken(name)} conflicts with '{preference}'"
         for name, preference in sorted(set(conflicts.values()))
     ]
 
@@ -193,8 +192,8 @@ def _handles(entry: dict[str, Any], names: set[str]) -> bool:
 
 
 def _mentioned(text: str, names: set[str]) -> bool:
-    spoken = _spoken(text).lower()
-    return any(re.search(rf"\b{re.escape(name)}\b", spoken) for name in names if name)
+    said = spoken(text).lower()
+    return any(re.search(rf"\b{re.escape(name)}\b", said) for name in names if name)
 
 
 def _record_observations(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
@@ -233,7 +232,7 @@ def _observe_first(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
             entry["depends_on"] = [*entry["depends_on"], safe[0]]
             fixes.append(f"[conditions_observable] {entry['id']} now waits for observe step {safe[0]}")
         elif location is not None:
-            new_id = _fresh_id(by_id, "look")
+            new_id = fresh_id(by_id, "look")
             look = PlannedSubtask(
                 id=new_id,
                 kind="observe",
@@ -263,7 +262,7 @@ def _observe_before_act(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
             entry["depends_on"] = [*entry["depends_on"], looks[0]]
             fixes.append(f"[observe_before_act] {entry['id']} now waits for observe step {looks[0]} of {place}")
             continue
-        new_id = _fresh_id(by_id, "look")
+        new_id = fresh_id(by_id, "look")
         look = PlannedSubtask(
             id=new_id, kind="observe", objective=f"see what is at {place}", target=place, depends_on=entry["depends_on"]
         )
@@ -279,12 +278,7 @@ def _reply_from_subtasks(raw: dict[str, Any], facts: PlanningFacts) -> list[str]
         return []
     if any(e["instruction"] not in facts.instructions or e["target"] not in {"", *facts.objects} for e in vla):
         return []  # the steps themselves are wrong: the LLM's to mend, and the reply with them
-    steps = [
-        f"look at the {_spoken(e['target'])}" if e["kind"] == "observe" else e["instruction"]
-        for e in raw["subtasks"]
-        if e["kind"] in ("observe", "vla")
-    ]
-    raw["reply"] = f"I will {', then '.join(steps)}."[:_REPLY_LIMIT]
+    raw["reply"] = said_steps(raw)[:REPLY_LIMIT]
     return ["[reply_matches_subtasks] the reply is said anew from the subtasks"]
 
 
@@ -296,8 +290,3 @@ def _where(names: Iterable[str], facts: PlanningFacts) -> str | None:
         facts.whereabouts[n] for n in named if n in facts.whereabouts
     }
     return next(iter(places)) if len(places) == 1 else None
-
-
-def _fresh_id(taken: Iterable[str], stem: str) -> str:
-    used = set(taken)
-    return next(f"{stem}{n}" for n in range(1, len(used) + 2) if f"{stem}{n}" not in used)

@@ -26,11 +26,10 @@ from carryon_memory.core.render import render_context
 from carryon_memory.core.types import Fact, Location
 from carryon_planner.core.learned_kinds import LearnedKinds
 from carryon_planner.core.memory_ops import MemoryContext, StoredFact
-from carryon_planner.core.plan import Plan, UpdateScene, UpdateUser
+from carryon_planner.core.plan import Plan, UpdateScene, UpdateUser, ancestors
 from carryon_planner.core.repair import PlanningOutcome
 from carryon_planner.core.session import RequestPlanner
 from carryon_planner.core.taxonomy import Taxonomy
-from carryon_planner.core.validator import ancestors
 
 UserMemory = dict[str, dict[str, str]]  # entity -> key -> value
 

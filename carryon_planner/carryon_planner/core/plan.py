@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -209,3 +209,16 @@ def parse_model(text: str, model: type[_Model]) -> _Model:
             where = ".".join(str(p) for p in error["loc"]) or "plan"
             problems.append(f"{where}: {error['msg']}")
         raise PlanParseError(problems) from None
+
+
+def ancestors(subtask: PlannedSubtask, by_id: Mapping[str, PlannedSubtask]) -> set[str]:
+    """Ids of every subtask `subtask` depends on, directly or not (unknown ids ignored)."""
+    seen: set[str] = set()
+    stack = list(subtask.depends_on)
+    while stack:
+        current = stack.pop()
+        if current in seen or current not in by_id:
+            continue
+        seen.add(current)
+        stack.extend(by_id[current].depends_on)
+    return seen

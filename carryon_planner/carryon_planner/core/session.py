@@ -120,6 +120,8 @@ class RequestPlanner:
             preference_rules=rules,
             preferences=preference_texts((f.entity, f.key, f.value) for f in context.facts),
         )
+        relevant = relevant_facts(text, context.facts, sorted(facts.objects))
+        facts = dataclasses.replace(facts, remembered=tuple(r.remembered() for r in relevant))
         messages = build_messages(
             request=text,
             user_id=user_id,
@@ -131,7 +133,7 @@ class RequestPlanner:
             described=described_images(context.facts) if not self.images else (),
             ruled_out={name: why for name, why in facts.ruled_out.items() if name in facts.objects},
             steps=self.steps,
-            relevant=relevant_facts(text, context.facts, sorted(facts.objects)),
+            relevant=relevant,
         )
         outcome = plan_with_repair(
             self.llm, messages, facts, max_repairs=self.max_repairs, validator=self.validator, steps=self.steps

@@ -101,10 +101,9 @@ def expand(
     whereabouts: Mapping[str, str],
     declared: Mapping[str, Sequence[str]] | None = None,
 ) -> Plan:
-    """The full Plan a step plan stands for: step N is subtask sN, after step N-1. An
-    instruction's objects are those the library declares for it (`declared`: what it
-    moves, then where to), else the known names it mentions; the first is its target, the
-    last one after it its destination, and scene memory's place for the target its source."""
+    """The full Plan a step plan stands for: step N is subtask sN, after step N-1; a
+    library instruction's subtask is `vla_subtask`'s (`declared`: the objects the library
+    declares for an instruction, what it moves, then where to)."""
     subtasks: list[PlannedSubtask] = []
     for number, step in enumerate(steps.steps, start=1):
         after = [subtasks[-1].id] if subtasks else []
@@ -116,24 +115,37 @@ def expand(
             skill = step.do.removeprefix(CONTROL)
             subtask = PlannedSubtask(kind="control", objective=f"{skill} done", instruction=skill, **common)
         else:
-            mentioned = list((declared or {}).get(step.do, ())) or named_in(step.do, names)
-            target = mentioned[0] if mentioned else ""
-            destination = mentioned[-1] if len(mentioned) > 1 else ""
-            subtask = PlannedSubtask(
-                kind="vla",
-                objective=step.do,
-                instruction=step.do,
-                target=target,
-                source=whereabouts.get(target, ""),
-                destination=destination,
-                **common,
-            )
+            subtask = vla_subtask(step.do, names, whereabouts, declared, **common)
         subtasks.append(subtask)
     return Plan(
         reply=steps.reply,
         subtasks=subtasks,
         memory_operations=list(steps.memory_operations),
         refusal=steps.refusal,
+    )
+
+
+def vla_subtask(
+    instruction: str,
+    names: Sequence[str],
+    whereabouts: Mapping[str, str],
+    declared: Mapping[str, Sequence[str]] | None = None,
+    **common: Any,
+) -> PlannedSubtask:
+    """A VLA subtask for a library `instruction`: its objects are those the library
+    declares for it, else the known names it mentions; the first is its target, the last
+    one after it its destination, and scene memory's place for the target its source.
+    `common`: id, depends_on, condition."""
+    mentioned = list((declared or {}).get(instruction, ())) or named_in(instruction, names)
+    target = mentioned[0] if mentioned else ""
+    return PlannedSubtask(
+        kind="vla",
+        objective=instruction,
+        instruction=instruction,
+        target=target,
+        source=whereabouts.get(target, ""),
+        destination=mentioned[-1] if len(mentioned) > 1 else "",
+        **common,
     )
 
 

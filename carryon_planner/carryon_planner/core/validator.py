@@ -15,8 +15,9 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene, UpdateUser
+from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene, UpdateUser, ancestors
 from carryon_planner.core.requests import request_asks_for_action
+from carryon_planner.core.usual import Remembered, problems
 
 ACTION_PROMISES = re.compile(r"\b(i will|i'll|let me|i am going to|i'm going to|on it)\b", re.IGNORECASE)
 _CONDITION = re.compile(r"^\s*([a-z0-9_]+)\s+(?:is\s+)?(under|in|on|at|inside|near)\s+(?:the\s+)?([a-z0-9_]+)\s*$")
@@ -49,7 +50,9 @@ class PlanningFacts:
     memory; ruled_out: objects the user's preferences exclude (object -> preference);
     whereabouts: object -> its location in scene memory (for mending a plan, core/mend.py);
     skill_objects: instruction -> the objects the library declares it acts on (a step
-    plan's expansion, core/steps.py).
+    plan's expansion, core/steps.py); covers: object -> the cover scene memory puts it
+    under; stated: object -> where the request says it is now (whereabouts already says
+    so); remembered: the user's facts that bear on the request (core/usual.py).
     """
 
     request: str
@@ -64,6 +67,9 @@ class PlanningFacts:
     ruled_out: Mapping[str, str] = field(default_factory=dict)  # name -> the preference ruling it out, and why
     whereabouts: Mapping[str, str] = field(default_factory=dict)  # object -> the location scene memory puts it at
     skill_objects: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # instruction -> its declared objects
+    covers: Mapping[str, str] = field(default_factory=dict)  # object -> the cover it is under
+    stated: Mapping[str, str] = field(default_factory=dict)  # object -> where the request says it is now
+    remembered: tuple[Remembered, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -142,19 +148,6 @@ def dependency_cycle(subtasks: list[PlannedSubtask]) -> list[str]:
     return []
 
 
-def ancestors(subtask: PlannedSubtask, by_id: Mapping[str, PlannedSubtask]) -> set[str]:
-    """Ids of every subtask `subtask` depends on, directly or not (unknown ids ignored)."""
-    seen: set[str] = set()
-    stack = list(subtask.depends_on)
-    while stack:
-        current = stack.pop()
-        if current in seen or current not in by_id:
-            continue
-        seen.add(current)
-        stack.extend(by_id[current].depends_on)
-    return seen
-
-
 class Validator:
     """Runs every check; `validate(plan, facts)` returns all failures (not just the first)."""
 
@@ -173,6 +166,7 @@ class Validator:
             self._foreign_facts,
             self._other_users,
             self._preferences,
+            self._memory_and_library,
         ):
             violations.extend(check(plan, facts))
         return ValidationReport(tuple(violations))
@@ -364,6 +358,11 @@ class Validator:
                     "the user why in the reply",
                     subtask.id,
                 )
+
+    def _memory_and_library(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
+        """What memory says the request uses, covers to open, a family copied whole (core/usual.py)."""
+        if plan.refusal is None:
+            yield from (Violation(*found) for found in problems(plan, facts))
 
 
 def unobserved_place(subtask: PlannedSubtask, by_id: Mapping[str, PlannedSubtask], facts: PlanningFacts) -> str:

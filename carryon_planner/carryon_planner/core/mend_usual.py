@@ -1,0 +1,189 @@
+"""The deterministic repairs core/mend.py takes from memory and the library's families
+(core/usual.py), and the graph edits every repair shares."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene
+from carryon_planner.core.steps import named_in, vla_subtask
+from carryon_planner.core.usual import cover_to_open, crowded_family, recorded, repeats, slot, usual_items
+from carryon_planner.core.validator import PlanningFacts
+
+REPLY_LIMIT: int = Plan.model_json_schema()["properties"]["reply"]["maxLength"]
+
+
+def spoken(name: str) -> str:
+    return name.replace("_", " ")
+
+
+def said_steps(raw: dict[str, Any]) -> str:
+    """The reply a plan's observe and VLA subtasks say, in order ("I will look at ...")."""
+    steps = [
+        f"look at the {spoken(e['target'])}" if e["kind"] == "observe" else e["instruction"]
+        for e in raw["subtasks"]
+        if e["kind"] in ("observe", "vla")
+    ]
+    return f"I will {', then '.join(steps)}."
+
+
+def drop(raw: dict[str, Any], dropped: set[str]) -> None:
+    """Remove the `dropped` subtasks; a remaining subtask that waited for one waits for
+    what that one waited for instead, and a scene update due before one is due at once."""
+    by_id = {e["id"]: e for e in raw["subtasks"]}
+
+    def inherited(ids: list[str]) -> list[str]:
+        out: list[str] = []
+        for dep in ids:
+            for kept in inherited(by_id[dep]["depends_on"]) if dep in dropped else [dep]:
+                if kept not in out:
+                    out.append(kept)
+        return out
+
+    raw["subtasks"] = [e for e in raw["subtasks"] if e["id"] not in dropped]
+    for entry in raw["subtasks"]:
+        entry["depends_on"] = inherited(entry["depends_on"])
+    for op in raw["memory_operations"]:
+        if op.get("before_subtask") in dropped:
+            op["before_subtask"] = None
+
+
+def fresh_id(taken: Iterable[str], stem: str) -> str:
+    used = set(taken)
+    return next(f"{stem}{n}" for n in range(1, len(used) + 2) if f"{stem}{n}" not in used)
+
+
+def _subtasks(raw: dict[str, Any]) -> list[PlannedSubtask]:
+    return [PlannedSubtask.model_validate(e) for e in raw["subtasks"]]
+
+
+def _insert_after(raw: dict[str, Any], anchor: str | None, new: list[PlannedSubtask]) -> None:
+    """Put the chain `new` right after `anchor` (first when None): it waits for the anchor
+    and what waited for the anchor waits for the chain's end."""
+    position = next((n + 1 for n, e in enumerate(raw["subtasks"]) if e["id"] == anchor), 0)
+    for entry in raw["subtasks"]:
+        if anchor is not None and anchor in entry["depends_on"]:
+            entry["depends_on"] = [new[-1].id if d == anchor else d for d in entry["depends_on"]]
+    raw["subtasks"][position:position] = [s.model_dump(mode="json") for s in new]
+
+
+def drop_repeats(raw: dict[str, Any], _facts: PlanningFacts) -> list[str]:
+    by_id = {s.id: s for s in _subtasks(raw)}
+    repeated = {i for i, s in by_id.items() if repeats(s, by_id)}
+    if repeated:
+        drop(raw, repeated)
+        return [f"[repeated_step] dropped {', '.join(sorted(repeated))}: the step before it, again"]
+    return []
+
+
+def follow_memory(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
+    names = sorted(facts.objects)
+    gap = usual_items(
+        _subtasks(raw),
+        facts.remembered,
+        instructions=facts.instructions,
+        names=names,
+        request=facts.request,
+        ruled_out=facts.ruled_out,
+    )
+    if gap is None or not gap.chosen:
+        return []
+    drop(raw, set(gap.extra))
+    kept = _subtasks(raw)
+    family = [s.id for s in kept if s.kind == "vla" and s.instruction in gap.wanted.values()]
+    base = [s.id for s in kept if s.kind == "vla" and s.target and named_in(gap.family, [s.target])]
+    anchors = family or base or [s.id for s in kept]
+    anchor = anchors[-1] if anchors else None
+    new: list[PlannedSubtask] = []
+    taken = {s.id for s in kept}
+    for name in gap.missing:
+        new_id = fresh_id(taken | {s.id for s in new}, "use")
+        after = [new[-1].id] if new else ([anchor] if anchor else [])
+        new.append(
+            vla_subtask(gap.wanted[name], names, facts.whereabouts, facts.skill_objects, id=new_id, depends_on=after)
+        )
+    if new:
+        _insert_after(raw, anchor, new)
+    left_out = re.search(r"Left out because of your preferences: .*", raw["reply"])
+    raw["reply"] = " ".join([said_steps(raw), left_out.group(0) if left_out else ""]).strip()[:REPLY_LIMIT]
+    said = "; ".join(gap.facts)
+    fixes = [f"[follows_memory] dropped {', '.join(gap.extra)}: not in {said}"] if gap.extra else []
+    return [*fixes, f"[follows_memory] added {', '.join(s.id for s in new)}: {said}"] if new else fixes
+
+
+def uncover(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
+    fixes = []
+    for entry in list(raw["subtasks"]):
+        by_id = {s.id: s for s in _subtasks(raw)}
+        found = cover_to_open(
+            by_id[entry["id"]],
+            by_id,
+            covers=facts.covers,
+            instructions=facts.instructions,
+            declared=facts.skill_objects,
+            names=sorted(facts.objects),
+        )
+        if found is None:
+            continue
+        cover, opening = found
+        new_id = fresh_id(by_id, "open")
+        step = vla_subtask(
+            opening,
+            sorted(facts.objects),
+            facts.whereabouts,
+            facts.skill_objects,
+            id=new_id,
+            depends_on=list(entry["depends_on"]),
+            condition=f"{entry['target']} under {cover}",
+        )
+        raw["subtasks"].insert(raw["subtasks"].index(entry), step.model_dump(mode="json"))
+        entry["depends_on"] = [new_id]
+        fixes.append(
+            f"[uncover_first] added {new_id} {opening!r} before {entry['id']}: {entry['target']} under {cover}"
+        )
+    return fixes
+
+
+def ask_instead(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
+    """A plan that copies most of a large family is not carried out: the reply asks which
+    ones, with what the user's memory says about the request if it says anything. (The
+    1.5B model packs the whole shelf for "pack my bag for work", and asked again in a
+    repair round, packs it again; following memory here would serve a model that always
+    answers "everything" as if it had chosen.)"""
+    names = sorted(facts.objects)
+    subtasks = _subtasks(raw)
+    crowded = crowded_family(subtasks, instructions=facts.instructions, names=names, request=facts.request)
+    if crowded is None:
+        return []
+    family = crowded[0]
+    offered = [found[1] for i in facts.instructions if (found := slot(i, names)) and found[0] == family]
+    gap = usual_items(subtasks, facts.remembered, instructions=facts.instructions, names=names, request=facts.request)
+    raw["subtasks"] = []
+    for op in raw["memory_operations"]:
+        if "before_subtask" in op:
+            op["before_subtask"] = None
+    options = ", ".join(spoken(o) for o in offered)
+    remembered = f" Your memory says {'; '.join(gap.facts)}: those?" if gap is not None else ""
+    question = f"Which ones do you want ({family.replace('{}', '...')})?{remembered} I can use: {options}."
+    raw["reply"] = f"{question} I did not want to guess."[:REPLY_LIMIT]
+    did = f"the plan did {crowded[1]} of {crowded[2]}"
+    return [f"[acts_on_what_is_needed] nothing dispatched: {did}; the user is asked which ones"]
+
+
+def record_stated(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
+    """What the request says about where an object is now is written to scene memory at
+    once (a move_item the plan made for it elsewhere is corrected)."""
+    fixes = []
+    for item, place in sorted(facts.stated.items()):
+        ops = raw["memory_operations"]
+        if any(recorded(UpdateScene.model_validate(op), item, place) for op in ops if op["op"] == "update_scene"):
+            continue
+        raw["memory_operations"] = [
+            op for op in ops if not (op["op"] == "update_scene" and op["action"] == "move_item" and op["item"] == item)
+        ]
+        move = UpdateScene(op="update_scene", action="move_item", item=item, location=place)
+        raw["memory_operations"].insert(0, move.model_dump(mode="json"))
+        fixes.append(f"[stated_move_recorded] added update_scene move_item {item} -> {place}: the user said so")
+    return fixes
