@@ -39,14 +39,18 @@ operator() {
 }
 
 PLANNER=(--set planner_node.llm_backend=scripted)
+STAND_INS="the planner's replies (below), the injected drop."
 PLANNER_LINE="SCRIPTED replies (config/planner/demo_script.yaml), NOT AN LLM"
 if [ "${LLM:-}" = "local" ]; then  # make demo LLM=local
   if ! python -c "import llama_cpp.server, uvicorn" 2>/dev/null; then
     echo "LLM=local needs the offline model server: run \`bash scripts/setup_llm.sh\` first (6-16 min once)" >&2
     exit 2
   fi
-  PLANNER=(--set planner_node.llm_backend=local)
+  # On 2 cores the running graph leaves the model a fraction of the CPU: one plan takes
+  # minutes, so each LLM request may take 10 (the default 2 suits a server of its own).
+  PLANNER=(--set planner_node.llm_backend=local --set planner_node.llm_timeout_s=600)
   PLANNER_LINE="the offline model (llm_server_node: Qwen2.5-Coder on this CPU; weak, slow plans)"
+  STAND_INS="the injected drop. The planner is the LLM."
 elif [ -n "${LLM:-}" ]; then
   echo "LLM=$LLM: unknown; LLM=local (the offline model), or CARRYON_DEMO_LLM_URL for a server" >&2
   exit 2
@@ -54,6 +58,7 @@ elif [ -n "${CARRYON_DEMO_LLM_URL:-}" ]; then
   PLANNER=(--set planner_node.llm_backend=openai --set "planner_node.llm_base_url=$CARRYON_DEMO_LLM_URL"
            --set "planner_node.llm_model=${CARRYON_DEMO_LLM_MODEL:-}")
   PLANNER_LINE="the LLM at $CARRYON_DEMO_LLM_URL"
+  STAND_INS="the injected drop. The planner is the LLM."
 fi
 
 cat <<BANNER | tee -a "$TRANSCRIPT"
@@ -64,7 +69,7 @@ cat <<BANNER | tee -a "$TRANSCRIPT"
 | masks or truth): observe, the geometric shield, the judge and recovery on it;  |
 | MuJoCo.                                                                        |
 | STAND-INS: the VLA is a SCRIPTED stand-in (sim_scripted_safe; it reads the     |
-| simulator's object poses), the planner's replies (below), the injected drop.   |
+| simulator's object poses), $(printf '%-52s' "$STAND_INS")|
 +--------------------------------------------------------------------------------+
 Planner: $PLANNER_LINE
 BANNER
@@ -94,6 +99,14 @@ for _ in $(seq 1 1200); do
   sleep 0.1
 done
 
+if [ "${LLM:-}" = "local" ]; then
+  bold "Waiting for the offline model to read the planner's rules once (minutes on 2 cores; then plans reuse them)"
+  for _ in $(seq 1 6000); do
+    grep -q "model server warmed" "$RUN_DIR/logs/planner_node.log" 2>/dev/null && break
+    kill -0 "$UP_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+fi
 operator carryon status
 operator carryon memory show --user alice
 bold "Injecting a perturbation: the carrot will be dropped just after it is picked up (carryon perturb)"

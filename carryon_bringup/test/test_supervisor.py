@@ -117,3 +117,30 @@ def test_stale_shared_memory_is_removed_unless_in_use(tmp_path: Path) -> None:
         assert removed == [stale]
         assert used.exists() and not stale.exists()
     used.unlink()
+
+
+@pytest.mark.skipif(not Path("/proc/self/autogroup").exists(), reason="the kernel has no scheduling autogroups")
+def test_a_niced_node_weighs_less_where_sessions_share_the_cpu(tmp_path: Path) -> None:
+    """Each node has its own session, and sessions share the CPU as equals under autogroup
+    scheduling: the niceness that weighs is the session's (/proc/<pid>/autogroup), not only
+    the process's own `nice -n`."""
+    niced = NodeLaunch("niced_node", "pkg", "exe", "carryon", "x:Y", (), RestartPolicy(), nice=10)
+    plain = launch("plain_node")
+    sup = Supervisor(
+        [niced, plain],
+        lambda _lnch: [sys.executable, "-u", "-c", SLEEPER],
+        env=dict(os.environ),
+        log_dir=tmp_path / "logs",
+        cwd=tmp_path,
+        printer=lambda _name, _line: None,
+    )
+    sup.start_all()
+    try:
+        groups = {}
+        for name, proc in sup.processes.items():
+            assert proc.popen is not None
+            groups[name] = Path(f"/proc/{proc.popen.pid}/autogroup").read_text().split()
+        assert groups["niced_node"][-2:] == ["nice", "10"] and groups["plain_node"][-2:] == ["nice", "0"]
+        assert groups["niced_node"][0] != groups["plain_node"][0]  # a session each
+    finally:
+        sup.stop(2.0)

@@ -11,7 +11,7 @@ from planner_fixtures import ScriptedLlm
 
 from carryon_common.core.llm import ChatMessage
 from carryon_common.core.skills import SkillLibrary, VlaSkill
-from carryon_planner.core.facts import planning_facts
+from carryon_planner.core.facts import planning_facts, with_hidden
 from carryon_planner.core.mend import mend
 from carryon_planner.core.plan import Plan, UpdateScene
 from carryon_planner.core.repair import plan_with_repair
@@ -128,6 +128,25 @@ def test_an_unrecorded_observation_is_written_to_scene_memory_before_the_first_p
     assert isinstance(op, UpdateScene) and op.action == "set_contents" and op.location == "kitchen_counter"
     assert op.contents == ["meat in plate", "pink_cover"] and op.before_subtask == "s2"
     assert Validator().validate(mended.plan, facts(pending_observations=seen)).ok
+
+
+def test_what_a_seen_cover_hides_stays_remembered_under_it() -> None:
+    """A camera cannot see under a cover: an observation that saw the pink cover (and not
+    the carrot) keeps scene memory's "carrot under pink_cover"; what it saw moved or gone
+    is taken from the observation."""
+    covered = {"kitchen_counter": ["pink_cover", "carrot under pink_cover", "plate"], "dining_table": ["bowl"]}
+    seen = with_hidden({"kitchen_counter": ("meat in plate", "pink_cover", "plate")}, covered)
+    assert seen == {"kitchen_counter": ("meat in plate", "pink_cover", "plate", "carrot under pink_cover")}
+    mended = mend(
+        plan(OPEN | {"depends_on": []}, reply="I will open the pink cover."), facts(covered, pending_observations=seen)
+    )
+    assert mended is not None
+    (op,) = mended.plan.memory_operations
+    assert isinstance(op, UpdateScene) and "carrot under pink_cover" in op.contents
+    # The cover gone, or the carrot seen elsewhere: nothing hidden is carried over.
+    assert with_hidden({"kitchen_counter": ("plate",)}, covered) == {"kitchen_counter": ("plate",)}
+    moved = {"kitchen_counter": ("pink_cover",), "dining_table": ("bowl", "carrot")}
+    assert with_hidden(moved, covered) == moved
 
 
 def test_a_condition_gets_an_observe_step_of_where_its_objects_are() -> None:

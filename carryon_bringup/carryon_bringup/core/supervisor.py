@@ -27,6 +27,24 @@ from typing import IO
 from carryon_bringup.core.graph import NodeLaunch
 from carryon_common.core.names import LAUNCHER_PID_ENV
 
+def set_autogroup_nice(pid: int, nice: int) -> bool:
+    """Give the scheduling autogroup of `pid`'s session the niceness `nice`.
+
+    Each node runs in its own session (its own process group, so that signals reach its
+    children), and where the kernel groups sessions for scheduling (autogroup, on by default
+    in Debian's kernels: /proc/sys/kernel/sched_autogroup_enabled) CPU time is shared between
+    sessions first: a process's own `nice -n` then only weighs against the processes of its
+    session, and a niced node took as much CPU as any other (each busy node got an equal
+    share: the offline model ~20 % of a core in the running graph). The session's niceness is
+    what weighs; raising it needs no privilege. False where the kernel has no autogroup file or
+    it cannot be written (with autogroup off or absent, the `nice -n` prefix does the work)."""
+    try:
+        Path(f"/proc/{pid}/autogroup").write_text(str(nice))
+    except OSError:
+        return False
+    return True
+
+
 TAIL_LINES = 20
 CONSOLE_QUEUE_LINES = 10_000
 
@@ -157,6 +175,8 @@ class Supervisor:
             cwd=self._cwd,
             start_new_session=True,  # own process group: signals reach its children too
         )
+        if proc.launch.nice:
+            set_autogroup_nice(proc.popen.pid, proc.launch.nice)
         proc.started_at = time.monotonic()
         proc.restart_at = None
         assert proc.popen.stdout is not None

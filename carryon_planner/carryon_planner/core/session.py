@@ -36,7 +36,7 @@ from carryon_planner.core.context import (
     relevant_facts,
 )
 from carryon_planner.core.executive import Dispatch, State, SubtaskRecord
-from carryon_planner.core.facts import planning_facts, preference_texts, scene_and_library_objects
+from carryon_planner.core.facts import planning_facts, preference_texts, scene_and_library_objects, with_hidden
 from carryon_planner.core.learned_kinds import LearnedKinds
 from carryon_planner.core.memory_ops import (
     ContextUnavailable,
@@ -104,7 +104,7 @@ class RequestPlanner:
     ) -> PlanningOutcome:
         """A valid plan or a safe refusal for `text`; `observations` (location -> items
         seen) are what execution revealed, for a replan."""
-        seen = {loc: tuple(items) for loc, items in (observations or {}).items()}
+        seen = with_hidden(observations or {}, context.scene)  # a camera cannot see under a cover
         rules, notes = self.preferences, []
         if self.learned is not None and context.facts:  # only a user with facts can have something ruled out
             notes = self.learned.learn(self.llm, scene_and_library_objects(context.scene, self.library), rules)
