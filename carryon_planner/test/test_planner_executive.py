@@ -76,6 +76,14 @@ def test_lifting_a_cover_may_touch_what_scene_memory_says_it_hides() -> None:
     assert hidden_under(SCENE, "") == () and hidden_under(SCENE, "plate") == ()
 
 
+def test_a_cover_seen_keeps_what_memory_says_it_hides() -> None:
+    """A camera cannot see under the pink cover: seeing the cover (not the carrot) leaves
+    scene memory's "carrot under pink_cover" standing, and the condition holds."""
+    dispatch = FakeDispatch(seen=("pink_cover", "plate"))
+    outcome = Executive(plan(OBSERVE, OPEN, CARROT), dispatch, SCENE).run()
+    assert outcome.succeeded and dispatch.calls == ["s1", "s2", "s3"]
+
+
 def test_a_false_condition_skips_the_subtask_and_its_dependents() -> None:
     dispatch = FakeDispatch(seen=("pink_cover", "carrot", "plate"))  # carrot no longer under the cover
     result = Executive(plan(OBSERVE, OPEN, CARROT), dispatch, {"kitchen_counter": ("pink_cover", "carrot", "plate")})

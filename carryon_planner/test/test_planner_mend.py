@@ -11,7 +11,8 @@ from planner_fixtures import ScriptedLlm
 
 from carryon_common.core.llm import ChatMessage
 from carryon_common.core.skills import SkillLibrary, VlaSkill
-from carryon_planner.core.facts import planning_facts, with_hidden
+from carryon_planner.core.executive import with_hidden
+from carryon_planner.core.facts import planning_facts
 from carryon_planner.core.mend import mend
 from carryon_planner.core.plan import Plan, UpdateScene
 from carryon_planner.core.repair import plan_with_repair

@@ -86,15 +86,22 @@ _CONDITION = re.compile(r"^\s*([a-z0-9_]+)\s+(?:is\s+)?(under|in|on|at|inside|ne
 _PRESENCE = re.compile(r"^\s*([a-z0-9_]+)\s+(?:is\s+)?(present|visible|absent|missing)\s*$")
 
 
-def condition_holds(condition: str, seen: Mapping[str, tuple[str, ...]]) -> bool | None:
+def condition_holds(
+    condition: str, seen: Mapping[str, tuple[str, ...]], believed: Mapping[str, tuple[str, ...]] | None = None
+) -> bool | None:
     """Whether `condition` holds in the observations `seen` (location -> items, items like
-    "carrot under pink_cover"); None when the observations cannot tell."""
+    "carrot under pink_cover"); None when the observations cannot tell. A relation ("carrot
+    under pink_cover", "carrot at kitchen_counter") is read in `believed` (default `seen`):
+    the observations with what the covers seen hide (`with_hidden`); presence ("carrot
+    present", "visible", "absent") only in what was seen."""
     text = condition.strip().lower()
     if not text:
         return True
     items = [i.lower() for entries in seen.values() for i in entries]
     match = _CONDITION.match(text)
     if match:
+        seen = seen if believed is None else believed
+        items = [i.lower() for entries in seen.values() for i in entries]
         subject, relation, host = match.groups()
         if host in seen:  # "carrot at kitchen_counter": is it among that location's items?
             return any(i.split()[0] == subject for i in seen[host])
@@ -126,6 +133,26 @@ def hidden_under(scene: Mapping[str, tuple[str, ...]], target: str) -> tuple[str
             if target and len(words) == 3 and words[1] == "under" and words[2] == target.lower():
                 out.append(item.split()[0])
     return tuple(sorted(set(out)))
+
+
+def with_hidden(
+    observations: Mapping[str, Sequence[str]], scene: Mapping[str, Sequence[str]]
+) -> dict[str, tuple[str, ...]]:
+    """`observations` completed with what a cover hides: scene memory's "carrot under
+    pink_cover" at a location an observation saw the pink cover at (and the carrot nowhere)
+    is kept, since a camera cannot see under a cover; nothing else is carried over (an
+    object seen elsewhere, or a cover no longer there, is what the observation says)."""
+    seen_anywhere = {_subject(i) for items in observations.values() for i in items}
+    completed = {}
+    for location, items in observations.items():
+        seen = {_subject(i) for i in items}
+        hidden = []
+        for item in scene.get(location, ()):
+            words = item.lower().split()
+            if len(words) == 3 and words[1] == "under" and words[2] in seen and words[0] not in seen_anywhere:
+                hidden.append(item)
+        completed[location] = (*items, *hidden)
+    return completed
 
 
 def differs_from_memory(
@@ -226,7 +253,7 @@ class Executive:
                 return self._result("", {})
             record = ready[0]  # plan order: one subtask at a time on one arm
             subtask = record.subtask
-            holds = condition_holds(subtask.condition, self.seen)
+            holds = condition_holds(subtask.condition, self.seen, with_hidden(self.seen, self.scene))
             if holds is False:
                 self._set(record, State.SKIPPED, f"condition '{subtask.condition}' does not hold")
                 continue

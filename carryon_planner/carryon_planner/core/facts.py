@@ -50,26 +50,6 @@ def _covers(scene: Mapping[str, Sequence[str]]) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in found if m is not None}
 
 
-def with_hidden(
-    observations: Mapping[str, Sequence[str]], scene: Mapping[str, Sequence[str]]
-) -> dict[str, tuple[str, ...]]:
-    """`observations` completed with what a cover hides: scene memory's "carrot under
-    pink_cover" at a location an observation saw the pink cover at (and not the carrot) is
-    kept, since a camera cannot see under a cover; nothing else is carried over (an object
-    seen elsewhere, or a cover no longer there, is what the observation says)."""
-    completed = {}
-    seen_anywhere = objects_in_contents(item for items in observations.values() for item in items)
-    for location, items in observations.items():
-        seen = objects_in_contents(items)
-        hidden = [
-            item
-            for item in scene.get(location, ())
-            if (m := _UNDER.match(item.lower())) and m.group(2) in seen and m.group(1) not in seen_anywhere
-        ]
-        completed[location] = (*items, *hidden)
-    return completed
-
-
 def preferences_path(configured: str = "") -> Path:
     """`configured`, else `<$CARRYON_CONFIG_DIR or ./config>/planner/preferences.yaml`."""
     return config_path(configured, "planner", "preferences.yaml")

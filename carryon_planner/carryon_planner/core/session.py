@@ -35,8 +35,8 @@ from carryon_planner.core.context import (
     described_images,
     relevant_facts,
 )
-from carryon_planner.core.executive import Dispatch, State, SubtaskRecord
-from carryon_planner.core.facts import planning_facts, preference_texts, scene_and_library_objects, with_hidden
+from carryon_planner.core.executive import Dispatch, State, SubtaskRecord, with_hidden
+from carryon_planner.core.facts import planning_facts, preference_texts, scene_and_library_objects
 from carryon_planner.core.learned_kinds import LearnedKinds
 from carryon_planner.core.memory_ops import (
     ContextUnavailable,
