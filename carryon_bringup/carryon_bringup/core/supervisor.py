@@ -27,6 +27,7 @@ from typing import IO
 from carryon_bringup.core.graph import NodeLaunch
 from carryon_common.core.names import LAUNCHER_PID_ENV
 
+
 def set_autogroup_nice(pid: int, nice: int) -> bool:
     """Give the scheduling autogroup of `pid`'s session the niceness `nice`.
 
