@@ -317,6 +317,7 @@ def run_up(
                 stop.wait(0.1)
                 continue
             probe.step(timeout_s=0.1)
+            supervisor.settle(probe.ready())  # niced nodes yield once ready, not while starting
             if len(probe.ready()) == len(launches):
                 elapsed = time.monotonic() - started
                 console.say(f"all {len(launches)} node(s) ready after {elapsed:.1f} s")

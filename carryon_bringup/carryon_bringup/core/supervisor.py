@@ -19,7 +19,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -66,6 +66,7 @@ class ManagedProcess:
     restart_at: float | None = None  # monotonic time of a scheduled restart
     tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=TAIL_LINES))
     reader: threading.Thread | None = None
+    niced_pid: int | None = None  # the process whose session was given launch.nice
 
     @property
     def pid(self) -> int | None:
@@ -176,8 +177,6 @@ class Supervisor:
             cwd=self._cwd,
             start_new_session=True,  # own process group: signals reach its children too
         )
-        if proc.launch.nice:
-            set_autogroup_nice(proc.popen.pid, proc.launch.nice)
         proc.started_at = time.monotonic()
         proc.restart_at = None
         assert proc.popen.stdout is not None
@@ -185,6 +184,24 @@ class Supervisor:
             target=self._pump, args=(proc, proc.popen.stdout, log), name=f"log-{proc.launch.name}", daemon=True
         )
         proc.reader.start()
+
+    def settle(self, ready: Iterable[str]) -> list[str]:
+        """Give each ready node that asks for a niceness (launch.nice) its session's
+        niceness (set_autogroup_nice), once per process; the names newly niced.
+
+        Only once ready: a node niced from its start waits behind the busy ones for its
+        imports and setup too (the judge took 23 s instead of 3 s to answer ready while the
+        offline model warmed up, and the graph missed its 30 s readiness); the niceness is for
+        its steady state, where it should yield to the control path."""
+        niced = []
+        for name in ready:
+            proc = self.processes.get(name)
+            if proc is None or not proc.launch.nice or proc.popen is None or proc.niced_pid == proc.popen.pid:
+                continue
+            proc.niced_pid = proc.popen.pid
+            if set_autogroup_nice(proc.popen.pid, proc.launch.nice):
+                niced.append(name)
+        return niced
 
     def _pump(self, proc: ManagedProcess, stream: IO[bytes], log: IO[bytes]) -> None:
         with log:
