@@ -2,11 +2,13 @@
 core/llm_server.py), inside the graph so that `carryon status` shows it and `carryon up`
 supervises it like any node.
 
-It answers its status at once and loads the model in the background: STARTING while
-the model loads, READY once the server listens, DEGRADED with the fix when it cannot serve
+It answers its status at once and loads the model in the background: up and DEGRADED
+("loading the model") while the model loads, so that the graph's readiness does not wait
+on a read of a GB from a cold disk (a graph test saw it take over 25 s while nine other
+nodes started), READY once the server listens, DEGRADED with the fix when it cannot serve
 (llama-cpp-python[server] not installed, the model file missing, the port taken). The node
 stays up in every case, and so does the graph; the planner's requests then fail with the
-address they could not reach.
+address they could not reach, and its warm-up waits for the server to answer.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 
 from carryon_common.core import names
 from carryon_common.core.errors import CarryOnError
-from carryon_common.core.status import NodeState, implemented
+from carryon_common.core.status import implemented
 from carryon_common.node import CarryOnNode, run_node
 from carryon_planner.core.llm_server import LlmServerConfig, ModelServer
 
@@ -37,11 +39,11 @@ class LlmServerNode(CarryOnNode):
         self.server = ModelServer(self.config)
         model = self.config.model_path or self.config.model
         self.set_backends({"llm": f"llama.cpp model {model} at {self.server.url}"})
-        self.set_state(NodeState.STARTING, f"loading the model; will serve {self.server.url}")
-        self.problem = ""  # why it cannot serve, once known
+        self.problem = f"loading the model; will serve {self.server.url}"  # why it cannot serve now
+        self.add_readiness_check(lambda: self.problem or None)
+        self.set_ready()  # up, DEGRADED while loading (the readiness check)
         self._thread = threading.Thread(target=self._serve, name="llm_server", daemon=True)
         self._thread.start()
-        self.add_readiness_check(lambda: self.problem or None)
 
     def _serve(self) -> None:
         try:
@@ -62,6 +64,7 @@ class LlmServerNode(CarryOnNode):
         while self._thread.is_alive() and not self.server.started:
             self._thread.join(0.05)
         if self.server.started:
+            self.problem = ""
             self.set_ready()
 
     def destroy_node(self) -> None:

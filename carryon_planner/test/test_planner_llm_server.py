@@ -43,9 +43,9 @@ def test_a_node_that_cannot_serve_stays_up_degraded_with_the_fix(ros, wait_until
     missing = str(tmp_path / "none.gguf")
     overrides = [Parameter("model_path", value=missing), Parameter("port", value=free_port())]
     node = ros.add(LlmServerNode(namespace="carryon", context=ros.context, parameter_overrides=overrides))
-    assert wait_until(lambda: node.health().state == NodeState.DEGRADED, 10.0), node.health()
+    assert wait_until(lambda: "cannot serve" in node.health().message, 10.0), node.health()
     health = node.health()
-    assert health.ready  # the graph goes on: `carryon up` counts it as started
+    assert health.state == NodeState.DEGRADED and health.ready  # the graph goes on: `carryon up` counts it as started
     assert "cannot serve" in health.message
     assert ("setup_llm.sh" in health.message) if not HAS_SERVER else (f"{missing} is not a file" in health.message)
     assert any("127.0.0.1" in backend for backend in health.backends)
@@ -69,7 +69,8 @@ def test_the_served_model_answers_a_schema_constrained_request(ros, wait_until) 
         Parameter("prompt_cache_mb", value=64),
     ]
     node = ros.add(LlmServerNode(namespace="carryon", context=ros.context, parameter_overrides=overrides))
-    assert wait_until(lambda: node.health().state != NodeState.STARTING, 120.0)
+    assert node.health().state == NodeState.DEGRADED and "loading the model" in node.health().message
+    assert wait_until(lambda: "loading the model" not in node.health().message, 120.0)
     assert node.health().state == NodeState.READY, node.health()
     llm = make_llm(LlmSettings(llm_backend="local", llm_local_url=f"http://127.0.0.1:{port}/v1", llm_timeout_s=120.0))
     schema = {
