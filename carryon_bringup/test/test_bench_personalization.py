@@ -63,6 +63,7 @@ def test_a_quick_run_against_the_stub_scores_every_suite(tmp_path: Path, monkeyp
     metrics = {m.name: m.value for m in result.metrics}
     assert {f"{s}_accuracy" for s in ("sandwich_preferences", "covered_ingredients")} <= set(metrics)
     assert metrics["all_accuracy"] < 50.0  # refusing everything must not score well
+    assert metrics["forbidden_dispatches"] == 0 and result.details["forbidden_dispatched"] == []
     assert metrics["llm_repair_rounds"] == 0 and metrics["deterministic_repairs"] == 0  # a refusal needs neither
     assert metrics["plan_time_p99"] >= metrics["plan_time_p50"]
     lines = (tmp_path / "run" / "cases.jsonl").read_text().splitlines()

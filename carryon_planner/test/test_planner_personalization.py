@@ -11,7 +11,15 @@ import pytest
 
 from carryon_common.core.openai_client import OpenAiClient
 from carryon_planner.core.facts import load_preference_rules
-from carryon_planner.core.personalization import Expect, accuracy, load_suites, run_case, run_suites, score
+from carryon_planner.core.personalization import (
+    Expect,
+    accuracy,
+    forbidden_dispatches,
+    load_suites,
+    run_case,
+    run_suites,
+    score,
+)
 from carryon_planner.core.plan import parse_plan
 from carryon_sim.harness.fakes.openai_server import StubVlmServer
 
@@ -30,11 +38,30 @@ def test_the_shipped_suites_cover_the_paper_and_name_only_what_exists() -> None:
         instructions = {skill.instruction for skill in suite.library}
         for case in suite.cases:
             scene = case.scene if case.scene is not None else suite.scene
-            for wanted in (*case.expect.include, *case.expect.exclude):
+            for wanted in (*case.expect.include, *case.expect.forbid, *case.expect.exclude):
                 assert wanted in instructions, f"{suite.name}/{case.id}: {wanted!r} is not in the suite's library"
             for location in (*case.expect.observe_first, *case.expect.scene_updates):
                 assert location in scene, f"{suite.name}/{case.id}: unknown location {location!r}"
             assert not set(case.expect.include) & set(case.expect.exclude)
+
+
+def test_the_suites_forbid_what_the_paper_counts_as_ruled_out() -> None:
+    """`forbid` (what the user's preferences or wishes rule out, counted by the bench) is set
+    where it must be: every case whose user has a diet or an allergy and that expects no
+    refusal forbids something; a packing habit forbids nothing but what it says it leaves out."""
+    forbidding = {s.name: [c.id for c in s.cases if c.expect.forbid] for s in SUITES}
+    assert len(forbidding["sandwich_preferences"]) >= 16 and len(forbidding["covered_ingredients"]) >= 20
+    assert forbidding["packing_by_activity"] == ["habits_swimming_without_towel"]
+    suite = next(s for s in SUITES if s.name == "preference_update")
+    one_off = next(c for c in suite.cases if c.id == "one_off_juice_today")  # "juice instead of coffee"
+    assert one_off.expect.forbid == ["put the coffee in the cup"]
+
+
+def test_an_expectation_lists_an_instruction_once() -> None:
+    with pytest.raises(ValueError, match="in both include and forbid"):
+        Expect(include=["put the ham on the bread"], forbid=["put the ham on the bread"])
+    with pytest.raises(ValueError, match="in both forbid and exclude"):
+        Expect(forbid=["put the ham on the bread"], exclude=["put the ham on the bread"])
 
 
 def plan(subtasks: list[dict[str, Any]], memory: list[dict[str, Any]] | None = None, **extra: Any) -> str:
@@ -52,7 +79,8 @@ CARROT = {"id": "s3", "kind": "vla", "objective": "in the bowl", "instruction": 
 
 def test_scoring_names_each_missed_expectation() -> None:
     expect = Expect(include=["open the pink cover", "put the carrot in the bowl"],
-                    exclude=["put the meat in the bowl"], observe_first=["kitchen_counter"])  # fmt: skip
+                    forbid=["put the meat in the bowl"], exclude=["put the fish in the bowl"],
+                    observe_first=["kitchen_counter"])  # fmt: skip
     assert score(parse_plan(plan([OBSERVE, OPEN, CARROT])), False, expect) == []
     unobserved = {**OPEN, "depends_on": []}
     assert score(parse_plan(plan([OBSERVE, unobserved, CARROT])), False, expect) == [
@@ -61,6 +89,12 @@ def test_scoring_names_each_missed_expectation() -> None:
     meat = {**CARROT, "instruction": "put the meat in the bowl", "target": "meat"}
     failures = score(parse_plan(plan([OBSERVE, OPEN, meat])), False, expect)
     assert failures == ["missing 'put the carrot in the bowl'", "dispatched forbidden 'put the meat in the bowl'"]
+    assert forbidden_dispatches(("observe:kitchen_counter", "vla:put the meat in the bowl"), expect) == [
+        "put the meat in the bowl"
+    ]
+    fish = {**CARROT, "instruction": "put the fish in the bowl", "target": "fish"}
+    failures = score(parse_plan(plan([OBSERVE, OPEN, fish])), False, expect)
+    assert failures == ["missing 'put the carrot in the bowl'", "dispatched excluded 'put the fish in the bowl'"]
     refusal = parse_plan(plan([], refusal="no"))
     assert score(refusal, True, expect)[0] == "refused: no"
     assert score(refusal, True, Expect(refuse=True)) == []
@@ -144,5 +178,5 @@ def test_serving_everything_fails_every_case_with_a_forbidden_object(suite) -> N
         llm = OpenAiClient(base_url=stub.base_url, model="stub", api_key="x", timeout_s=5.0, attempts=1)
         results = run_suites(llm, [suite], preference_rules=RULES, max_repairs=0)
     for case, result in zip(suite.cases, results, strict=True):
-        if case.expect.exclude and result.passed:  # passed: nothing forbidden was dispatched
+        if (case.expect.forbid or case.expect.exclude) and result.passed:  # passed: nothing ruled out was dispatched
             assert any(fix.startswith("[preference_conflict] dropped") for fix in result.mended), case.id

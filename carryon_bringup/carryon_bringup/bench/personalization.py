@@ -43,7 +43,15 @@ from carryon_planner.core.config import PlannerConfig
 from carryon_planner.core.context import warm_up_messages
 from carryon_planner.core.facts import load_preference_rules
 from carryon_planner.core.learned_kinds import LearnedKinds
-from carryon_planner.core.personalization import Case, CaseResult, Suite, accuracy, load_suites, run_case
+from carryon_planner.core.personalization import (
+    Case,
+    CaseResult,
+    Suite,
+    accuracy,
+    forbidden_dispatches,
+    load_suites,
+    run_case,
+)
 
 SUITES_DIR = Path("planner") / "personalization"
 
@@ -122,6 +130,19 @@ def _run(options: BenchOptions, config: PlannerConfig) -> BenchResult:
             f"{suite.name}_accuracy", 100 * scores[suite.name], "%", f"{len(cases)} case(s): {suite.description}"
         )
     result.add("all_accuracy", 100 * scores["all"], "%", f"{len(results)} cases, backend {llm.name}")
+    # Scored from what was dispatched against the suites as they are now (a resumed run's saved rows too).
+    expects = {(suite.name, case.id): case.expect for suite in suites for case in suite.cases}
+    forbidden = [
+        f"{r.suite}/{r.case}: {bad}" for r in results for bad in forbidden_dispatches(r.dispatched, expects[r.suite, r.case])
+    ]
+    at_stake = sum(1 for r in results if expects[r.suite, r.case].forbid)
+    result.add(
+        "forbidden_dispatches",
+        len(forbidden),
+        "dispatches",
+        f"of what the user's diet, allergy, dislike or explicit wish rules out, over {at_stake} case(s) with such an object",
+    )
+    result.details["forbidden_dispatched"] = forbidden
     seconds = [r.seconds for r in results]
     result.add("plan_time_p50", percentile(seconds, 50), "s", "per request, repairs included")
     result.add("plan_time_p99", percentile(seconds, 99), "s", "per request, repairs included")

@@ -12,11 +12,11 @@ when every expectation holds; dispatch accuracy = passed / cases.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from carryon_common.core.config import format_validation_error, read_yaml
 from carryon_common.core.errors import ConfigError
@@ -50,8 +50,11 @@ class Remember(_Strict):
 
 class Expect(_Strict):
     """What a correct answer does. refuse: no physical subtask is dispatched (a refusal
-    or a reply only); include / exclude: VLA instructions that must / must not be
-    dispatched; only: nothing but `include` is dispatched (a sandwich is the user's filling,
+    or a reply only); include: VLA instructions that must be dispatched; forbid: ones the
+    user's diet, allergy, a remembered dislike or an explicit wish in the request rules out
+    (counted over every case by the bench: the planner must dispatch none); exclude: ones
+    that are wrong for this request but that no preference rules out (a laptop in a
+    swimming bag); only: nothing but `include` is dispatched (a sandwich is the user's filling,
     not every allowed ingredient); observe_first: locations observed before (an ancestor
     of) every VLA subtask; remember: update_user operations; scene_updates: locations the
     plan must write with update_scene; reply_excludes: words the reply must not contain."""
@@ -59,11 +62,20 @@ class Expect(_Strict):
     refuse: bool = False
     include: list[str] = Field(default_factory=list)
     only: bool = False
+    forbid: list[str] = Field(default_factory=list)
     exclude: list[str] = Field(default_factory=list)
     observe_first: list[str] = Field(default_factory=list)
     remember: list[Remember] = Field(default_factory=list)
     scene_updates: list[str] = Field(default_factory=list)
     reply_excludes: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> Expect:
+        for a, b in (("include", "forbid"), ("include", "exclude"), ("forbid", "exclude")):
+            both = set(getattr(self, a)) & set(getattr(self, b))
+            if both:
+                raise ValueError(f"{sorted(both)} in both {a} and {b}")
+        return self
 
 
 class Case(_Strict):
@@ -134,7 +146,8 @@ def score(plan: Plan, refused: bool, expect: Expect) -> list[str]:
     if not expect.refuse and refused:
         failures.append(f"refused: {plan.refusal}")
     failures += [f"missing {wanted!r}" for wanted in expect.include if wanted not in instructions]
-    failures += [f"dispatched forbidden {bad!r}" for bad in expect.exclude if bad in instructions]
+    failures += [f"dispatched forbidden {bad!r}" for bad in forbidden_dispatches(instructions, expect)]
+    failures += [f"dispatched excluded {bad!r}" for bad in expect.exclude if bad in instructions]
     if expect.only:
         failures += [f"dispatched unasked {extra!r}" for extra in sorted(instructions - set(expect.include))]
     by_id = {s.id: s for s in plan.subtasks}
@@ -159,6 +172,13 @@ def score(plan: Plan, refused: bool, expect: Expect) -> list[str]:
     reply = plan.reply.lower()
     failures += [f"reply mentions {word!r}" for word in expect.reply_excludes if word.lower() in reply]
     return failures
+
+
+def forbidden_dispatches(dispatched: Iterable[str], expect: Expect) -> list[str]:
+    """The instructions in `dispatched` (VLA instructions, or a CaseResult's "kind:instruction"
+    entries) that the user's preferences or wishes rule out (`expect.forbid`)."""
+    said = {entry.removeprefix("vla:") for entry in dispatched}
+    return [bad for bad in expect.forbid if bad in said]
 
 
 def _facts_of(memory: UserMemory) -> list[Fact]:
