@@ -104,6 +104,28 @@ def test_a_statement_moves_nothing_and_keeps_its_memory_write() -> None:
     assert mend(plan(LOOK, OPEN, CARROT, reply="I will open the pink cover, then serve the carrot."), facts()) is None
 
 
+def test_a_statement_acknowledged_as_a_promise_is_said_anew_from_what_it_remembers() -> None:
+    """Seen with the local model: "From now on I drink juice instead of coffee. Please
+    remember that." answered "Noted: I will drink juice instead of coffee." with the right
+    update_user and no steps; "I will" read as a promise, and the repair round lost the write."""
+    stated = planning_facts(
+        request="From now on I drink juice instead of coffee. Please remember that.", scene=SCENE, library=LIBRARY
+    )
+    juice = {"op": "update_user", "entity": "drink", "key": "preference", "value": "juice", "durable": True}
+    said = plan(reply="Noted: I will drink juice instead of coffee.", memory_operations=[juice])
+    assert [v.check for v in Validator().validate(said, stated).violations] == ["reply_matches_subtasks"]
+    mended = mend(said, stated)
+    assert mended is not None and mended.plan.reply == "Noted (preference: juice)."
+    assert mended.plan.memory_operations == said.memory_operations and Validator().validate(mended.plan, stated).ok
+    once = mend(plan(reply="I'll have water today.", memory_operations=[juice | {"durable": False}]), stated)
+    assert once is not None and once.plan.reply == "Noted (preference: juice, this time only)."
+    # Nothing remembered: a question's answer is the model's, even when it reads as a promise.
+    question = planning_facts(request="What is my usual drink?", scene=SCENE, library=LIBRARY)
+    assert mend(plan(reply="I will tell you: coffee."), question) is None
+    # An order's promise with no steps is the LLM's to mend (it left out what it promised).
+    assert mend(plan(reply="I will bring the carrot.", memory_operations=[juice]), facts()) is None
+
+
 def test_a_plan_with_nothing_left_becomes_a_refusal_that_says_why() -> None:
     look_first = {**LOOK}
     mended = mend(plan(look_first, step("s2", "put the meat in the bowl", "meat", "s1")), facts())

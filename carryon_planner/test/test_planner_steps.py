@@ -119,6 +119,8 @@ def test_the_step_schema_allows_only_the_library_the_places_and_the_known_condit
     assert "carrot" in step["when"]["pattern"] and "under" in step["when"]["pattern"]
     assert schema["$defs"]["UpdateScene"]["properties"]["location"]["enum"] == ["counter"]
     assert next(iter(schema["properties"])) == "reply"
+    # An order: the steps are required, right after the reply (a grammar may skip an optional property).
+    assert schema["required"] == ["reply", "steps"] and list(schema["properties"])[:2] == ["reply", "steps"]
     # A question or a statement: only looks, and memory is decided first.
     still = steps_json_schema(LIBRARY.instructions, NAMES, moves=False, locations=["counter"])
     assert still["$defs"]["Step"]["properties"]["do"]["enum"] == ["observe counter"]

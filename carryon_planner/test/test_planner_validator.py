@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from carryon_planner.core.plan import PlanParseError, parse_plan, plan_json_schema
+from carryon_planner.core.plan import Plan, PlanParseError, parse_plan, plan_json_schema
 from carryon_planner.core.requests import request_asks_for_action
 from carryon_planner.core.validator import PlanningFacts, Validator, condition_names
 
@@ -87,7 +87,8 @@ def test_a_question_or_statement_is_decoded_with_nothing_that_moves_and_its_memo
     assert schema["$defs"]["PlannedSubtask"]["properties"]["kind"]["enum"] == ["observe", "say"]
     assert list(schema["properties"])[:2] == ["reply", "memory_operations"]
     assert schema["required"] == ["reply", "memory_operations"]
-    assert plan_json_schema()["required"] == ["reply"]  # the shared schema is not changed
+    assert plan_json_schema()["required"] == ["reply", "subtasks"]  # an order: the subtasks are not optional
+    assert Plan.model_json_schema()["required"] == ["reply"]  # the shared schema is not changed
 
 
 def test_the_id_and_name_patterns_carry_their_length_limits() -> None:

@@ -4,7 +4,9 @@ repair rounds are left for what needs the model (issue 20).
 * A "control" subtask whose instruction is a skill-library VLA instruction becomes a vla
   subtask (the robot has no control skill of that name; the VLA has the skill).
 * When the request only asks or states something (no order: validator `action_requested`),
-  the subtasks that would move objects are dropped; the reply no longer promises them.
+  the subtasks that would move objects are dropped; the reply no longer promises them. A
+  statement's acknowledgement that reads as a promise ("Noted: I will drink juice") is
+  said anew from what the plan remembers.
 * A step that repeats the one it follows ("observe counter" sixteen times) is dropped.
 * A subtask that serves what the user's preferences rule out is dropped with the subtasks
   after it that handle the same object; the others that waited for it wait for what it
@@ -121,22 +123,33 @@ def _control_as_vla(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
 def _drop_unrequested(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
     if request_asks_for_action(facts.request):
         return []
+    promises = bool(ACTION_PROMISES.search(raw["reply"])) or not raw["reply"].strip()
     moving = {e["id"] for e in raw["subtasks"] if e["kind"] in ("vla", "control")}
-    if not moving:
-        return []
-    drop(raw, moving)
-    if ACTION_PROMISES.search(raw["reply"]) or not raw["reply"].strip():
-        remembered = [
-            f"{op['key'].replace('_', ' ')}: {op['value']}"
-            for op in raw["memory_operations"]
-            if op["op"] == "update_user"
+    if moving:
+        drop(raw, moving)
+        if promises:
+            raw["reply"] = f"{_noted(raw)} Nothing was moved: you did not ask me to move anything."[:REPLY_LIMIT]
+        return [
+            f"[action_requested] dropped {', '.join(sorted(moving))}: the request asks or states something, "
+            "it orders nothing"
         ]
-        noted = f"Noted ({'; '.join(remembered)})." if remembered else "Noted."
-        raw["reply"] = f"{noted} Nothing was moved: you did not ask me to move anything."[:REPLY_LIMIT]
-    return [
-        f"[action_requested] dropped {', '.join(sorted(moving))}: the request asks or states something, "
-        "it orders nothing"
+    looks = any(e["kind"] == "observe" for e in raw["subtasks"])
+    if promises and not looks and raw["refusal"] is None and raw["memory_operations"]:
+        # A statement recorded ("From now on I drink juice"), acknowledged in words that read
+        # as a promise ("Noted: I will drink juice"): said anew from what is remembered.
+        raw["reply"] = _noted(raw)[:REPLY_LIMIT]
+        return ["[reply_matches_subtasks] the reply to a statement is said anew from what it remembers"]
+    return []
+
+
+def _noted(raw: dict[str, Any]) -> str:
+    """"Noted (...)." naming every user fact the plan remembers, and for how long."""
+    remembered = [
+        f"{op['key'].replace('_', ' ')}: {op['value']}{'' if op['durable'] else ', this time only'}"
+        for op in raw["memory_operations"]
+        if op["op"] == "update_user"
     ]
+    return f"Noted ({'; '.join(remembered)})." if remembered else "Noted."
 
 
 def _drop_conflicts(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:

@@ -118,7 +118,7 @@ def plan_json_schema(
     False (a question or a statement: nothing may move): only observe and say subtasks,
     and the memory operations are required, right after the reply, so the model decides
     first what to remember (a grammar decodes the properties in the schema's order,
-    required ones first; an optional one it may skip)."""
+    required ones first; an optional one it may skip); True, the subtasks are required."""
     schema = copy.deepcopy(_SCHEMA)
     subtask = schema["$defs"]["PlannedSubtask"]["properties"]
     if instructions:
@@ -132,6 +132,8 @@ def plan_json_schema(
         subtask["kind"]["enum"] = [k for k in subtask["kind"]["enum"] if k != "control"]
     if not moves:
         subtask["kind"]["enum"] = [k for k in subtask["kind"]["enum"] if k in ("observe", "say")]
+    else:
+        schema["required"] = ["reply", "subtasks"]  # an optional property a grammar may skip
     return schema
 
 

@@ -63,8 +63,9 @@ def steps_json_schema(
     """JSON Schema of a step plan for grammar-constrained decoding: `do` is one of the
     library's instructions, "observe <location>" or "control <skill>", `when` one of the
     validator's condition forms over `names`, a scene update's location one of
-    `locations`. `moves` False (a question or a statement): only observe steps, and the
-    memory operations come first and are required."""
+    `locations`. `moves` True (an order): the steps are required, right after the reply;
+    False (a question or a statement): only observe steps, and the memory operations come
+    first and are required."""
     schema = copy.deepcopy(_SCHEMA)
     step = schema["$defs"]["Step"]["properties"]
     places = sorted(set(names if locations is None else locations))
@@ -73,6 +74,10 @@ def steps_json_schema(
         step["do"]["enum"] = looks if not moves else [*sorted(set(instructions)), *looks]
         step["do"]["enum"] += [CONTROL + skill for skill in control_skills] if moves else []
     narrow_shared(schema, step["when"], names, locations=locations, moves=moves)
+    if moves:
+        # Required, right after the reply: a grammar may skip an optional property, and the
+        # 1.5B model did, answering "I will ... put the ham on the bread" with no steps.
+        schema["required"] = ["reply", "steps"]
     return schema
 
 
