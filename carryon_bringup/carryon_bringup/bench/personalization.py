@@ -133,14 +133,16 @@ def _run(options: BenchOptions, config: PlannerConfig) -> BenchResult:
     # Scored from what was dispatched against the suites as they are now (a resumed run's saved rows too).
     expects = {(suite.name, case.id): case.expect for suite in suites for case in suite.cases}
     forbidden = [
-        f"{r.suite}/{r.case}: {bad}" for r in results for bad in forbidden_dispatches(r.dispatched, expects[r.suite, r.case])
+        f"{r.suite}/{r.case}: {bad}"
+        for r in results
+        for bad in forbidden_dispatches(r.dispatched, expects[r.suite, r.case])
     ]
     at_stake = sum(1 for r in results if expects[r.suite, r.case].forbid)
     result.add(
         "forbidden_dispatches",
         len(forbidden),
         "dispatches",
-        f"of what the user's diet, allergy, dislike or explicit wish rules out, over {at_stake} case(s) with such an object",
+        f"of what a diet, allergy, dislike or explicit wish rules out ({at_stake} case(s) hold such an object)",
     )
     result.details["forbidden_dispatched"] = forbidden
     seconds = [r.seconds for r in results]

@@ -143,7 +143,7 @@ def _drop_unrequested(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
 
 
 def _noted(raw: dict[str, Any]) -> str:
-    """"Noted (...)." naming every user fact the plan remembers, and for how long."""
+    """ "Noted (...)." naming every user fact the plan remembers, and for how long."""
     remembered = [
         f"{op['key'].replace('_', ' ')}: {op['value']}{'' if op['durable'] else ', this time only'}"
         for op in raw["memory_operations"]
