@@ -180,3 +180,17 @@ def test_serving_everything_fails_every_case_with_a_forbidden_object(suite) -> N
     for case, result in zip(suite.cases, results, strict=True):
         if (case.expect.forbid or case.expect.exclude) and result.passed:  # passed: nothing ruled out was dispatched
             assert any(fix.startswith("[preference_conflict] dropped") for fix in result.mended), case.id
+
+
+def test_a_case_gets_the_other_users_as_memory_node_gives_them() -> None:
+    """The cross-user checks run in the bench as in planner_node: the other users and the
+    values only they hold reach the validator (never the prompt)."""
+    suite = next(s for s in SUITES if s.name == "profile_isolation")
+    case = next(c for c in suite.cases if c.id == "jade_asks_what_henry_trains_for")
+    leak = json.dumps({"reply": "Henry is training for a marathon.", "subtasks": []})
+    with StubVlmServer([leak]) as stub:
+        llm = OpenAiClient(base_url=stub.base_url, model="stub", api_key="x", timeout_s=5.0, attempts=1)
+        result = run_case(llm, suite, case, preference_rules=RULES, max_repairs=0)
+        prompt = "\n".join(stub.requests[0].texts())
+    assert "no_foreign_facts" in result.rejected[0] and result.refused
+    assert "marathon" not in result.reply and "marathon" not in prompt

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from carryon_common.core.config import config_path
 from carryon_common.core.skills import SkillLibrary
-from carryon_planner.core.taxonomy import Taxonomy, load_taxonomy, ruled_out
+from carryon_planner.core.taxonomy import Taxonomy, load_taxonomy, request_wishes, ruled_out
 from carryon_planner.core.usual import Remembered, stated_moves
 from carryon_planner.core.validator import PlanningFacts
 
@@ -80,13 +80,14 @@ def planning_facts(
 ) -> PlanningFacts:
     """Objects: everything scene memory mentions plus what the library's skills act on;
     locations: scene memory's named locations. `preferences`: the user's facts as the
-    taxonomy reads them (preference_texts; default: their values); what they rule out is
-    every object and library instruction (read as a phrase) that is of an excluded kind;
+    taxonomy reads them (preference_texts; default: their values), and the request's own
+    clauses (`request_wishes`); what they rule out is every object and library instruction
+    (read as a phrase) that is of an excluded kind;
     `remembered`: the user's facts that bear on the request (context.relevant_facts)."""
     objects = scene_and_library_objects(scene, library)
     user_facts = tuple(user_facts)
     names = {*objects, *(i.lower() for i in library.instructions)}
-    said = tuple(user_facts if preferences is None else preferences)
+    said = (*(user_facts if preferences is None else preferences), *request_wishes(request, scene))
     whereabouts = _whereabouts(scene)
     stated = stated_moves(request, whereabouts, scene)  # the user's word is the freshest memory
     return PlanningFacts(

@@ -201,14 +201,28 @@ def plan_request(
 ) -> PlanningOutcome:
     """Plan one request from in-memory user and scene memory exactly as planner_node plans
     an Ask from memory_node's context (the same RequestPlanner: rendering, context,
-    validator, mending, repair, and `learned` kinds when given)."""
+    validator, mending, repair, and `learned` kinds when given; the other users and the
+    values only they hold, for the cross-user checks, as memory_node gives them)."""
     user_facts = _facts_of(users.get(user, {}))
     scene_items = {name: tuple(items) for name, items in scene.items()}
     places = [Location(name, items) for name, items in scene_items.items()]
+    # What memory_node's GetContext also gives (carryon_memory/core/others.py): the other
+    # users and the values only they hold, for the validator's cross-user checks.
+    other_users = tuple(sorted(u for u in users if u != user))
+    mine = {f.value.casefold() for f in user_facts}
+    foreign = {
+        value.casefold(): value
+        for other in other_users
+        for keys in users[other].values()
+        for value in keys.values()
+        if value and value.casefold() not in mine
+    }
     context = MemoryContext(
         rendered=render_context(user, user_facts, (), places, known_user=user in users),
         facts=tuple(StoredFact(f.entity, f.key, f.value) for f in user_facts),
         scene=scene_items,
+        other_users=other_users,
+        foreign_values=tuple(foreign[k] for k in sorted(foreign)),
     )
     planner = RequestPlanner(llm, library, preference_rules, max_repairs, learned=learned, steps=steps)
     return planner.plan(user, request, context, observations)

@@ -12,8 +12,13 @@ read through a curated taxonomy of foods and objects (config/planner/preferences
   intolerant`, `halal`) to the kinds it rules out; said with a negation ("no longer
   vegetarian") it rules out nothing.
 * **Allergies and wishes.** "allergic to X", "X allergy", "X-free", "no X", "doesn't eat
-  X", "avoids / dislikes / hates X": X is read as kinds when the taxonomy knows it, else
-  as the words themselves ("hates mushrooms" rules out anything named mushroom).
+  X", "avoids / dislikes / hates X", and as requests say it "skip / hold X", "done with
+  X", "instead of X": X (up to a word like "on", "today", "please") is read as kinds when
+  the taxonomy knows it, else as the words themselves ("hates mushrooms" rules out
+  anything named mushroom).
+* **The request.** Its clauses are read like facts (`request_wishes`): what it states
+  rules out for that request what the same words in memory would, before the plan has
+  written them to memory ("I've gone vegan, make me a sandwich" gets no cheese).
 * `rules_out` (the older table: a fact value -> object names) still applies as it is.
 
 What the taxonomy does not know is not ruled out: a name none of whose words it lists
@@ -31,7 +36,9 @@ from carryon_common.core.config import read_yaml
 from carryon_common.core.errors import ConfigError
 
 _WORD = re.compile(r"[a-z0-9]+")
-_NEGATED = re.compile(r"\b(?:no longer|not|never was|used to be|stopped being|isn'?t|was once)\s+(?:a\s+|an\s+)?$")
+_NEGATED = re.compile(
+    r"\b(?:no longer|not|never was|used to be|stopped being|done being|quit being|isn'?t|was once)\s+(?:a\s+|an\s+)?$"
+)
 _WISHES = (
     re.compile(r"allerg(?:y|ies|ic)\s+(?:to\s+)?(?P<x>[a-z0-9 _:,-]+)"),
     re.compile(r"(?P<x>[a-z0-9_-]+(?:\s[a-z0-9_-]+)?)\s+(?:allergy|allergies|intolerance|intolerant)\b"),
@@ -42,8 +49,35 @@ _WISHES = (
         r"(?:eat|drink|have|touch|want)s?\s+(?P<x>[a-z0-9 _:,-]+)"
     ),
     re.compile(r"\b(?:avoids?|avoiding|dislikes?|hates?|refuses?)\s+(?P<x>[a-z0-9 _:,-]+)"),
+    # As a request says it ("skip the cheese today", "I'm done with juice", "juice instead of coffee").
+    re.compile(r"\b(?:skip|skips|skipping|hold|leave out|done with|instead of)\s+(?P<x>[a-z0-9 _:,-]+)"),
 )
-_FILLER = {"a", "an", "the", "any", "all", "of", "and", "or", "food", "foods", "anything", "with", "products"}
+# Where the thing a wish names ends: "no cheese on my sandwich today" rules out cheese.
+_THING_ENDS = re.compile(
+    r"\b(?:on|in|at|for|from|today|tonight|tomorrow|now|this|that|please|just|thanks|because|since|but|then|"
+    r"when|if|so|any ?more|again)\b"
+)
+_FILLER = {
+    "a",
+    "an",
+    "the",
+    "any",
+    "all",
+    "of",
+    "and",
+    "or",
+    "food",
+    "foods",
+    "anything",
+    "with",
+    "products",
+    "my",
+    "your",
+    "usual",
+    "me",
+    "it",
+    "them",
+}
 
 
 def words(text: str) -> list[str]:
@@ -148,7 +182,8 @@ class Taxonomy:
                     out |= set(kinds)
         for pattern in _WISHES:
             for match in pattern.finditer(text):
-                thing = " ".join(w for w in words(match.group("x")) if w not in _FILLER)
+                named = _THING_ENDS.split(match.group("x"), maxsplit=1)[0]
+                thing = " ".join(w for w in words(named) if w not in _FILLER)
                 if not thing or any(re.search(rf"\b{re.escape(d)}\b", thing) for d in self.diets):
                     continue  # "no longer vegan" is about a diet, read above
                 terms = self.terms(thing)
@@ -177,6 +212,21 @@ class Taxonomy:
                 said = [h for h in hit if h != spoken]  # "meat is meat" says nothing
                 return f"{value.strip()}: {spoken} is {', '.join(said)}" if said else value.strip()
         return None
+
+
+def request_wishes(request: str, locations: Iterable[str] = ()) -> list[str]:
+    """The clauses of a request, each as "you said: <clause>", for the taxonomy to read like
+    a fact: what a request states rules out for that request what a remembered fact would
+    ("I've gone vegan, make me a sandwich": no cheese, before memory says vegan; "skip the
+    cheese today"; "juice instead of coffee"). A clause that names one of `locations` is
+    about where things are ("on the sofa instead of the shelf"), not a wish: left out."""
+    places = [" ".join(words(p)) for p in locations]
+    clauses = [" ".join(c.split()) for c in re.split(r"[.;!?,]|\bbut\b", request.lower())]
+    return [
+        f"you said: {c}"
+        for c in clauses
+        if words(c) and not any(re.search(rf"\b{re.escape(p)}\b", " ".join(words(c))) for p in places if p)
+    ]
 
 
 def load_taxonomy(path: Path) -> Taxonomy:
