@@ -254,7 +254,9 @@ def test_joint_trajectories_estop_refusals_stale_state_and_cameras(config_dir: P
         probe.spin(0.5)
 
         # The heartbeat stops (a frozen shield) mid-chunk: the arm holds at once, whatever is queued.
-        probe.send(line(stopped, far, 100))
+        # The longest chunk the driver takes (200 steps, 10 s): with 100 (5 s) a CI run's chunk had
+        # ended before the 3 s heartbeat limit passed, and nothing was left to refuse.
+        probe.send(line(stopped, far, 200))
         assert probe.spin(5.0, lambda: np.abs(probe.tool() - stopped).max() > 0.01), probe.rejections[-3:]
         probe.beating = False
         assert probe.spin(8.0, lambda: any("no heartbeat from the shield" in r for r in probe.rejections))
