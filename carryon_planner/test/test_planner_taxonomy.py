@@ -3,12 +3,17 @@ kind, however the object is named, and nothing it does not (config/planner/prefe
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from carryon_common.core.errors import ConfigError
+from carryon_common.core.skills import SkillLibrary, VlaSkill
+from carryon_planner.core.facts import planning_facts, preference_texts
+from carryon_planner.core.plan import parse_plan
 from carryon_planner.core.taxonomy import Taxonomy, load_taxonomy, request_wishes, ruled_out
+from carryon_planner.core.validator import Validator
 
 TAXONOMY = load_taxonomy(Path(__file__).resolve().parents[2] / "config" / "planner" / "preferences.yaml")
 NAMES = [
@@ -66,8 +71,8 @@ def test_a_fact_rules_out_every_object_of_its_kind_and_nothing_else(fact: str, e
 )  # fmt: skip
 def test_what_a_request_states_rules_out_for_that_request(said: str, expected: set[str]) -> None:
     """Seen with the local model: "I've gone vegan ... Make me a sandwich" served cheese (memory
-    still said vegetarian: the plan had not written vegan), the one forbidden dispatch of the
-    full personalization bench."""
+    still said vegetarian: the plan had not written vegan), one of the two forbidden
+    dispatches of the full personalization bench."""
     names = ["cheese", "ham", "milk", "steak", "beer", "bread", "lettuce"]
     assert set(ruled_out(names, request_wishes(said), TAXONOMY)) == expected
 
@@ -109,13 +114,6 @@ def test_the_validator_refuses_an_object_of_an_excluded_kind_named_anyhow() -> N
     """From the user's stored facts (entity, key, value) to the validator's verdict: a nut
     allergy stored as `## allergy - food: peanuts` refuses the peanut butter, whatever the
     instruction calls it, and lets the carrot through."""
-    import json
-
-    from carryon_common.core.skills import SkillLibrary, VlaSkill
-    from carryon_planner.core.facts import planning_facts, preference_texts
-    from carryon_planner.core.plan import parse_plan
-    from carryon_planner.core.validator import Validator
-
     library = SkillLibrary(
         vla=[
             VlaSkill(instruction="put the peanut butter in the bowl", objects=("peanut_butter", "bowl")),
@@ -152,9 +150,6 @@ def test_the_validator_refuses_an_object_of_an_excluded_kind_named_anyhow() -> N
 
 
 def test_the_validator_reads_the_request_as_well_as_memory() -> None:
-    from carryon_common.core.skills import SkillLibrary, VlaSkill
-    from carryon_planner.core.facts import planning_facts
-
     library = SkillLibrary(vla=[VlaSkill(instruction=f"put the {n} on the bread") for n in ("cheese", "lettuce")])
     facts = planning_facts(
         request="I've gone vegan, please remember it. Make me a sandwich.",

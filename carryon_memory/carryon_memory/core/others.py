@@ -7,6 +7,7 @@ These lists are for those checks only: memory_node never renders them into the c
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from carryon_memory.core.files import user_file
@@ -24,11 +25,21 @@ def others(store: MemoryStore, user_id: str) -> Others:
     """The other users of `store` and the values only they hold ("" = every user's are foreign)."""
     users = tuple(u for u in store.users() if u != user_id)
     own = store.load(user_file(user_id)) if user_id else None
-    mine = {fold(f.value) for f in own.facts} if own is not None else set()
+    theirs = (store.load(user_file(other)) for other in users)
+    return Others(
+        users,
+        foreign_values(
+            (f.value for f in own.facts) if own is not None else (),
+            (f.value for loaded in theirs if loaded is not None for f in loaded.facts),
+        ),
+    )
+
+
+def foreign_values(mine: Iterable[str], theirs: Iterable[str]) -> tuple[str, ...]:
+    """The values in `theirs` that are not in `mine` (case-folded), each once, sorted."""
+    own = {fold(v) for v in mine}
     values: dict[str, str] = {}
-    for other in users:
-        loaded = store.load(user_file(other))
-        for fact in loaded.facts if loaded is not None else ():
-            if fact.value and fold(fact.value) not in mine:
-                values.setdefault(fold(fact.value), fact.value)
-    return Others(users, tuple(values[k] for k in sorted(values)))
+    for value in theirs:
+        if value and fold(value) not in own:
+            values.setdefault(fold(value), value)
+    return tuple(values[k] for k in sorted(values))

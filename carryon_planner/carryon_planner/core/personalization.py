@@ -22,6 +22,7 @@ from carryon_common.core.config import format_validation_error, read_yaml
 from carryon_common.core.errors import ConfigError
 from carryon_common.core.llm import LlmClient
 from carryon_common.core.skills import SkillLibrary, VlaSkill
+from carryon_memory.core.others import foreign_values
 from carryon_memory.core.render import render_context
 from carryon_memory.core.types import Fact, Location
 from carryon_planner.core.learned_kinds import LearnedKinds
@@ -209,20 +210,13 @@ def plan_request(
     # What memory_node's GetContext also gives (carryon_memory/core/others.py): the other
     # users and the values only they hold, for the validator's cross-user checks.
     other_users = tuple(sorted(u for u in users if u != user))
-    mine = {f.value.casefold() for f in user_facts}
-    foreign = {
-        value.casefold(): value
-        for other in other_users
-        for keys in users[other].values()
-        for value in keys.values()
-        if value and value.casefold() not in mine
-    }
+    theirs = (value for other in other_users for keys in users[other].values() for value in keys.values())
     context = MemoryContext(
         rendered=render_context(user, user_facts, (), places, known_user=user in users),
         facts=tuple(StoredFact(f.entity, f.key, f.value) for f in user_facts),
         scene=scene_items,
         other_users=other_users,
-        foreign_values=tuple(foreign[k] for k in sorted(foreign)),
+        foreign_values=foreign_values((f.value for f in user_facts), theirs),
     )
     planner = RequestPlanner(llm, library, preference_rules, max_repairs, learned=learned, steps=steps)
     return planner.plan(user, request, context, observations)
