@@ -24,6 +24,9 @@ FACTS = PlanningFacts(
     locations=frozenset({"kitchen_counter", "dining_table"}),
     user_facts=frozenset({"vegetarian"}),
     foreign_facts=frozenset({"ham", "no restrictions"}),
+    # Scene memory holds something at both locations (an object it places nowhere would be
+    # looked for first where it holds nothing: search_before_act) and leaves the food unplaced.
+    whereabouts={"plate": "kitchen_counter", "bowl": "dining_table"},
 )
 VALID: dict[str, Any] = {
     "reply": "I'll check the kitchen counter, then open the pink cover and put the carrot in the bowl.",

@@ -17,6 +17,9 @@ FACTS = PlanningFacts(
     instructions=("put the carrot in the bowl",),
     objects=frozenset({"carrot", "bowl"}),
     locations=frozenset({"kitchen_counter"}),
+    # Scene memory holds the bowl on the counter and says nothing of the carrot (nowhere it
+    # holds nothing is left to search: search_before_act; none to observe: observe_before_act).
+    whereabouts={"bowl": "kitchen_counter"},
 )
 VALID = json.dumps({
     "reply": "Putting the carrot in the bowl.",

@@ -20,6 +20,9 @@ FACTS = PlanningFacts(
     locations=frozenset({"kitchen_counter", "dining_table"}),
     user_facts=frozenset({"vegetarian", "whole-wheat"}),
     foreign_facts=frozenset({"ham", "vegetarian"}),
+    # Scene memory places the food on the counter and the bowl on the table (an object it
+    # places nowhere would be looked for at every location first: search_before_act).
+    whereabouts={"pink_cover": "kitchen_counter", "carrot": "kitchen_counter", "bowl": "dining_table"},
 )
 
 GOOD: dict[str, Any] = {

@@ -20,6 +20,9 @@ repair rounds are left for what needs the model (issue 20).
 * A subtask on an object scene memory puts under a cover gets the library's step that
   opens the cover before it, if the object is still under it then.
 * Where the request says a remembered object is now gets its `update_scene move_item`.
+* A preference the request revises ("just today, juice instead of coffee"; "I've switched
+  to tea for good") is written as its words say (core/wishes.py): an update_user of that
+  fact the plan made with another value or durability is replaced.
 * An observation not yet written to scene memory gets its `update_scene set_contents`,
   applied before the plan's first physical step.
 * A conditional subtask with no observe step before it gets one: of the location its
@@ -27,6 +30,9 @@ repair rounds are left for what needs the model (issue 20).
   only observe step.
 * A VLA subtask on an object scene memory remembers at a location, with no observe of
   that location before it, waits for the plan's observe of it, or for a new one.
+* A VLA subtask on an object neither scene memory nor an observation places waits for
+  observe steps of every location not yet looked at (the plan's own, or new ones): at run
+  time what they see replans the request.
 * A reply that does not name what the plan acts on is said anew from the subtasks.
 
 A mended plan is validated again like any other: mending never makes a plan dispatchable
@@ -54,7 +60,7 @@ from carryon_planner.core.mend_usual import (
     spoken,
     uncover,
 )
-from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene, ancestors
+from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene, UpdateUser, ancestors
 from carryon_planner.core.requests import request_asks_for_action
 from carryon_planner.core.validator import (
     ACTION_PROMISES,
@@ -64,6 +70,8 @@ from carryon_planner.core.validator import (
     mentions,
     preference_conflict,
     unobserved_place,
+    unsearched_places,
+    wish_written,
 )
 
 _REFUSAL_LIMIT: int = Plan.model_json_schema()["properties"]["refusal"]["anyOf"][0]["maxLength"]
@@ -96,9 +104,11 @@ def mend(plan: Plan, facts: PlanningFacts) -> Mended | None:
         follow_memory,
         uncover,
         record_stated,
+        _record_wish,
         _record_observations,
         _observe_first,
         _observe_before_act,
+        _search_first,
         _reply_from_subtasks,
     ):
         fixes += repair(raw, facts)
@@ -209,6 +219,20 @@ def _mentioned(text: str, names: set[str]) -> bool:
     return any(re.search(rf"\b{re.escape(name)}\b", said) for name in names if name)
 
 
+def _record_wish(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
+    wish = facts.wish
+    if wish is None or raw["refusal"] is not None or wish_written(Plan.model_validate(raw), wish):
+        return []
+    raw["memory_operations"] = [
+        op
+        for op in raw["memory_operations"]
+        if not (op["op"] == "update_user" and (op["entity"], op["key"]) == (wish.entity, wish.key))
+    ]
+    write = UpdateUser(op="update_user", entity=wish.entity, key=wish.key, value=wish.value, durable=wish.durable)
+    raw["memory_operations"].insert(0, write.model_dump(mode="json"))
+    return [f"[wish_remembered] update_user {wish.label}: the user said {wish.why!r}"]
+
+
 def _record_observations(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
     recorded = {
         op["location"]
@@ -282,6 +306,36 @@ def _observe_before_act(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
         raw["subtasks"].insert(raw["subtasks"].index(entry), look.model_dump(mode="json"))
         entry["depends_on"] = [*entry["depends_on"], new_id]
         fixes.append(f"[observe_before_act] added observe step {new_id} of {place} before {entry['id']}")
+    return fixes
+
+
+def _search_first(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
+    fixes = []
+    for entry in list(raw["subtasks"]):
+        by_id = {e["id"]: PlannedSubtask.model_validate(e) for e in raw["subtasks"]}
+        for place in unsearched_places(by_id[entry["id"]], by_id, facts):
+            looks = [
+                e["id"]
+                for e in raw["subtasks"]
+                if e["kind"] == "observe"
+                and e["target"] == place
+                and entry["id"] not in ancestors(by_id[e["id"]], by_id)
+            ]
+            if looks:
+                entry["depends_on"] = [*entry["depends_on"], looks[0]]
+                fixes.append(f"[search_before_act] {entry['id']} now waits for observe step {looks[0]} of {place}")
+                continue
+            new_id = fresh_id({e["id"] for e in raw["subtasks"]}, "look")
+            look = PlannedSubtask(
+                id=new_id,
+                kind="observe",
+                objective=f"look for the {entry['target'].replace('_', ' ')} at {place}",
+                target=place,
+                depends_on=list(entry["depends_on"]),
+            )
+            raw["subtasks"].insert(raw["subtasks"].index(entry), look.model_dump(mode="json"))
+            entry["depends_on"] = [*entry["depends_on"], new_id]
+            fixes.append(f"[search_before_act] added observe step {new_id} of {place} before {entry['id']}")
     return fixes
 
 

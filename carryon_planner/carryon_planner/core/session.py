@@ -50,6 +50,7 @@ from carryon_planner.core.plan import Plan, PlannedSubtask
 from carryon_planner.core.repair import PlanningOutcome, plan_with_repair
 from carryon_planner.core.taxonomy import Taxonomy
 from carryon_planner.core.validator import Validator
+from carryon_planner.core.wishes import stated_wish
 
 Log = Callable[[str], None]
 
@@ -121,7 +122,15 @@ class RequestPlanner:
             preferences=preference_texts((f.entity, f.key, f.value) for f in context.facts),
         )
         relevant = relevant_facts(text, context.facts, sorted(facts.objects))
-        facts = dataclasses.replace(facts, remembered=tuple(r.remembered() for r in relevant))
+        wish = stated_wish(
+            text,
+            ((f.entity, f.key, f.value) for f in context.facts),
+            instructions=self.library.instructions,
+            names=sorted(facts.objects),
+            locations=context.scene,
+            taxonomy=rules,
+        )
+        facts = dataclasses.replace(facts, remembered=tuple(r.remembered() for r in relevant), wish=wish)
         messages = build_messages(
             request=text,
             user_id=user_id,

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene, UpdateUser, ancestors
 from carryon_planner.core.requests import request_asks_for_action
 from carryon_planner.core.usual import Remembered, problems
+from carryon_planner.core.wishes import StatedWish
 
 ACTION_PROMISES = re.compile(r"\b(i will|i'll|let me|i am going to|i'm going to|on it)\b", re.IGNORECASE)
 _CONDITION = re.compile(r"^\s*([a-z0-9_]+)\s+(?:is\s+)?(under|in|on|at|inside|near)\s+(?:the\s+)?([a-z0-9_]+)\s*$")
@@ -52,7 +53,8 @@ class PlanningFacts:
     skill_objects: instruction -> the objects the library declares it acts on (a step
     plan's expansion, core/steps.py); covers: object -> the cover scene memory puts it
     under; stated: object -> where the request says it is now (whereabouts already says
-    so); remembered: the user's facts that bear on the request (core/usual.py).
+    so); remembered: the user's facts that bear on the request (core/usual.py); wish: the
+    remembered fact the request revises, and whether for good (core/wishes.py).
     """
 
     request: str
@@ -70,6 +72,7 @@ class PlanningFacts:
     covers: Mapping[str, str] = field(default_factory=dict)  # object -> the cover it is under
     stated: Mapping[str, str] = field(default_factory=dict)  # object -> where the request says it is now
     remembered: tuple[Remembered, ...] = ()
+    wish: StatedWish | None = None  # the remembered fact the request revises, and for how long
 
 
 @dataclass(frozen=True)
@@ -160,6 +163,7 @@ class Validator:
             self._names,
             self._conditions,
             self._observe_before_act,
+            self._search_first,
             self._action_requested,
             self._reply_matches,
             self._observations_recorded,
@@ -167,6 +171,7 @@ class Validator:
             self._other_users,
             self._preferences,
             self._memory_and_library,
+            self._wish_remembered,
         ):
             violations.extend(check(plan, facts))
         return ValidationReport(tuple(violations))
@@ -275,6 +280,20 @@ class Validator:
                     subtask.id,
                 )
 
+    def _search_first(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
+        """An object neither scene memory nor an observation places is looked for first,
+        everywhere it may be."""
+        by_id = {s.id: s for s in plan.subtasks}
+        for subtask in plan.subtasks:
+            places = unsearched_places(subtask, by_id, facts)
+            if places:
+                yield Violation(
+                    "search_before_act",
+                    f"scene memory does not say where {_spoken(subtask.target)} is: add observe subtasks of "
+                    f"{', '.join(places)} and make this subtask depend on them",
+                    subtask.id,
+                )
+
     def _action_requested(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
         if request_asks_for_action(facts.request):
             return
@@ -364,6 +383,18 @@ class Validator:
         if plan.refusal is None:
             yield from (Violation(*found) for found in problems(plan, facts))
 
+    def _wish_remembered(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
+        """A preference the request revises is written, with the durability its words give
+        ("just today": durable false; "from now on": durable true)."""
+        wish = facts.wish
+        if wish is None or plan.refusal is not None or wish_written(plan, wish):
+            return
+        yield Violation(
+            "wish_remembered",
+            f"the user said {wish.why!r}: add update_user entity {wish.entity!r} key {wish.key!r} value "
+            f"{wish.value!r} durable {str(wish.durable).lower()}",
+        )
+
 
 def unobserved_place(subtask: PlannedSubtask, by_id: Mapping[str, PlannedSubtask], facts: PlanningFacts) -> str:
     """The location scene memory puts a VLA subtask's target at when no subtask before it
@@ -375,6 +406,20 @@ def unobserved_place(subtask: PlannedSubtask, by_id: Mapping[str, PlannedSubtask
     return "" if looked else place
 
 
+def unsearched_places(subtask: PlannedSubtask, by_id: Mapping[str, PlannedSubtask], facts: PlanningFacts) -> list[str]:
+    """The locations a VLA subtask's target must be looked for at first: when neither scene
+    memory nor an observation since the last plan places it, every location scene memory
+    holds nothing at (not looked at yet, or emptied) that no subtask before it observes and
+    no such observation covered ([] otherwise)."""
+    target = subtask.target if subtask.kind == "vla" else ""
+    seen = {item.split()[0] for items in facts.pending_observations.values() for item in items if item.split()}
+    if not target or target in facts.whereabouts or target in seen:
+        return []
+    looked = {by_id[a].target for a in ancestors(subtask, by_id) if by_id[a].kind == "observe"}
+    unknown = facts.locations - set(facts.whereabouts.values())  # memory holds nothing there
+    return sorted(unknown - looked - set(facts.pending_observations))
+
+
 def preference_conflict(subtask: PlannedSubtask, facts: PlanningFacts) -> tuple[str, str] | None:
     """(name, preference) when a vla subtask acts on what the user's preferences rule out:
     its target or its instruction, read as a whole phrase (longest taxonomy phrase first:
@@ -384,3 +429,14 @@ def preference_conflict(subtask: PlannedSubtask, facts: PlanningFacts) -> tuple[
             if name in facts.ruled_out:
                 return name, facts.ruled_out[name]
     return None
+
+
+def wish_written(plan: Plan, wish: StatedWish) -> bool:
+    """Whether `plan` writes `wish` (its fact, a value naming what the wish names, its durability)."""
+    parts = wish.value.split(" and ")
+    return any(
+        isinstance(op, UpdateUser)
+        and (op.entity, op.key, op.durable) == (wish.entity, wish.key, wish.durable)
+        and all(re.search(rf"\b{re.escape(p)}\b", op.value.lower()) for p in parts)
+        for op in plan.memory_operations
+    )
