@@ -142,14 +142,13 @@ def test_a_plan_with_nothing_left_becomes_a_refusal_that_says_why() -> None:
 
 
 def test_an_unrecorded_observation_is_written_to_scene_memory_before_the_first_physical_step() -> None:
-    seen = {"kitchen_counter": ("meat in plate", "pink_cover")}
-    mended = mend(
-        plan(OPEN | {"depends_on": []}, reply="I will open the pink cover."), facts(pending_observations=seen)
-    )
+    seen = with_hidden({"kitchen_counter": ("meat in plate", "pink_cover")}, SCENE)  # the carrot: under it still
+    reply = "I will open the pink cover and put the carrot in the bowl."
+    mended = mend(plan(OPEN | {"depends_on": []}, CARROT, reply=reply), facts(pending_observations=seen))
     assert mended is not None
     (op,) = mended.plan.memory_operations
     assert isinstance(op, UpdateScene) and op.action == "set_contents" and op.location == "kitchen_counter"
-    assert op.contents == ["meat in plate", "pink_cover"] and op.before_subtask == "s2"
+    assert op.contents == ["meat in plate", "pink_cover", "carrot under pink_cover"] and op.before_subtask == "s2"
     assert Validator().validate(mended.plan, facts(pending_observations=seen)).ok
 
 

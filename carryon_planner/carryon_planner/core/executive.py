@@ -141,15 +141,23 @@ def with_hidden(
     """`observations` completed with what a cover hides: scene memory's "carrot under
     pink_cover" at a location an observation saw the pink cover at (and the carrot nowhere)
     is kept, since a camera cannot see under a cover; nothing else is carried over (an
-    object seen elsewhere, or a cover no longer there, is what the observation says)."""
+    object seen elsewhere, a cover no longer there, or one the observation itself says
+    what is under: "cheese under pink_cover", is what the observation says)."""
     seen_anywhere = {_subject(i) for items in observations.values() for i in items}
     completed = {}
     for location, items in observations.items():
         seen = {_subject(i) for i in items}
+        told = {w[2] for i in items if len(w := i.lower().split()) == 3 and w[1] == "under"}  # what it saw under
         hidden = []
         for item in scene.get(location, ()):
             words = item.lower().split()
-            if len(words) == 3 and words[1] == "under" and words[2] in seen and words[0] not in seen_anywhere:
+            if (
+                len(words) == 3
+                and words[1] == "under"
+                and words[2] in seen
+                and words[2] not in told
+                and words[0] not in seen_anywhere
+            ):
                 hidden.append(item)
         completed[location] = (*items, *hidden)
     return completed

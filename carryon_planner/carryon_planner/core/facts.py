@@ -41,6 +41,21 @@ def _whereabouts(scene: Mapping[str, Sequence[str]]) -> dict[str, str]:
     return {name: next(iter(at)) for name, at in places.items() if len(at) == 1}
 
 
+def scene_now(scene: Mapping[str, Sequence[str]], observed: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
+    """Scene memory as the observations since the last plan leave it: an observed location
+    holds what was seen there (a cover's hidden objects kept by executive.with_hidden); an
+    object seen somewhere is no longer where memory put it elsewhere."""
+    seen = {item.split()[0] for items in observed.values() for item in items if item.split()}
+    now = {
+        place: tuple(observed[place])
+        if place in observed
+        else tuple(i for i in items if i.split()[:1] != [] and i.split()[0] not in seen)
+        for place, items in scene.items()
+    }
+    now.update({place: tuple(items) for place, items in observed.items() if place not in now})
+    return now
+
+
 _UNDER = re.compile(r"^\s*([a-z0-9_]+)\s+under\s+(?:the\s+)?([a-z0-9_]+)\s*$")
 
 
@@ -83,13 +98,20 @@ def planning_facts(
     taxonomy reads them (preference_texts; default: their values), and the request's own
     clauses (`request_wishes`); what they rule out is every object and library instruction
     (read as a phrase) that is of an excluded kind;
-    `remembered`: the user's facts that bear on the request (context.relevant_facts)."""
+    `remembered`: the user's facts that bear on the request (context.relevant_facts).
+    Where things are and what is under which cover are read from scene memory as
+    `pending_observations` leave it (scene_now); `gone`: what memory placed at a location
+    looked at since, and no observation shows anywhere."""
     objects = scene_and_library_objects(scene, library)
     user_facts = tuple(user_facts)
     names = {*objects, *(i.lower() for i in library.instructions)}
     said = (*(user_facts if preferences is None else preferences), *request_wishes(request, scene))
-    whereabouts = _whereabouts(scene)
-    stated = stated_moves(request, whereabouts, scene)  # the user's word is the freshest memory
+    observed = dict(pending_observations or {})
+    now = scene_now(scene, observed)  # what was seen since the last plan is the freshest memory
+    whereabouts = _whereabouts(now)
+    remembered_at = _whereabouts(scene)
+    gone = {o for o, place in remembered_at.items() if place in observed and o not in whereabouts}
+    stated = stated_moves(request, whereabouts, now)  # and the user's word fresher still
     return PlanningFacts(
         request=request,
         instructions=library.instructions,
@@ -98,11 +120,13 @@ def planning_facts(
         user_facts=frozenset(user_facts),
         foreign_facts=frozenset(foreign_facts),
         other_users=frozenset(u.lower() for u in other_users if u),
-        pending_observations=dict(pending_observations or {}),
+        pending_observations=observed,
         ruled_out=ruled_out(names, said, preference_rules) if preference_rules is not None else {},
         whereabouts={**whereabouts, **stated},
         skill_objects={skill.instruction: skill.objects for skill in library.vla if skill.objects},
-        covers=_covers(scene),
+        covers=_covers(now),
+        known_covers=frozenset(_covers(scene).values()) | frozenset(_covers(now).values()),
+        gone=frozenset(gone),
         stated=stated,
         remembered=tuple(remembered),
     )

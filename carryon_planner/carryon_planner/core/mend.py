@@ -12,6 +12,9 @@ repair rounds are left for what needs the model (issue 20).
   after it that handle the same object; the others that waited for it wait for what it
   waited for (a sandwich's cheese does not need the ham that was left out). The reply
   says what was left out and why.
+* A subtask on what was not seen where memory put it, when that place was looked at, is
+  dropped with the subtasks after it that handle the same object; so is the opening of a
+  cover that (as the observations leave scene memory) hides nothing the plan acts on.
 * When the user's memory says what the request uses (a sandwich's filling, what they pack
   for an activity) and the plan works in that family of instructions, the plan acts on
   exactly that (core/usual.py): what memory names is added, what it does not is dropped.
@@ -68,6 +71,7 @@ from carryon_planner.core.validator import (
     condition_names,
     dependency_cycle,
     mentions,
+    needless_uncover,
     preference_conflict,
     unobserved_place,
     unsearched_places,
@@ -100,6 +104,7 @@ def mend(plan: Plan, facts: PlanningFacts) -> Mended | None:
         _drop_unrequested,
         drop_repeats,
         _drop_conflicts,
+        _drop_not_there,
         ask_instead,
         follow_memory,
         uncover,
@@ -205,6 +210,33 @@ def _drop_conflicts(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
         f"[preference_conflict] dropped {', '.join(sorted(dropped))}: {spoken(name)} conflicts with '{preference}'"
         for name, preference in sorted(set(conflicts.values()))
     ]
+
+
+def _drop_not_there(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
+    by_id = {e["id"]: PlannedSubtask.model_validate(e) for e in raw["subtasks"]}
+    gone = {i for i, s in by_id.items() if s.kind == "vla" and s.target in facts.gone}
+    needless = {i for i, s in by_id.items() if needless_uncover(s, by_id, facts)}
+    if not gone | needless:
+        return []
+    names = {spoken(by_id[i].target) for i in gone}
+    dropped = gone | needless
+    while True:  # and what comes after a dropped subtask and handles the same thing
+        more = {e["id"] for e in raw["subtasks"] if set(e["depends_on"]) & dropped and _handles(e, names)} - dropped
+        if not more:
+            break
+        dropped |= more
+    drop(raw, dropped)
+    fixes = [f"[act_on_what_is_there] dropped {i}: {spoken(by_id[i].target)} was not seen" for i in sorted(gone)]
+    fixes += [
+        f"[act_on_what_is_there] dropped {i}: nothing to use under {spoken(by_id[i].target)}" for i in sorted(needless)
+    ]
+    if any(e["kind"] in ("vla", "control") for e in raw["subtasks"]):
+        raw["reply"] = said_steps(raw)[:REPLY_LIMIT]
+    else:  # nothing left to do here: what was looked at is recorded, nothing moves
+        raw["subtasks"] = []
+        missing = ", ".join(sorted(names)) or "what I would use"
+        raw["reply"] = f"I looked, but {missing} is not where I remembered it, so nothing was done."[:REPLY_LIMIT]
+    return fixes
 
 
 def _handles(entry: dict[str, Any], names: set[str]) -> bool:

@@ -1,12 +1,15 @@
 """Plan, validate, repair: what the validator can mend by itself is mended (core/mend.py),
 the other failed checks go back to the LLM up to `max_repairs` times, then the request is
-refused safely. An invalid plan is never returned as dispatchable."""
+refused safely. A plan that copied a family whole, which mend answers by asking the user
+which ones, is first cut down to what the model picks one thing at a time (core/choose.py).
+An invalid plan is never returned as dispatchable."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from carryon_common.core.llm import ChatMessage, LlmClient, LlmError
+from carryon_planner.core.choose import ASKED, choose_for_crowded
 from carryon_planner.core.mend import mend
 from carryon_planner.core.plan import Plan, PlanParseError, parse_plan, plan_json_schema
 from carryon_planner.core.requests import request_asks_for_action
@@ -85,7 +88,10 @@ def plan_with_repair(
             mended = mend(plan, facts) if not report.ok else None
             fixes: tuple[str, ...] = ()
             if mended is not None:  # validated again: mending never passes what the checks refuse
+                copied = plan
                 plan, fixes, report = mended.plan, mended.fixes, validator.validate(mended.plan, facts)
+                if report.ok and any(f.startswith(ASKED) for f in fixes):
+                    plan, fixes = _chosen_instead(llm, copied, facts, validator) or (plan, fixes)
             if report.ok:
                 attempts.append(Attempt(text, "", fixes))
                 return PlanningOutcome(plan, plan.refusal is not None, tuple(attempts))
@@ -97,3 +103,18 @@ def plan_with_repair(
     last = attempts[-1].rejected_because
     reason = f"no valid plan after {max_repairs} repair round(s); last problem: {last}"
     return PlanningOutcome(safe_refusal(reason), True, tuple(attempts))
+
+
+def _chosen_instead(
+    llm: LlmClient, copied: Plan, facts: PlanningFacts, validator: Validator
+) -> tuple[Plan, tuple[str, ...]] | None:
+    """A plan that copied a family whole, cut down to what the model picks one thing at a
+    time (core/choose.py), mended and validated like any plan; None: the user is asked."""
+    found = choose_for_crowded(llm, copied, facts)
+    if found is None:
+        return None
+    plan, fixes = found
+    report = validator.validate(plan, facts)
+    if not report.ok and (mended := mend(plan, facts)) is not None:
+        plan, fixes, report = mended.plan, (*fixes, *mended.fixes), validator.validate(mended.plan, facts)
+    return (plan, fixes) if report.ok and plan.physical else None

@@ -52,7 +52,9 @@ class PlanningFacts:
     whereabouts: object -> its location in scene memory (for mending a plan, core/mend.py);
     skill_objects: instruction -> the objects the library declares it acts on (a step
     plan's expansion, core/steps.py); covers: object -> the cover scene memory puts it
-    under; stated: object -> where the request says it is now (whereabouts already says
+    under (scene memory as observations since leave it); known_covers: what memory or an
+    observation has something under; gone: objects memory placed at a location observed
+    since, that no observation shows; stated: object -> where the request says it is now (whereabouts already says
     so); remembered: the user's facts that bear on the request (core/usual.py); wish: the
     remembered fact the request revises, and whether for good (core/wishes.py).
     """
@@ -72,6 +74,8 @@ class PlanningFacts:
     covers: Mapping[str, str] = field(default_factory=dict)  # object -> the cover it is under
     stated: Mapping[str, str] = field(default_factory=dict)  # object -> where the request says it is now
     remembered: tuple[Remembered, ...] = ()
+    known_covers: frozenset[str] = frozenset()  # names memory or an observation has something under
+    gone: frozenset[str] = frozenset()  # remembered at a location looked at since, seen nowhere
     wish: StatedWish | None = None  # the remembered fact the request revises, and for how long
 
 
@@ -164,6 +168,7 @@ class Validator:
             self._conditions,
             self._observe_before_act,
             self._search_first,
+            self._not_seen,
             self._action_requested,
             self._reply_matches,
             self._observations_recorded,
@@ -294,6 +299,24 @@ class Validator:
                     subtask.id,
                 )
 
+    def _not_seen(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
+        """What was not seen where memory put it, when that place was looked at, is not acted
+        on; nor is a cover opened that hides nothing the plan then acts on."""
+        by_id = {s.id: s for s in plan.subtasks}
+        for subtask in plan.subtasks:
+            if subtask.kind == "vla" and subtask.target in facts.gone:
+                yield Violation(
+                    "act_on_what_is_there",
+                    f"{_spoken(subtask.target)} was not seen when its place was looked at: do not act on it",
+                    subtask.id,
+                )
+            elif needless_uncover(subtask, by_id, facts):
+                yield Violation(
+                    "act_on_what_is_there",
+                    f"nothing the plan acts on is under {_spoken(subtask.target)}: do not open it",
+                    subtask.id,
+                )
+
     def _action_requested(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
         if request_asks_for_action(facts.request):
             return
@@ -418,6 +441,16 @@ def unsearched_places(subtask: PlannedSubtask, by_id: Mapping[str, PlannedSubtas
     looked = {by_id[a].target for a in ancestors(subtask, by_id) if by_id[a].kind == "observe"}
     unknown = facts.locations - set(facts.whereabouts.values())  # memory holds nothing there
     return sorted(unknown - looked - set(facts.pending_observations))
+
+
+def needless_uncover(subtask: PlannedSubtask, by_id: Mapping[str, PlannedSubtask], facts: PlanningFacts) -> bool:
+    """Whether, in a plan made after an observation, a VLA subtask opens a known cover under
+    which scene memory (as the observations leave it) has nothing a later subtask acts on."""
+    if subtask.kind != "vla" or subtask.target not in facts.known_covers or not facts.pending_observations:
+        return False
+    hidden = {o for o, cover in facts.covers.items() if cover == subtask.target}
+    later = (s for s in by_id.values() if subtask.id in ancestors(s, by_id))
+    return not any(s.target in hidden for s in later)
 
 
 def preference_conflict(subtask: PlannedSubtask, facts: PlanningFacts) -> tuple[str, str] | None:
