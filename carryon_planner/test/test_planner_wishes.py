@@ -19,6 +19,7 @@ from carryon_planner.core.facts import load_preference_rules, planning_facts, sc
 from carryon_planner.core.mend import mend
 from carryon_planner.core.plan import Plan, UpdateUser
 from carryon_planner.core.repair import plan_with_repair
+from carryon_planner.core.usual import Remembered
 from carryon_planner.core.validator import Validator
 from carryon_planner.core.wishes import StatedWish, stated_wish
 
@@ -264,3 +265,15 @@ def test_a_model_that_cannot_pick_leaves_the_question_to_the_user() -> None:
     outcome = plan_with_repair(llm, [], facts, max_repairs=0, validator=Validator())  # type: ignore[arg-type]
     assert not outcome.refused and not outcome.plan.physical
     assert outcome.plan.reply.startswith("Which ones do you want")
+
+
+def test_where_memory_names_what_the_request_uses_the_user_is_asked_about_those() -> None:
+    scene = {"shelf": (*(t.replace(" ", "_") for t in SHELF), "bag")}
+    habit = Remembered("habits.swimming: swimsuit and goggles", ("swimsuit", "goggles"))
+    facts = dataclasses.replace(
+        planning_facts(request="I'm going swimming, pack my bag", scene=scene, library=BAG), remembered=(habit,)
+    )
+    llm = Picker(json.dumps(PACKED), ["towel"])
+    outcome = plan_with_repair(llm, [], facts, max_repairs=0, validator=Validator())  # type: ignore[arg-type]
+    assert not outcome.plan.physical and "Your memory says habits.swimming" in outcome.plan.reply
+    assert llm.questions == []  # the model was not asked to choose against memory

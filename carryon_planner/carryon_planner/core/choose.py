@@ -10,6 +10,9 @@ ones (core/mend_usual.py `ask_instead`), the planner asks the model for the most
 thing, then for another "for the same purpose" or "nothing else" (up to MAX_PICKS), and
 the plan keeps just those. What the preferences rule out is never offered, the result is
 validated like any plan, and a model that cannot answer leaves the question to the user.
+Where the user's memory names what the request uses (a sandwich's filling, a habit), the
+user is asked whether they want those (a copy of the whole family is not the model's
+choice, and the model is not asked to choose against memory).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any
 from carryon_common.core.llm import ChatMessage, LlmClient, LlmError
 from carryon_planner.core.mend_usual import REPLY_LIMIT, drop, follow_memory, said_steps, spoken
 from carryon_planner.core.plan import Plan
-from carryon_planner.core.usual import Remembered, crowded_family, slot
+from carryon_planner.core.usual import Remembered, crowded_family, slot, usual_items
 from carryon_planner.core.validator import PlanningFacts
 
 MAX_PICKS = 3
@@ -79,10 +82,16 @@ def choose_needed(
 def choose_for_crowded(llm: LlmClient, plan: Plan, facts: PlanningFacts) -> tuple[Plan, tuple[str, ...]] | None:
     """`plan` (which copies most of a family the request names nothing of) cut down to what
     the model, asked one thing at a time, says the request needs; None when it is not such
-    a plan, the model answers nothing usable, or none of its choices is in the plan."""
+    a plan, memory names what the request uses, the model answers nothing usable, or none
+    of its choices is in the plan."""
     names = sorted(facts.objects)
     crowded = crowded_family(plan.subtasks, instructions=facts.instructions, names=names, request=facts.request)
     if crowded is None:
+        return None
+    remembered = usual_items(
+        plan.subtasks, facts.remembered, instructions=facts.instructions, names=names, request=facts.request
+    )
+    if remembered is not None:  # memory names what the request uses: the user is asked "those?"
         return None
     family = crowded[0]
     slots = {i: found[1] for i in facts.instructions if (found := slot(i, names)) and found[0] == family}
