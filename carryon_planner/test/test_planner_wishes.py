@@ -73,6 +73,13 @@ def test_nothing_is_read_where_the_words_do_not_settle_it(text: str) -> None:
     assert wish(text) is None
 
 
+def test_another_users_wish_is_never_read_into_this_users_memory() -> None:
+    assert wish("Just today, give me what Henry drinks: tea", locations=()) is not None  # the words alone
+    found = stated_wish("Just today, give me what Henry drinks: tea", FACTS, instructions=INSTRUCTIONS, names=NAMES,
+                        locations=(), taxonomy=RULES, other_users=("henry",))  # fmt: skip
+    assert found is None
+
+
 def test_a_key_is_never_invented() -> None:
     assert wish("From now on I drink tea", facts=[("diet", "preference", "vegetarian")]) is None
     assert wish("I've gone vegan, remember that", facts=[("drink", "preference", "coffee")]) is None

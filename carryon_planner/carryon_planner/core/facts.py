@@ -49,7 +49,7 @@ def scene_now(scene: Mapping[str, Sequence[str]], observed: Mapping[str, Sequenc
     now = {
         place: tuple(observed[place])
         if place in observed
-        else tuple(i for i in items if i.split()[:1] != [] and i.split()[0] not in seen)
+        else tuple(i for i in items if i.split() and i.split()[0] not in seen)
         for place, items in scene.items()
     }
     now.update({place: tuple(items) for place, items in observed.items() if place not in now})

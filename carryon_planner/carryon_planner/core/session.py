@@ -129,6 +129,7 @@ class RequestPlanner:
             names=sorted(facts.objects),
             locations=context.scene,
             taxonomy=rules,
+            other_users=facts.other_users,
         )
         facts = dataclasses.replace(facts, remembered=tuple(r.remembered() for r in relevant), wish=wish)
         messages = build_messages(

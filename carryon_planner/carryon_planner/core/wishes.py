@@ -17,8 +17,9 @@ cases), so what the words settle is read here without the model:
   those it names as what it no longer wants ("instead of coffee", "done with juice", "no
   cheese", "back on coffee tomorrow", "not vegetarian").
 
-A request that names a location is about where things are, not a preference: nothing is
-read. Nothing is read either when no remembered fact matches: a key is never invented.
+A request that names a location is about where things are, not a preference, and one that
+names another user is about them: nothing is read. Nothing is read either when no
+remembered fact matches: a key is never invented.
 """
 
 from __future__ import annotations
@@ -97,11 +98,12 @@ def stated_wish(
     names: Sequence[str],
     locations: Iterable[str],
     taxonomy: Taxonomy | None,
+    other_users: Iterable[str] = (),
 ) -> StatedWish | None:
     """The remembered fact (entity, key, value) the request revises, and how (None: it
-    revises none the words settle)."""
-    text = " ".join(words(request))
-    if any(re.search(rf"\b{re.escape(' '.join(words(p)))}\b", text) for p in locations if words(p)):
+    revises none the words settle, or it names a location or another user: what Henry
+    likes is never written into this user's memory)."""
+    if any(words(p) and _says(request, p) for p in (*locations, *other_users)):
         return None
     how = _lasting(request)
     if how is None:
@@ -109,7 +111,7 @@ def stated_wish(
     durable, marker = how
     facts = list(facts)
     diets = sorted(taxonomy.diets, key=len, reverse=True) if taxonomy is not None else []
-    said_diets = [d for d in _wanted(request, diets) if d in diets]
+    said_diets = _wanted(request, diets)
     if said_diets:
         holder = next((f for f in facts if any(_says(f[2], d) for d in diets)), None)
         if holder is None:
