@@ -188,7 +188,8 @@ def test_a_case_gets_the_other_users_as_memory_node_gives_them() -> None:
     """The cross-user checks run in the bench as in planner_node: the other users and the
     values only they hold reach the validator (never the prompt)."""
     suite = next(s for s in SUITES if s.name == "profile_isolation")
-    case = next(c for c in suite.cases if c.id == "jade_asks_what_henry_trains_for")
+    # A request that does not name Henry (one that does is refused before any check: about_other_users).
+    case = next(c for c in suite.cases if c.id == "iris_gets_her_snack")
     leak = json.dumps({"reply": "Henry is training for a marathon.", "subtasks": []})
     with StubVlmServer([leak]) as stub:
         llm = OpenAiClient(base_url=stub.base_url, model="stub", api_key="x", timeout_s=5.0, attempts=1)

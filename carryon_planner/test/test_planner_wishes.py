@@ -284,3 +284,40 @@ def test_where_memory_names_what_the_request_uses_the_user_is_asked_about_those(
     outcome = plan_with_repair(llm, [], facts, max_repairs=0, validator=Validator())  # type: ignore[arg-type]
     assert not outcome.plan.physical and "Your memory says habits.swimming" in outcome.plan.reply
     assert llm.questions == []  # the model was not asked to choose against memory
+
+
+# -- a request about another user -------------------------------------------------------------
+def test_a_request_about_another_users_memory_is_refused_whatever_the_model_answers() -> None:
+    scene = {"counter": ("apple", "peanuts", "bowl")}
+    snacks = SkillLibrary(vla=[VlaSkill(instruction=f"put the {s} in the bowl") for s in ("apple", "peanuts")])
+    leak = Plan.model_validate({"reply": "Iris is allergic to peanuts.", "subtasks": []})
+    serve = Plan.model_validate(
+        {
+            "reply": "I will put the apple in the bowl.",
+            "subtasks": [
+                {
+                    "id": "s1",
+                    "kind": "vla",
+                    "objective": "apple",
+                    "instruction": "put the apple in the bowl",
+                    "target": "apple",
+                    "destination": "bowl",
+                }
+            ],
+        }
+    )
+    for request, planned in (
+        ("Is Iris allergic to anything?", leak),
+        ("Give me whatever Henry usually snacks on", serve),
+    ):
+        facts = planning_facts(request=request, scene=scene, library=snacks, other_users=("iris", "henry"))
+        assert "no_other_users" in {v.check for v in Validator().validate(planned, facts).violations}
+        mended = mend(planned, facts)
+        assert mended is not None and Validator().validate(mended.plan, facts).ok
+        assert mended.plan.refusal is not None and not mended.plan.subtasks and not mended.plan.memory_operations
+        assert "iris" not in mended.plan.reply.lower() and "peanut" not in mended.plan.reply.lower()
+    # An order that only names another user is not about their memory.
+    facts = planning_facts(
+        request="Put the apple in the bowl by Henry's chair", scene=scene, library=snacks, other_users=("henry",)
+    )
+    assert "no_other_users" not in {v.check for v in Validator().validate(serve, facts).violations}

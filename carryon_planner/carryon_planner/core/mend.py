@@ -1,6 +1,8 @@
 """Deterministic repairs: what the validator can mend by itself, it mends, and the LLM's
 repair rounds are left for what needs the model (issue 20).
 
+* A request about another user's memory ("Is Iris allergic to anything?", "Give me
+  whatever Henry usually snacks on") is refused: nothing is done, written or said of them.
 * A "control" subtask whose instruction is a skill-library VLA instruction becomes a vla
   subtask (the robot has no control skill of that name; the VLA has the skill).
 * When the request only asks or states something (no order: validator `action_requested`),
@@ -68,6 +70,7 @@ from carryon_planner.core.requests import request_asks_for_action
 from carryon_planner.core.validator import (
     ACTION_PROMISES,
     PlanningFacts,
+    about_other_users,
     condition_names,
     dependency_cycle,
     mentions,
@@ -100,6 +103,7 @@ def mend(plan: Plan, facts: PlanningFacts) -> Mended | None:
     raw: dict[str, Any] = plan.model_dump(mode="json")
     fixes: list[str] = []
     for repair in (
+        _refuse_about_others,
         _control_as_vla,
         _drop_unrequested,
         drop_repeats,
@@ -123,6 +127,17 @@ def mend(plan: Plan, facts: PlanningFacts) -> Mended | None:
         return Mended(Plan.model_validate(raw), tuple(fixes))
     except ValidationError:  # e.g. an inserted step went past the schema's limits: the LLM's turn
         return None
+
+
+OTHERS_REPLY = "Sorry, I can only use your own memory: what other people like or are is theirs to share."
+
+
+def _refuse_about_others(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
+    about = about_other_users(facts)
+    if not about or raw["refusal"] is not None:
+        return []
+    raw.update(subtasks=[], memory_operations=[], reply=OTHERS_REPLY, refusal="the request is about another user")
+    return [f"[no_other_users] refused: the request is about {', '.join(about)}"]
 
 
 def _control_as_vla(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:

@@ -376,7 +376,16 @@ class Validator:
                 )
 
     def _other_users(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
-        """Nothing about another user is written into this user's memory (entity, key or value)."""
+        """Nothing about another user is written into this user's memory (entity, key or value),
+        and a request about another user's memory ("Is Iris allergic to anything?", "Give
+        me whatever Henry usually snacks on") is refused: what they like is theirs."""
+        about = about_other_users(facts)
+        if about and plan.refusal is None:
+            yield Violation(
+                "no_other_users",
+                f"the request is about what another user ({', '.join(about)}) likes or is: refuse; their memory is "
+                "theirs",
+            )
         for op in plan.memory_operations:
             if not isinstance(op, UpdateUser):
                 continue
@@ -441,6 +450,23 @@ def unsearched_places(subtask: PlannedSubtask, by_id: Mapping[str, PlannedSubtas
     looked = {by_id[a].target for a in ancestors(subtask, by_id) if by_id[a].kind == "observe"}
     unknown = facts.locations - set(facts.whereabouts.values())  # memory holds nothing there
     return sorted(unknown - looked - set(facts.pending_observations))
+
+
+_ABOUT_SOMEONE = re.compile(
+    r"\b(?:usual|usually|likes?|loves?|prefers?|favou?rite|allerg\w*|diet|eats?|drinks?|snacks?\s+on|"
+    r"habits?|training|trains?|secret|job|health)\b"
+)
+
+
+def about_other_users(facts: PlanningFacts) -> list[str]:
+    """The other users a request asks about or would use the memory of: it names them, and
+    either is no order or speaks of their likes, habits, diet or the like (an order that only
+    names them, "put the cup by Henry's chair", is not about their memory)."""
+    text = _readable(facts.request)
+    named = sorted(users_named(text, facts.other_users))
+    if named and (not request_asks_for_action(facts.request) or _ABOUT_SOMEONE.search(text)):
+        return named
+    return []
 
 
 def needless_uncover(subtask: PlannedSubtask, by_id: Mapping[str, PlannedSubtask], facts: PlanningFacts) -> bool:
