@@ -46,13 +46,13 @@ that the validator would refuse. What cannot be mended stays for the LLM.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
+from carryon_planner.core.mend_scene import drop_not_there, search_first
 from carryon_planner.core.mend_usual import (
     REPLY_LIMIT,
     ask_instead,
@@ -60,26 +60,25 @@ from carryon_planner.core.mend_usual import (
     drop_repeats,
     follow_memory,
     fresh_id,
+    handles,
+    mentioned,
     record_stated,
     said_steps,
     spoken,
     uncover,
 )
 from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene, UpdateUser, ancestors
-from carryon_planner.core.requests import request_asks_for_action
+from carryon_planner.core.requests import about_other_users, request_asks_for_action
+from carryon_planner.core.scene_checks import unobserved_place
 from carryon_planner.core.validator import (
     ACTION_PROMISES,
     PlanningFacts,
-    about_other_users,
     condition_names,
     dependency_cycle,
     mentions,
-    needless_uncover,
     preference_conflict,
-    unobserved_place,
-    unsearched_places,
-    wish_written,
 )
+from carryon_planner.core.wishes import wish_written
 
 _REFUSAL_LIMIT: int = Plan.model_json_schema()["properties"]["refusal"]["anyOf"][0]["maxLength"]
 
@@ -108,7 +107,7 @@ def mend(plan: Plan, facts: PlanningFacts) -> Mended | None:
         _drop_unrequested,
         drop_repeats,
         _drop_conflicts,
-        _drop_not_there,
+        drop_not_there,
         ask_instead,
         follow_memory,
         uncover,
@@ -117,7 +116,7 @@ def mend(plan: Plan, facts: PlanningFacts) -> Mended | None:
         _record_observations,
         _observe_first,
         _observe_before_act,
-        _search_first,
+        search_first,
         _reply_from_subtasks,
     ):
         fixes += repair(raw, facts)
@@ -133,7 +132,7 @@ OTHERS_REPLY = "Sorry, I can only use your own memory: what other people like or
 
 
 def _refuse_about_others(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
-    about = about_other_users(facts)
+    about = about_other_users(facts.request, facts.other_users)
     if not about or raw["refusal"] is not None:
         return []
     raw.update(subtasks=[], memory_operations=[], reply=OTHERS_REPLY, refusal="the request is about another user")
@@ -199,16 +198,16 @@ def _drop_conflicts(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
         for e in raw["subtasks"]
         if e["id"] in dropped
         for name in ruled_objects
-        if _mentioned(f"{e['instruction']} {e['target']}", {name})
+        if mentioned(f"{e['instruction']} {e['target']}", {name})
     }
     while True:  # and what comes after a dropped subtask and handles the same thing
-        more = {e["id"] for e in raw["subtasks"] if set(e["depends_on"]) & dropped and _handles(e, ruled)} - dropped
+        more = {e["id"] for e in raw["subtasks"] if set(e["depends_on"]) & dropped and handles(e, ruled)} - dropped
         if not more:
             break
         dropped |= more
     # and a step whose condition is about the dropped object ("open the cover" if "meat under
     # pink_cover"): it only served what was left out, wherever it stands in the graph
-    dropped |= {e["id"] for e in raw["subtasks"] if e["condition"] and _mentioned(e["condition"], ruled)}
+    dropped |= {e["id"] for e in raw["subtasks"] if e["condition"] and mentioned(e["condition"], ruled)}
     drop(raw, dropped)
     reasons = "; ".join(sorted({f"{spoken(name)} ({preference})" for name, preference in conflicts.values()}))
     kept = [e["instruction"] for e in raw["subtasks"] if e["kind"] == "vla"]
@@ -225,45 +224,6 @@ def _drop_conflicts(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
         f"[preference_conflict] dropped {', '.join(sorted(dropped))}: {spoken(name)} conflicts with '{preference}'"
         for name, preference in sorted(set(conflicts.values()))
     ]
-
-
-def _drop_not_there(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
-    by_id = {e["id"]: PlannedSubtask.model_validate(e) for e in raw["subtasks"]}
-    gone = {i for i, s in by_id.items() if s.kind == "vla" and s.target in facts.gone}
-    needless = {i for i, s in by_id.items() if needless_uncover(s, by_id, facts)}
-    if not gone | needless:
-        return []
-    names = {spoken(by_id[i].target) for i in gone}
-    dropped = gone | needless
-    while True:  # and what comes after a dropped subtask and handles the same thing
-        more = {e["id"] for e in raw["subtasks"] if set(e["depends_on"]) & dropped and _handles(e, names)} - dropped
-        if not more:
-            break
-        dropped |= more
-    drop(raw, dropped)
-    fixes = [f"[act_on_what_is_there] dropped {i}: {spoken(by_id[i].target)} was not seen" for i in sorted(gone)]
-    fixes += [
-        f"[act_on_what_is_there] dropped {i}: nothing to use under {spoken(by_id[i].target)}" for i in sorted(needless)
-    ]
-    if any(e["kind"] in ("vla", "control") for e in raw["subtasks"]):
-        raw["reply"] = said_steps(raw)[:REPLY_LIMIT]
-    else:  # nothing left to do here: what was looked at is recorded, nothing moves
-        raw["subtasks"] = []
-        missing = ", ".join(sorted(names)) or "what I would use"
-        raw["reply"] = f"I looked, but {missing} is not where I remembered it, so nothing was done."[:REPLY_LIMIT]
-    return fixes
-
-
-def _handles(entry: dict[str, Any], names: set[str]) -> bool:
-    """Whether a subtask acts on, takes from or puts into one of `names` (spoken form)."""
-    return _mentioned(
-        " ".join(entry[k] for k in ("instruction", "target", "source", "destination", "condition")), names
-    )
-
-
-def _mentioned(text: str, names: set[str]) -> bool:
-    said = spoken(text).lower()
-    return any(re.search(rf"\b{re.escape(name)}\b", said) for name in names if name)
 
 
 def _record_wish(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
@@ -353,36 +313,6 @@ def _observe_before_act(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
         raw["subtasks"].insert(raw["subtasks"].index(entry), look.model_dump(mode="json"))
         entry["depends_on"] = [*entry["depends_on"], new_id]
         fixes.append(f"[observe_before_act] added observe step {new_id} of {place} before {entry['id']}")
-    return fixes
-
-
-def _search_first(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
-    fixes = []
-    for entry in list(raw["subtasks"]):
-        by_id = {e["id"]: PlannedSubtask.model_validate(e) for e in raw["subtasks"]}
-        for place in unsearched_places(by_id[entry["id"]], by_id, facts):
-            looks = [
-                e["id"]
-                for e in raw["subtasks"]
-                if e["kind"] == "observe"
-                and e["target"] == place
-                and entry["id"] not in ancestors(by_id[e["id"]], by_id)
-            ]
-            if looks:
-                entry["depends_on"] = [*entry["depends_on"], looks[0]]
-                fixes.append(f"[search_before_act] {entry['id']} now waits for observe step {looks[0]} of {place}")
-                continue
-            new_id = fresh_id({e["id"] for e in raw["subtasks"]}, "look")
-            look = PlannedSubtask(
-                id=new_id,
-                kind="observe",
-                objective=f"look for the {entry['target'].replace('_', ' ')} at {place}",
-                target=place,
-                depends_on=list(entry["depends_on"]),
-            )
-            raw["subtasks"].insert(raw["subtasks"].index(entry), look.model_dump(mode="json"))
-            entry["depends_on"] = [*entry["depends_on"], new_id]
-            fixes.append(f"[search_before_act] added observe step {new_id} of {place} before {entry['id']}")
     return fixes
 
 

@@ -187,3 +187,13 @@ def record_stated(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
         raw["memory_operations"].insert(0, move.model_dump(mode="json"))
         fixes.append(f"[stated_move_recorded] added update_scene move_item {item} -> {place}: the user said so")
     return fixes
+
+
+def handles(entry: dict[str, Any], names: set[str]) -> bool:
+    """Whether a subtask acts on, takes from or puts into one of `names` (spoken form)."""
+    return mentioned(" ".join(entry[k] for k in ("instruction", "target", "source", "destination", "condition")), names)
+
+
+def mentioned(text: str, names: set[str]) -> bool:
+    said = spoken(text).lower()
+    return any(re.search(rf"\b{re.escape(name)}\b", said) for name in names if name)

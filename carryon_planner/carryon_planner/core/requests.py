@@ -4,6 +4,8 @@ validator's `action_requested` check: a question or a statement must not move ob
 from __future__ import annotations
 
 import re
+import unicodedata
+from collections.abc import Iterable
 
 # Requests that ask for information or state a fact, not for an action (first word).
 _QUESTION_WORDS = ("what", "where", "which", "who", "whose", "when", "why", "how", "is", "are", "do", "does", "did")
@@ -62,3 +64,34 @@ def request_asks_for_action(request: str) -> bool:
             continue
         return True
     return False
+
+
+def users_named(text: str, users: Iterable[str]) -> list[str]:
+    """The `users` (lower-case ids) that lower-case `text` names as a word of its own:
+    "bob_diet" and "bob eats meat" name bob, "bobcat" does not."""
+    return [u for u in users if re.search(rf"(?<![a-z0-9]){re.escape(u)}(?![a-z0-9])", text)]
+
+
+def readable(text: str) -> str:
+    """`text` as a reader sees it, lower case: look-alikes folded (NFKC: full-width letters,
+    no-break spaces), whitespace runs as one space, invisible characters (zero-width, bidi
+    marks, NUL) removed, so "h\u200bam" reads "ham"."""
+    spaced = " ".join(unicodedata.normalize("NFKC", text).split())
+    return "".join(c for c in spaced if unicodedata.category(c) not in ("Cf", "Cc")).lower()
+
+
+_ABOUT_SOMEONE = re.compile(
+    r"\b(?:usual|usually|likes?|loves?|prefers?|favou?rite|allerg\w*|diet|eats?|drinks?|snacks?\s+on|"
+    r"habits?|training|trains?|secret|job|health)\b"
+)
+
+
+def about_other_users(request: str, other_users: Iterable[str]) -> list[str]:
+    """The other users a request asks about or would use the memory of: it names them, and
+    either is no order or speaks of their likes, habits, diet or the like (an order that only
+    names them, "put the cup by Henry's chair", is not about their memory)."""
+    text = readable(request)
+    named = sorted(users_named(text, other_users))
+    if named and (not request_asks_for_action(request) or _ABOUT_SOMEONE.search(text)):
+        return named
+    return []

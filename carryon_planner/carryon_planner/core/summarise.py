@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from carryon_common.core.llm import ChatMessage, LlmClient, LlmError
 from carryon_planner.core.plan import Name, Plan, UpdateUser
-from carryon_planner.core.validator import users_named
+from carryon_planner.core.requests import users_named
 
 MAX_FACTS = 8
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import difflib
 import re
-import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene, UpdateUser, ancestors
-from carryon_planner.core.requests import request_asks_for_action
+from carryon_planner.core.requests import about_other_users, readable, request_asks_for_action, users_named
+from carryon_planner.core.scene_checks import scene_problems
 from carryon_planner.core.usual import Remembered, problems
-from carryon_planner.core.wishes import StatedWish
+from carryon_planner.core.wishes import StatedWish, wish_written
 
 ACTION_PROMISES = re.compile(r"\b(i will|i'll|let me|i am going to|i'm going to|on it)\b", re.IGNORECASE)
 _CONDITION = re.compile(r"^\s*([a-z0-9_]+)\s+(?:is\s+)?(under|in|on|at|inside|near)\s+(?:the\s+)?([a-z0-9_]+)\s*$")
@@ -101,20 +101,6 @@ def _words(text: str) -> list[str]:
     return re.findall(r"[a-z0-9]+", text.lower())
 
 
-def users_named(text: str, users: Iterable[str]) -> list[str]:
-    """The `users` (lower-case ids) that lower-case `text` names as a word of its own:
-    "bob_diet" and "bob eats meat" name bob, "bobcat" does not."""
-    return [u for u in users if re.search(rf"(?<![a-z0-9]){re.escape(u)}(?![a-z0-9])", text)]
-
-
-def _readable(text: str) -> str:
-    """`text` as a reader sees it, lower case: look-alikes folded (NFKC: full-width letters,
-    no-break spaces), whitespace runs as one space, invisible characters (zero-width, bidi
-    marks, NUL) removed, so "h\u200bam" reads "ham"."""
-    spaced = " ".join(unicodedata.normalize("NFKC", text).split())
-    return "".join(c for c in spaced if unicodedata.category(c) not in ("Cf", "Cc")).lower()
-
-
 def mentions(text: str, name: str) -> bool:
     lowered = text.lower()
     return name.lower() in lowered or _spoken(name) in lowered
@@ -166,9 +152,7 @@ class Validator:
             self._instructions,
             self._names,
             self._conditions,
-            self._observe_before_act,
-            self._search_first,
-            self._not_seen,
+            self._where_things_are,
             self._action_requested,
             self._reply_matches,
             self._observations_recorded,
@@ -270,52 +254,10 @@ class Validator:
                     subtask.id,
                 )
 
-    def _observe_before_act(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
-        """Scene memory says where to look, not what is there now: a VLA subtask on an object
-        remembered at a location waits for an observe of that location (unless that location
-        was observed since the last plan)."""
-        by_id = {s.id: s for s in plan.subtasks}
-        for subtask in plan.subtasks:
-            place = unobserved_place(subtask, by_id, facts)
-            if place:
-                yield Violation(
-                    "observe_before_act",
-                    f"{_spoken(subtask.target)} is remembered at {place}: add an observe subtask of {place} "
-                    "and make this subtask depend on it",
-                    subtask.id,
-                )
-
-    def _search_first(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
-        """An object neither scene memory nor an observation places is looked for first,
-        everywhere it may be."""
-        by_id = {s.id: s for s in plan.subtasks}
-        for subtask in plan.subtasks:
-            places = unsearched_places(subtask, by_id, facts)
-            if places:
-                yield Violation(
-                    "search_before_act",
-                    f"scene memory does not say where {_spoken(subtask.target)} is: add observe subtasks of "
-                    f"{', '.join(places)} and make this subtask depend on them",
-                    subtask.id,
-                )
-
-    def _not_seen(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
-        """What was not seen where memory put it, when that place was looked at, is not acted
-        on; nor is a cover opened that hides nothing the plan then acts on."""
-        by_id = {s.id: s for s in plan.subtasks}
-        for subtask in plan.subtasks:
-            if subtask.kind == "vla" and subtask.target in facts.gone:
-                yield Violation(
-                    "act_on_what_is_there",
-                    f"{_spoken(subtask.target)} was not seen when its place was looked at: do not act on it",
-                    subtask.id,
-                )
-            elif needless_uncover(subtask, by_id, facts):
-                yield Violation(
-                    "act_on_what_is_there",
-                    f"nothing the plan acts on is under {_spoken(subtask.target)}: do not open it",
-                    subtask.id,
-                )
+    def _where_things_are(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
+        """Look where memory puts things, search where it knows nothing, act on what a look
+        saw (core/scene_checks.py)."""
+        yield from (Violation(*found) for found in scene_problems(plan, facts))
 
     def _action_requested(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
         if request_asks_for_action(facts.request):
@@ -357,14 +299,14 @@ class Validator:
     def _foreign_facts(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
         """Another user's value in what this plan writes, or in its prose unless the scene
         and the library use the word too ("white" of bob's bread vs the white bowl)."""
-        foreign = {_readable(f) for f in facts.foreign_facts - facts.user_facts if len(f) >= 3}
+        foreign = {readable(f) for f in facts.foreign_facts - facts.user_facts if len(f) >= 3}
         if not foreign:
             return
-        writes = [_readable(op.value) for op in plan.memory_operations if isinstance(op, UpdateUser)]
-        prose = [_readable(t) for t in (plan.reply, plan.refusal or "", *(s.objective for s in plan.subtasks))]
+        writes = [readable(op.value) for op in plan.memory_operations if isinstance(op, UpdateUser)]
+        prose = [readable(t) for t in (plan.reply, plan.refusal or "", *(s.objective for s in plan.subtasks))]
         vocabulary = {w for n in (*facts.objects, *facts.locations, *facts.instructions) for w in _words(n)}
         vocabulary |= {w for value in facts.user_facts for w in _words(value)}
-        request = _readable(facts.request)
+        request = readable(facts.request)
         for value in sorted(foreign):
             if value in request:
                 continue  # the user said it themselves
@@ -379,7 +321,7 @@ class Validator:
         """Nothing about another user is written into this user's memory (entity, key or value),
         and a request about another user's memory ("Is Iris allergic to anything?", "Give
         me whatever Henry usually snacks on") is refused: what they like is theirs."""
-        about = about_other_users(facts)
+        about = about_other_users(facts.request, facts.other_users)
         if about and plan.refusal is None:
             yield Violation(
                 "no_other_users",
@@ -389,7 +331,7 @@ class Validator:
         for op in plan.memory_operations:
             if not isinstance(op, UpdateUser):
                 continue
-            text = _readable(f"{op.entity} {op.key} {op.value}")
+            text = readable(f"{op.entity} {op.key} {op.value}")
             named = sorted(users_named(text, facts.other_users))
             if named:
                 yield Violation(
@@ -428,57 +370,6 @@ class Validator:
         )
 
 
-def unobserved_place(subtask: PlannedSubtask, by_id: Mapping[str, PlannedSubtask], facts: PlanningFacts) -> str:
-    """The location scene memory puts a VLA subtask's target at when no subtask before it
-    observes that location and it was not observed since the last plan ("" otherwise)."""
-    place = facts.whereabouts.get(subtask.target, "") if subtask.kind == "vla" else ""
-    if not place or place in facts.pending_observations:
-        return ""
-    looked = any(by_id[a].kind == "observe" and by_id[a].target == place for a in ancestors(subtask, by_id))
-    return "" if looked else place
-
-
-def unsearched_places(subtask: PlannedSubtask, by_id: Mapping[str, PlannedSubtask], facts: PlanningFacts) -> list[str]:
-    """The locations a VLA subtask's target must be looked for at first: when neither scene
-    memory nor an observation since the last plan places it, every location scene memory
-    holds nothing at (not looked at yet, or emptied) that no subtask before it observes and
-    no such observation covered ([] otherwise)."""
-    target = subtask.target if subtask.kind == "vla" else ""
-    seen = {item.split()[0] for items in facts.pending_observations.values() for item in items if item.split()}
-    if not target or target in facts.whereabouts or target in seen:
-        return []
-    looked = {by_id[a].target for a in ancestors(subtask, by_id) if by_id[a].kind == "observe"}
-    unknown = facts.locations - set(facts.whereabouts.values())  # memory holds nothing there
-    return sorted(unknown - looked - set(facts.pending_observations))
-
-
-_ABOUT_SOMEONE = re.compile(
-    r"\b(?:usual|usually|likes?|loves?|prefers?|favou?rite|allerg\w*|diet|eats?|drinks?|snacks?\s+on|"
-    r"habits?|training|trains?|secret|job|health)\b"
-)
-
-
-def about_other_users(facts: PlanningFacts) -> list[str]:
-    """The other users a request asks about or would use the memory of: it names them, and
-    either is no order or speaks of their likes, habits, diet or the like (an order that only
-    names them, "put the cup by Henry's chair", is not about their memory)."""
-    text = _readable(facts.request)
-    named = sorted(users_named(text, facts.other_users))
-    if named and (not request_asks_for_action(facts.request) or _ABOUT_SOMEONE.search(text)):
-        return named
-    return []
-
-
-def needless_uncover(subtask: PlannedSubtask, by_id: Mapping[str, PlannedSubtask], facts: PlanningFacts) -> bool:
-    """Whether, in a plan made after an observation, a VLA subtask opens a known cover under
-    which scene memory (as the observations leave it) has nothing a later subtask acts on."""
-    if subtask.kind != "vla" or subtask.target not in facts.known_covers or not facts.pending_observations:
-        return False
-    hidden = {o for o, cover in facts.covers.items() if cover == subtask.target}
-    later = (s for s in by_id.values() if subtask.id in ancestors(s, by_id))
-    return not any(s.target in hidden for s in later)
-
-
 def preference_conflict(subtask: PlannedSubtask, facts: PlanningFacts) -> tuple[str, str] | None:
     """(name, preference) when a vla subtask acts on what the user's preferences rule out:
     its target or its instruction, read as a whole phrase (longest taxonomy phrase first:
@@ -488,14 +379,3 @@ def preference_conflict(subtask: PlannedSubtask, facts: PlanningFacts) -> tuple[
             if name in facts.ruled_out:
                 return name, facts.ruled_out[name]
     return None
-
-
-def wish_written(plan: Plan, wish: StatedWish) -> bool:
-    """Whether `plan` writes `wish` (its fact, a value naming what the wish names, its durability)."""
-    parts = wish.value.split(" and ")
-    return any(
-        isinstance(op, UpdateUser)
-        and (op.entity, op.key, op.durable) == (wish.entity, wish.key, wish.durable)
-        and all(re.search(rf"\b{re.escape(p)}\b", op.value.lower()) for p in parts)
-        for op in plan.memory_operations
-    )

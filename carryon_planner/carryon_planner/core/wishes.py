@@ -28,6 +28,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from carryon_planner.core.plan import Plan, UpdateUser
 from carryon_planner.core.steps import named_in
 from carryon_planner.core.taxonomy import Taxonomy, words
 from carryon_planner.core.usual import slot
@@ -124,3 +125,14 @@ def stated_wish(
         if held and mine:
             return StatedWish(entity, key, " and ".join(n.replace("_", " ") for n in mine), durable, marker)
     return None
+
+
+def wish_written(plan: Plan, wish: StatedWish) -> bool:
+    """Whether `plan` writes `wish` (its fact, a value naming what the wish names, its durability)."""
+    parts = wish.value.split(" and ")
+    return any(
+        isinstance(op, UpdateUser)
+        and (op.entity, op.key, op.durable) == (wish.entity, wish.key, wish.durable)
+        and all(re.search(rf"\b{re.escape(p)}\b", op.value.lower()) for p in parts)
+        for op in plan.memory_operations
+    )
