@@ -61,6 +61,7 @@ from carryon_planner.core.mend_usual import (
     follow_memory,
     fresh_id,
     handles,
+    look_before,
     mentioned,
     record_stated,
     said_steps,
@@ -295,24 +296,8 @@ def _observe_before_act(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
     for entry in list(raw["subtasks"]):
         by_id = {e["id"]: PlannedSubtask.model_validate(e) for e in raw["subtasks"]}
         place = unobserved_place(by_id[entry["id"]], by_id, facts)
-        if not place:
-            continue
-        looks = [
-            e["id"]
-            for e in raw["subtasks"]
-            if e["kind"] == "observe" and e["target"] == place and entry["id"] not in ancestors(by_id[e["id"]], by_id)
-        ]
-        if looks:
-            entry["depends_on"] = [*entry["depends_on"], looks[0]]
-            fixes.append(f"[observe_before_act] {entry['id']} now waits for observe step {looks[0]} of {place}")
-            continue
-        new_id = fresh_id(by_id, "look")
-        look = PlannedSubtask(
-            id=new_id, kind="observe", objective=f"see what is at {place}", target=place, depends_on=entry["depends_on"]
-        )
-        raw["subtasks"].insert(raw["subtasks"].index(entry), look.model_dump(mode="json"))
-        entry["depends_on"] = [*entry["depends_on"], new_id]
-        fixes.append(f"[observe_before_act] added observe step {new_id} of {place} before {entry['id']}")
+        if place:
+            fixes.append(look_before(raw, entry, place, f"see what is at {place}", "observe_before_act"))
     return fixes
 
 

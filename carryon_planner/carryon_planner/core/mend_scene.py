@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from carryon_planner.core.mend_usual import REPLY_LIMIT, drop, fresh_id, handles, said_steps, spoken
-from carryon_planner.core.plan import PlannedSubtask, ancestors
+from carryon_planner.core.mend_usual import REPLY_LIMIT, drop, handles, look_before, said_steps, spoken
+from carryon_planner.core.plan import PlannedSubtask
 from carryon_planner.core.scene_checks import needless_uncover, unsearched_places
 from carryon_planner.core.validator import PlanningFacts
 
@@ -45,26 +45,6 @@ def search_first(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
     for entry in list(raw["subtasks"]):
         by_id = {e["id"]: PlannedSubtask.model_validate(e) for e in raw["subtasks"]}
         for place in unsearched_places(by_id[entry["id"]], by_id, facts):
-            looks = [
-                e["id"]
-                for e in raw["subtasks"]
-                if e["kind"] == "observe"
-                and e["target"] == place
-                and entry["id"] not in ancestors(by_id[e["id"]], by_id)
-            ]
-            if looks:
-                entry["depends_on"] = [*entry["depends_on"], looks[0]]
-                fixes.append(f"[search_before_act] {entry['id']} now waits for observe step {looks[0]} of {place}")
-                continue
-            new_id = fresh_id({e["id"] for e in raw["subtasks"]}, "look")
-            look = PlannedSubtask(
-                id=new_id,
-                kind="observe",
-                objective=f"look for the {entry['target'].replace('_', ' ')} at {place}",
-                target=place,
-                depends_on=list(entry["depends_on"]),
-            )
-            raw["subtasks"].insert(raw["subtasks"].index(entry), look.model_dump(mode="json"))
-            entry["depends_on"] = [*entry["depends_on"], new_id]
-            fixes.append(f"[search_before_act] added observe step {new_id} of {place} before {entry['id']}")
+            objective = f"look for the {spoken(entry['target'])} at {place}"
+            fixes.append(look_before(raw, entry, place, objective, "search_before_act"))
     return fixes

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene
+from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene, ancestors
 from carryon_planner.core.steps import named_in, vla_subtask
 from carryon_planner.core.usual import cover_to_open, crowded_family, recorded, repeats, slot, usual_items
 from carryon_planner.core.validator import PlanningFacts
@@ -197,3 +197,24 @@ def handles(entry: dict[str, Any], names: set[str]) -> bool:
 def mentioned(text: str, names: set[str]) -> bool:
     said = spoken(text).lower()
     return any(re.search(rf"\b{re.escape(name)}\b", said) for name in names if name)
+
+
+def look_before(raw: dict[str, Any], entry: dict[str, Any], place: str, objective: str, check: str) -> str:
+    """Make `entry` wait for an observe step of `place`: the plan's own one that does not
+    wait for it, else a new one inserted before it; returns the fix's line for the log."""
+    by_id = {e["id"]: PlannedSubtask.model_validate(e) for e in raw["subtasks"]}
+    looks = [
+        e["id"]
+        for e in raw["subtasks"]
+        if e["kind"] == "observe" and e["target"] == place and entry["id"] not in ancestors(by_id[e["id"]], by_id)
+    ]
+    if looks:
+        entry["depends_on"] = [*entry["depends_on"], looks[0]]
+        return f"[{check}] {entry['id']} now waits for observe step {looks[0]} of {place}"
+    new_id = fresh_id(by_id, "look")
+    look = PlannedSubtask(
+        id=new_id, kind="observe", objective=objective, target=place, depends_on=list(entry["depends_on"])
+    )
+    raw["subtasks"].insert(raw["subtasks"].index(entry), look.model_dump(mode="json"))
+    entry["depends_on"] = [*entry["depends_on"], new_id]
+    return f"[{check}] added observe step {new_id} of {place} before {entry['id']}"
