@@ -141,6 +141,24 @@ def test_a_plan_with_nothing_left_becomes_a_refusal_that_says_why() -> None:
     assert len(kept.plan.memory_operations) == 1 and Validator().validate(kept.plan, facts()).ok
 
 
+def test_what_the_request_asks_for_by_name_and_memory_rules_out_is_not_swapped_for_something_else() -> None:
+    """ "Bring me the meat" to a vegetarian: nothing moves (the carrot in its place is not
+    what was asked for); the reply says why. What the request itself declines ("no meat")
+    or does not name is not such a request."""
+    asked = planning_facts(request="Bring me the meat, please", scene=SCENE, library=LIBRARY,
+                           user_facts=("vegetarian",), preference_rules=RULES)  # fmt: skip
+    carrot_only = plan(LOOK, OPEN, CARROT, reply="I will open the pink cover, then put the carrot in the bowl.")
+    violations = Validator().validate(carrot_only, asked).violations
+    assert [v.check for v in violations] == ["preference_conflict"] and "asks for meat" in violations[0].message
+    mended = mend(carrot_only, asked)
+    assert mended is not None and mended.plan.subtasks == [] and mended.plan.refusal
+    assert "meat (vegetarian" in mended.plan.reply and Validator().validate(mended.plan, asked).ok
+    for request in ("Serve me food, no meat", "Serve me the carrot"):
+        declined = planning_facts(request=request, scene=SCENE, library=LIBRARY, user_facts=("vegetarian",),
+                                  preference_rules=RULES)  # fmt: skip
+        assert Validator().validate(carrot_only, declined).ok, request
+
+
 def test_an_unrecorded_observation_is_written_to_scene_memory_before_the_first_physical_step() -> None:
     seen = with_hidden({"kitchen_counter": ("meat in plate", "pink_cover")}, SCENE)  # the carrot: under it still
     reply = "I will open the pink cover and put the carrot in the bowl."

@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from carryon_common.core.skills import SkillLibrary, VlaSkill
-from carryon_planner.core.choose import NOTHING_ELSE
+from carryon_planner.core.choose import NOTHING_ELSE, relevant_to
 from carryon_planner.core.executive import with_hidden
 from carryon_planner.core.facts import load_preference_rules, planning_facts, scene_now
+from carryon_planner.core.memory_ops import StoredFact
 from carryon_planner.core.mend import mend
 from carryon_planner.core.plan import Plan, UpdateUser
 from carryon_planner.core.repair import plan_with_repair
@@ -274,16 +275,53 @@ def test_a_model_that_cannot_pick_leaves_the_question_to_the_user() -> None:
     assert outcome.plan.reply.startswith("Which ones do you want")
 
 
-def test_where_memory_names_what_the_request_uses_the_user_is_asked_about_those() -> None:
+def test_where_the_request_names_what_memory_says_the_model_picks_with_it_in_front_of_it() -> None:
     scene = {"shelf": (*(t.replace(" ", "_") for t in SHELF), "bag")}
-    habit = Remembered("habits.swimming: swimsuit and goggles", ("swimsuit", "goggles"))
-    facts = dataclasses.replace(
-        planning_facts(request="I'm going swimming, pack my bag", scene=scene, library=BAG), remembered=(habit,)
-    )
-    llm = Picker(json.dumps(PACKED), ["towel"])
+    base = planning_facts(request="I'm going swimming, pack my bag", scene=scene, library=BAG)
+    habit = Remembered("habits.swimming: swimsuit and goggles", ("swimsuit", "goggles"))  # named by "swimming"
+    llm = Picker(json.dumps(PACKED), ["swimsuit", "towel", NOTHING_ELSE])
+    facts = dataclasses.replace(base, remembered=(habit,))
     outcome = plan_with_repair(llm, [], facts, max_repairs=0, validator=Validator())  # type: ignore[arg-type]
+    assert "Their memory says: habits.swimming: swimsuit and goggles." in llm.questions[0][0]
+    # the model's towel is held to memory like any plan: dropped, and the goggles it left out added
+    assert [s.instruction for s in outcome.plan.physical if s.kind == "vla"] == [
+        "put the swimsuit in the bag", "put the goggles in the bag"]  # fmt: skip
+    assert any(f.startswith("[chosen_by_the_model]") for f in outcome.attempts[-1].mended)
+    # a model that cannot answer: the user is asked "those?" (nothing follows memory on a copy by itself)
+    outcome = plan_with_repair(Picker(json.dumps(PACKED), ["a spaceship"]), [], facts, max_repairs=0,
+                               validator=Validator())  # type: ignore[arg-type]  # fmt: skip
     assert not outcome.plan.physical and "Your memory says habits.swimming" in outcome.plan.reply
-    assert llm.questions == []  # the model was not asked to choose against memory
+    # a fact the request does not name is only offered: the user is asked, the model is not
+    llm = Picker(json.dumps(PACKED), ["towel"])
+    unnamed = dataclasses.replace(base, remembered=(dataclasses.replace(habit, named=False),))
+    outcome = plan_with_repair(llm, [], unnamed, max_repairs=0, validator=Validator())  # type: ignore[arg-type]
+    assert not outcome.plan.physical and "Your memory says habits.swimming" in outcome.plan.reply
+    assert llm.questions == []
+
+
+HABITS = [
+    StoredFact("habits", "swimming", "swimsuit and goggles"),
+    StoredFact("habits", "work", "laptop and water bottle"),
+]
+
+
+def test_the_model_says_which_habit_a_request_that_names_none_is_about() -> None:
+    objects = [t.replace(" ", "_") for t in SHELF]
+    llm = Picker("", ["swimming"])
+    relevant = relevant_to(llm, "Heading to the pool, get my bag ready", HABITS, objects)  # type: ignore[arg-type]
+    assert [(r.fact.key, r.named) for r in relevant] == [("swimming", True)]
+    question, options = llm.questions[0]
+    assert "Heading to the pool" in question and "laptop" not in question  # the keys only
+    assert options == ["swimming", "work", "none of these"]
+    # "none of these", or no usable answer: both offered, neither named (nothing is imposed)
+    for answer in ("none of these", "a spaceship"):
+        relevant = relevant_to(Picker("", [answer]), "Pack my bag", HABITS, objects)  # type: ignore[arg-type]
+        assert [(r.fact.key, r.named) for r in relevant] == [("swimming", False), ("work", False)]
+    # a request that names a habit, or facts of different entities: the model is not asked
+    llm = Picker("", [])
+    assert [r.fact.key for r in relevant_to(llm, "Pack for work", HABITS, objects)] == ["work"]  # type: ignore[arg-type]
+    mixed = [HABITS[0], StoredFact("snack", "preference", "book")]
+    assert len(relevant_to(llm, "Pack my bag", mixed, objects)) == 2 and llm.questions == []  # type: ignore[arg-type]
 
 
 # -- a request about another user -------------------------------------------------------------

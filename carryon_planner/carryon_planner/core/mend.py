@@ -74,6 +74,7 @@ from carryon_planner.core.scene_checks import unobserved_place
 from carryon_planner.core.validator import (
     ACTION_PROMISES,
     PlanningFacts,
+    asked_ruled_out,
     condition_names,
     dependency_cycle,
     mentions,
@@ -188,6 +189,13 @@ def _drop_conflicts(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
         found = preference_conflict(PlannedSubtask.model_validate(entry), facts)
         if found is not None:
             conflicts[entry["id"]] = found
+    # What the request asks for by name and the preferences rule out is not swapped for
+    # something else ("Make me a peanut butter sandwich" with a peanut allergy): nothing moves.
+    asked = asked_ruled_out(facts)
+    if asked:
+        why = (asked[0], facts.ruled_out[asked[0]])
+        moving = [e["id"] for e in raw["subtasks"] if e["kind"] in ("vla", "control")]
+        conflicts |= {i: why for i in moving if i not in conflicts}
     if not conflicts:
         return []
     dropped = set(conflicts)

@@ -151,7 +151,7 @@ def ask_instead(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
     ones, with what the user's memory says about the request if it says anything. (The
     1.5B model packs the whole shelf for "pack my bag for work", and asked again in a
     repair round, packs it again; following memory here would serve a model that always
-    answers "everything" as if it had chosen.)"""
+    answers "everything" as if it had chosen: core/choose.py asks the model instead.)"""
     names = sorted(facts.objects)
     subtasks = _subtasks(raw)
     crowded = crowded_family(subtasks, instructions=facts.instructions, names=names, request=facts.request)

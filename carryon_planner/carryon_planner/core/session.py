@@ -28,13 +28,8 @@ from carryon_common.core.errors import CarryOnError
 from carryon_common.core.llm import LlmClient
 from carryon_common.core.skills import SkillLibrary
 from carryon_planner.core.assist import AssistResult, assist
-from carryon_planner.core.context import (
-    Endpoint,
-    LibraryEntry,
-    build_messages,
-    described_images,
-    relevant_facts,
-)
+from carryon_planner.core.choose import relevant_to
+from carryon_planner.core.context import Endpoint, LibraryEntry, build_messages, described_images
 from carryon_planner.core.executive import Dispatch, State, SubtaskRecord, with_hidden
 from carryon_planner.core.facts import planning_facts, preference_texts, scene_and_library_objects
 from carryon_planner.core.learned_kinds import LearnedKinds
@@ -121,7 +116,7 @@ class RequestPlanner:
             preference_rules=rules,
             preferences=preference_texts((f.entity, f.key, f.value) for f in context.facts),
         )
-        relevant = relevant_facts(text, context.facts, sorted(facts.objects))
+        relevant = relevant_to(self.llm, text, context.facts, sorted(facts.objects))
         wish = stated_wish(
             text,
             ((f.entity, f.key, f.value) for f in context.facts),

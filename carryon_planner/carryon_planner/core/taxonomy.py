@@ -36,6 +36,7 @@ from carryon_common.core.config import read_yaml
 from carryon_common.core.errors import ConfigError
 
 _WORD = re.compile(r"[a-z0-9]+")
+SAID = "you said: "  # how request_wishes marks what the request itself says
 _NEGATED = re.compile(
     r"\b(?:no longer|not|never was|used to be|stopped being|done being|quit being|isn'?t|was once)\s+(?:a\s+|an\s+)?$"
 )
@@ -223,7 +224,7 @@ def request_wishes(request: str, locations: Iterable[str] = ()) -> list[str]:
     places = [" ".join(words(p)) for p in locations]
     clauses = [" ".join(c.split()) for c in re.split(r"[.;!?,]|\bbut\b", request.lower())]
     return [
-        f"you said: {c}"
+        f"{SAID}{c}"
         for c in clauses
         if words(c) and not any(re.search(rf"\b{re.escape(p)}\b", " ".join(words(c))) for p in places if p)
     ]

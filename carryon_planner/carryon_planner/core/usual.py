@@ -84,11 +84,12 @@ class Usual:
     missing: tuple[str, ...]
     filled: int  # how many of the family's slots the plan fills
     size: int  # how many the library has
+    named: bool = False  # the request names every fact this comes from ("Make me a sandwich": sandwich.filling)
 
     @property
     def chosen(self) -> bool:
         """Whether the plan chose within the family (at most half of it) rather than copied
-        it: only a choice is mended; a copy goes back to the model."""
+        it: only a choice is mended; a copy is put to the model or the user (core/choose.py)."""
         return 2 * self.filled <= self.size
 
 
@@ -137,7 +138,8 @@ def usual_items(
     if not extra and not missing:
         return None
     size = sum(1 for fam, _ in slots.values() if fam == family)
-    return Usual(tuple(fact.label for fact, _, _ in chosen), family, wanted, extra, missing, len(acted), size)
+    named = all(fact.named for fact, _, _ in chosen)
+    return Usual(tuple(fact.label for fact, _, _ in chosen), family, wanted, extra, missing, len(acted), size, named)
 
 
 def cover_to_open(

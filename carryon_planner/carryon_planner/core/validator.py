@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene, UpdateUser, ancestors
 from carryon_planner.core.requests import about_other_users, readable, request_asks_for_action, users_named
 from carryon_planner.core.scene_checks import scene_problems
+from carryon_planner.core.taxonomy import SAID
 from carryon_planner.core.usual import Remembered, problems
-from carryon_planner.core.wishes import StatedWish, wish_written
+from carryon_planner.core.wishes import StatedWish, wanted_names, wish_written
 
 ACTION_PROMISES = re.compile(r"\b(i will|i'll|let me|i am going to|i'm going to|on it)\b", re.IGNORECASE)
 _CONDITION = re.compile(r"^\s*([a-z0-9_]+)\s+(?:is\s+)?(under|in|on|at|inside|near)\s+(?:the\s+)?([a-z0-9_]+)\s*$")
@@ -341,6 +342,13 @@ class Validator:
                 )
 
     def _preferences(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
+        asked = asked_ruled_out(facts)
+        if asked and any(s.kind in ("vla", "control") for s in plan.subtasks):
+            yield Violation(
+                "preference_conflict",
+                f"the user asks for {_spoken(asked[0])}, which their preference '{facts.ruled_out[asked[0]]}' rules "
+                "out: do nothing in its place; tell the user why in the reply",
+            )
         for subtask in plan.subtasks:
             conflict = preference_conflict(subtask, facts)
             if conflict is not None:
@@ -368,6 +376,13 @@ class Validator:
             f"the user said {wish.why!r}: add update_user entity {wish.entity!r} key {wish.key!r} value "
             f"{wish.value!r} durable {str(wish.durable).lower()}",
         )
+
+
+def asked_ruled_out(facts: PlanningFacts) -> list[str]:
+    """The objects the request asks for by name ("Make me a peanut butter sandwich") that
+    the user's remembered preferences rule out (not what the request itself declines)."""
+    remembered = [n for n, why in facts.ruled_out.items() if n in facts.objects and not why.startswith(SAID)]
+    return wanted_names(facts.request, sorted(remembered))
 
 
 def preference_conflict(subtask: PlannedSubtask, facts: PlanningFacts) -> tuple[str, str] | None:

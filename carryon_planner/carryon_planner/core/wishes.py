@@ -70,7 +70,7 @@ def _lasting(request: str) -> tuple[bool, str] | None:
     return lasting is not None, found.group(0).lower()
 
 
-def _wanted(request: str, names: Sequence[str]) -> list[str]:
+def wanted_names(request: str, names: Sequence[str]) -> list[str]:
     """The names the request says, in its order, less those it no longer wants."""
     text = request.lower()
     out = []
@@ -112,13 +112,13 @@ def stated_wish(
     durable, marker = how
     facts = list(facts)
     diets = sorted(taxonomy.diets, key=len, reverse=True) if taxonomy is not None else []
-    said_diets = _wanted(request, diets)
+    said_diets = wanted_names(request, diets)
     if said_diets:
         holder = next((f for f in facts if any(_says(f[2], d) for d in diets)), None)
         if holder is None:
             return None
         return StatedWish(holder[0], holder[1], said_diets[0], durable, marker)
-    wanted = _wanted(request, names)
+    wanted = wanted_names(request, names)
     for entity, key, value in facts:
         held = {fam for name in named_in(value, names) for fam in _families(name, instructions, names)}
         mine = [n for n in wanted if _families(n, instructions, names) & held]
