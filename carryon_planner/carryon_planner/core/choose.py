@@ -38,7 +38,7 @@ from carryon_planner.core.validator import PlanningFacts
 MAX_PICKS = 3
 NOTHING_ELSE = "nothing else"
 NONE_OF_THEM = "none of these"
-ASKED = "[acts_on_what_is_needed]"  # the fix mend reports when it asks the user instead
+ASKED = "[acts_on_what_is_needed] nothing dispatched"  # the fix mend reports when it asks the user instead
 _SYSTEM = "You help a home robot decide what a person needs. Answer in JSON."
 
 
@@ -102,7 +102,9 @@ def choose_for_crowded(llm: LlmClient, plan: Plan, facts: PlanningFacts) -> tupl
     me a sandwich": sandwich.filling), the model is asked with it in front of it, and its
     picks are checked against it like any plan (follows_memory)."""
     names = sorted(facts.objects)
-    crowded = crowded_family(plan.subtasks, instructions=facts.instructions, names=names, request=facts.request)
+    crowded = crowded_family(
+        plan.subtasks, instructions=facts.instructions, names=names, request=facts.request, remembered=facts.remembered
+    )
     if crowded is None:
         return None
     remembered = usual_items(

@@ -9,7 +9,16 @@ from typing import Any
 
 from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene, ancestors
 from carryon_planner.core.steps import named_in, vla_subtask
-from carryon_planner.core.usual import cover_to_open, crowded_family, recorded, repeats, slot, usual_items
+from carryon_planner.core.usual import (
+    copied_beside,
+    cover_to_open,
+    crowded_family,
+    recorded,
+    repeats,
+    slot,
+    usual_items,
+    usual_unknown,
+)
 from carryon_planner.core.validator import PlanningFacts
 
 REPLY_LIMIT: int = Plan.model_json_schema()["properties"]["reply"]["maxLength"]
@@ -154,7 +163,9 @@ def ask_instead(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
     answers "everything" as if it had chosen: core/choose.py asks the model instead.)"""
     names = sorted(facts.objects)
     subtasks = _subtasks(raw)
-    crowded = crowded_family(subtasks, instructions=facts.instructions, names=names, request=facts.request)
+    crowded = crowded_family(
+        subtasks, instructions=facts.instructions, names=names, request=facts.request, remembered=facts.remembered
+    )
     if crowded is None:
         return []
     family = crowded[0]
@@ -170,6 +181,39 @@ def ask_instead(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
     raw["reply"] = f"{question} I did not want to guess."[:REPLY_LIMIT]
     did = f"the plan did {crowded[1]} of {crowded[2]}"
     return [f"[acts_on_what_is_needed] nothing dispatched: {did}; the user is asked which ones"]
+
+
+def drop_copied_beside(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
+    """A family the request asks none of, copied beside the one it names a fact for, is
+    left out (the sandwich is made; the four drinks beside it are not poured)."""
+    beside = copied_beside(
+        _subtasks(raw),
+        instructions=facts.instructions,
+        names=sorted(facts.objects),
+        request=facts.request,
+        remembered=facts.remembered,
+    )
+    if beside is None:
+        return []
+    drop(raw, set(beside[1]))
+    raw["reply"] = said_steps(raw)[:REPLY_LIMIT]
+    family = beside[0].replace("{}", "...")
+    return [f"[acts_on_what_is_needed] dropped {', '.join(beside[1])}: the request asks for no '{family}'"]
+
+
+def ask_usual(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
+    """A request for the user's usual that memory knows nothing about is not guessed at:
+    nothing moves, and the reply asks what they would like."""
+    moving = {e["id"] for e in raw["subtasks"] if e["kind"] in ("vla", "control")}
+    if not moving or not usual_unknown(facts.request, facts.remembered, facts.objects):
+        return []
+    drop(raw, moving)
+    raw["subtasks"] = [e for e in raw["subtasks"] if e["kind"] != "observe"]  # a look for nothing in particular
+    raw["reply"] = (
+        "I have nothing on record about your usual, so I did not guess. Tell me what you would like "
+        "(and say 'remember that' if it should be your usual from now on)."
+    )[:REPLY_LIMIT]
+    return [f"[usual_known] dropped {', '.join(sorted(moving))}: memory holds no usual for this user to serve"]
 
 
 def record_stated(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:

@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # the validator imports this module
     from carryon_planner.core.validator import PlanningFacts
 
 _ALL = re.compile(r"\b(all|every|everything|whole)\b", re.IGNORECASE)
+_USUAL = re.compile(r"\b(?:my|the)\s+(?:usual|regular|normal)\b|\bas\s+usual\b", re.IGNORECASE)
 CROWDED_FAMILY = 6  # a family this large or larger, filled past half by a plan, is "crowded"
 
 
@@ -183,12 +184,18 @@ def repeats(subtask: PlannedSubtask, by_id: Mapping[str, PlannedSubtask]) -> boo
 
 
 def crowded_family(
-    subtasks: Sequence[PlannedSubtask], *, instructions: Sequence[str], names: Iterable[str], request: str
+    subtasks: Sequence[PlannedSubtask],
+    *,
+    instructions: Sequence[str],
+    names: Iterable[str],
+    request: str,
+    remembered: Sequence[Remembered] = (),
 ) -> tuple[str, int, int] | None:
     """(family, how many of its slots the plan fills, how many it has) for a plan that
     fills more than half of a family of at least CROWDED_FAMILY instructions, none of
     whose objects the request names ("pack my bag for work" answered with the whole
-    shelf). None when the request asks for all of them."""
+    shelf), or of a family of three or more where `remembered` facts the request names say
+    which to use and the plan goes past them. None when the request asks for all of them."""
     if _ALL.search(request):
         return None
     names = sorted(set(names))
@@ -201,10 +208,49 @@ def crowded_family(
         if s.kind == "vla" and s.instruction in slots:
             family, obj = slots[s.instruction]
             filled.setdefault(family, set()).add(obj)
+    usual = {o for r in remembered if r.named for o in r.objects}
     for family, objects in filled.items():
-        crowded = sizes[family] >= CROWDED_FAMILY and 2 * len(objects) > sizes[family]
+        # a smaller family counts where the request names a fact that says which of it to use
+        # and the plan goes past that ("Make me a sandwich": four fillings of four, memory says two)
+        small = sizes[family] >= 3 and bool(objects & usual) and bool(objects - usual)
+        crowded = (sizes[family] >= CROWDED_FAMILY or small) and 2 * len(objects) > sizes[family]
         if crowded and not any(_named_by(request, o) for o in objects):
             return family, len(objects), sizes[family]
+    return None
+
+
+def copied_beside(
+    subtasks: Sequence[PlannedSubtask],
+    *,
+    instructions: Sequence[str],
+    names: Iterable[str],
+    request: str,
+    remembered: Sequence[Remembered],
+) -> tuple[str, tuple[str, ...]] | None:
+    """(family, the plan's subtask ids in it) for a family of three or more the plan fills
+    past half beside the family a fact the request names is about, though the request names
+    none of its objects: "Make me a sandwich" answered with the sandwich and every drink.
+    None when there is no such fact, or the family holds the other's base (the bread)."""
+    names = sorted(set(names))
+    slots = {ins: found for ins in instructions if (found := slot(ins, names)) is not None}
+    usual = {o for r in remembered if r.named for o in r.objects}
+    asked = {family for family, obj in slots.values() if obj in usual}
+    if not asked:
+        return None
+    bases = {b for family in asked for b in named_in(family.replace("{}", ""), names)}
+    sizes: dict[str, int] = {}
+    for family, _ in slots.values():
+        sizes[family] = sizes.get(family, 0) + 1
+    steps: dict[str, list[PlannedSubtask]] = {}
+    for s in subtasks:
+        if s.kind == "vla" and s.instruction in slots and slots[s.instruction][0] not in asked:
+            steps.setdefault(slots[s.instruction][0], []).append(s)
+    for family, in_family in steps.items():
+        objects = {slots[s.instruction][1] for s in in_family}
+        if sizes[family] < 3 or 2 * len(objects) <= sizes[family] or objects & bases:
+            continue
+        if not any(_named_by(request, o) for fam, o in slots.values() if fam == family):
+            return family, tuple(s.id for s in in_family)
     return None
 
 
@@ -241,9 +287,27 @@ def stated_moves(request: str, whereabouts: Mapping[str, str], locations: Iterab
     return {o: p for o, p in moves.items() if whereabouts.get(o) != p}
 
 
+def usual_unknown(request: str, remembered: Sequence[Remembered], names: Iterable[str]) -> bool:
+    """Whether the request asks for the user's usual ("Bring me my usual snack"), names no
+    object itself ("water instead of my usual" does), and their memory holds nothing that
+    bears on it (a new user, or one whose facts name nothing): whatever is served is a guess."""
+    if _USUAL.search(request) is None or any(r.objects for r in remembered):
+        return False
+    return not named_in(request.lower(), sorted(set(names)))
+
+
 def problems(plan: Plan, facts: PlanningFacts) -> Iterator[tuple[str, str, str]]:
     """The validator's checks of this module: (check, message, subtask id) each."""
     subtasks = plan.subtasks
+    if usual_unknown(facts.request, facts.remembered, facts.objects) and any(
+        s.kind in ("vla", "control") for s in subtasks
+    ):
+        yield (
+            "usual_known",
+            "the user asks for their usual, but their memory holds nothing about it: do not guess; ask them "
+            "what they would like",
+            "",
+        )
     for item, place in sorted(facts.stated.items()):
         if not any(recorded(op, item, place) for op in plan.memory_operations):
             yield (
@@ -287,7 +351,19 @@ def problems(plan: Plan, facts: PlanningFacts) -> Iterator[tuple[str, str, str]]
                 f"scene memory has {subtask.target} under {cover}: {opening!r} must come before",
                 subtask.id,
             )
-    crowded = crowded_family(subtasks, instructions=facts.instructions, names=names, request=facts.request)
+    beside = copied_beside(
+        subtasks, instructions=facts.instructions, names=names, request=facts.request, remembered=facts.remembered
+    )
+    if beside is not None:
+        for subtask_id in beside[1]:
+            yield (
+                "acts_on_what_is_needed",
+                f"the request asks for none of '{beside[0].replace('{}', '...')}': leave this out",
+                subtask_id,
+            )
+    crowded = crowded_family(
+        subtasks, instructions=facts.instructions, names=names, request=facts.request, remembered=facts.remembered
+    )
     if crowded is not None:
         family, filled, size = crowded
         yield (
