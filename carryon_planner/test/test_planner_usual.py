@@ -278,3 +278,20 @@ def test_a_small_family_copied_past_what_the_named_fact_says_is_not_carried_out(
     assert mended is not None and mended.plan.subtasks == [] and "tofu and lettuce" in mended.plan.reply
     exact = steps("put the bread on the plate", "put the tofu on the bread", "put the lettuce on the bread")
     assert Validator().validate(exact, said).ok
+
+
+def test_what_the_remembered_family_builds_on_is_set_out_first() -> None:
+    """ "Fix me my usual sandwich" planned as the fillings alone: the bread goes on the plate
+    first (the library's one step that moves the family's base); a request that names no
+    fact about the family is left as planned."""
+    said = facts("Fix me my usual sandwich", [FILLING])
+    fillings = steps("put the tofu on the bread", "put the lettuce on the bread")
+    assert "follows_memory" in [v.check for v in Validator().validate(fillings, said).violations]
+    mended = mend(fillings, said)
+    assert mended is not None
+    assert [s.instruction for s in mended.plan.subtasks if s.kind == "vla"] == [
+        "put the bread on the plate", "put the tofu on the bread", "put the lettuce on the bread"]  # fmt: skip
+    assert mended.plan.subtasks[1].depends_on == ["s1"] and mended.plan.subtasks[2].depends_on == ["base1"]
+    assert mended.plan.reply.startswith("I will look at the counter, then put the bread on the plate")
+    assert Validator().validate(mended.plan, said).ok
+    assert Validator().validate(steps("put the ham on the bread"), facts("Put the ham on the bread", [])).ok

@@ -118,7 +118,11 @@ def choose_for_crowded(llm: LlmClient, plan: Plan, facts: PlanningFacts) -> tupl
     try:
         doing = " ".join(family.replace("the {}", "").replace("{}", "").split())  # "put in the bag"
         memory = "; ".join(remembered.facts) if remembered is not None else ""
-        picks = [offered[p] for p in choose_needed(llm, facts.request, list(offered), doing=doing, memory=memory)]
+        # as many picks as memory names, if it names any: a third pick past a remembered two
+        # made a small family's cut plan a copy again (ham, tofu, cheese of four)
+        limit = max(1, len(remembered.wanted)) if remembered is not None else MAX_PICKS
+        answers = choose_needed(llm, facts.request, list(offered), doing=doing, memory=memory, limit=limit)
+        picks = [offered[p] for p in answers]
     except LlmError:
         return None
     raw: dict[str, Any] = plan.model_dump(mode="json")

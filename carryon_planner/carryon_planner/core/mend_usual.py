@@ -13,6 +13,7 @@ from carryon_planner.core.usual import (
     copied_beside,
     cover_to_open,
     crowded_family,
+    missing_base,
     recorded,
     repeats,
     slot,
@@ -199,6 +200,26 @@ def drop_copied_beside(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
     raw["reply"] = said_steps(raw)[:REPLY_LIMIT]
     family = beside[0].replace("{}", "...")
     return [f"[acts_on_what_is_needed] dropped {', '.join(beside[1])}: the request asks for no '{family}'"]
+
+
+def base_first(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
+    """The step that sets out what the remembered family builds on (the bread on the plate)
+    is put before the plan's first step in that family."""
+    names = sorted(facts.objects)
+    found = missing_base(_subtasks(raw), instructions=facts.instructions, names=names, remembered=facts.remembered)
+    if found is None:
+        return []
+    instruction, first = found
+    entry = next(e for e in raw["subtasks"] if e["id"] == first)
+    new_id = fresh_id((e["id"] for e in raw["subtasks"]), "base")
+    step = vla_subtask(
+        instruction, names, facts.whereabouts, facts.skill_objects, id=new_id, depends_on=list(entry["depends_on"])
+    )
+    raw["subtasks"].insert(raw["subtasks"].index(entry), step.model_dump(mode="json"))
+    entry["depends_on"] = [new_id]
+    left_out = re.search(r"Left out because of your preferences: .*", raw["reply"])
+    raw["reply"] = " ".join([said_steps(raw), left_out.group(0) if left_out else ""]).strip()[:REPLY_LIMIT]
+    return [f"[follows_memory] added {new_id} {instruction!r} before {first}: what it builds on"]
 
 
 def ask_usual(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:

@@ -254,6 +254,32 @@ def copied_beside(
     return None
 
 
+def missing_base(
+    subtasks: Sequence[PlannedSubtask],
+    *,
+    instructions: Sequence[str],
+    names: Iterable[str],
+    remembered: Sequence[Remembered],
+) -> tuple[str, str] | None:
+    """(the instruction that sets out a family's base, the plan's first step in that family)
+    where the plan works in the family a fact the request names is about without setting
+    out what the family builds on: "put the bread on the plate" before "put the {} on the
+    bread" for "Fix me my usual sandwich". None when the library has no single such step."""
+    names = sorted(set(names))
+    slots = {ins: found for ins in instructions if (found := slot(ins, names)) is not None}
+    usual = {o for r in remembered if r.named for o in r.objects}
+    in_plan = [s for s in subtasks if s.kind == "vla" and s.instruction in slots]
+    planned = {s.instruction for s in subtasks if s.kind == "vla"}
+    for family in dict.fromkeys(slots[s.instruction][0] for s in in_plan):
+        if not any(obj in usual for fam, obj in slots.values() if fam == family):
+            continue
+        bases = named_in(family.replace("{}", ""), names)
+        setting = [ins for ins, (fam, obj) in slots.items() if obj in bases and fam != family]
+        if len(setting) == 1 and setting[0] not in planned:
+            return setting[0], next(s.id for s in in_plan if slots[s.instruction][0] == family)
+    return None
+
+
 _ORDER = re.compile(
     r"^(?:please\s+)?(?:put|bring|take|move|place|get|carry|tidy|give|fetch|hand|could|can|would|will|is|are|where)\b"
 )
@@ -351,6 +377,9 @@ def problems(plan: Plan, facts: PlanningFacts) -> Iterator[tuple[str, str, str]]
                 f"scene memory has {subtask.target} under {cover}: {opening!r} must come before",
                 subtask.id,
             )
+    base = missing_base(subtasks, instructions=facts.instructions, names=names, remembered=facts.remembered)
+    if base is not None:
+        yield "follows_memory", f"{base[0]!r} sets out what this step builds on: it comes first", base[1]
     beside = copied_beside(
         subtasks, instructions=facts.instructions, names=names, request=facts.request, remembered=facts.remembered
     )
