@@ -281,3 +281,25 @@ def test_a_dropped_step_with_the_container_as_target_does_not_take_the_container
     mended = mend(plan(LOOK, OPEN, meat_into_bowl, carrot, reply="I will serve the carrot and the meat."), facts())
     assert mended is not None and [s.id for s in mended.plan.subtasks] == ["s1", "s2", "s5"]
     assert mended.fixes[0].startswith("[preference_conflict] dropped s4: put the meat in the bowl conflicts with")
+
+
+def test_what_scene_memory_has_nowhere_and_the_request_does_not_name_is_not_acted_on() -> None:
+    """Memory holds only meat under the cover, and something at every place: "Serve me food"
+    answered with the library's carrot is not carried out (nothing says there is one, and
+    nowhere is left to look); a request that names the carrot, or a place memory holds
+    nothing at, is searched for instead (search_before_act)."""
+    only_meat = {"kitchen_counter": ["pink_cover", "meat under pink_cover"], "dining_table": ["bowl"]}
+    serve = planning_facts(request="Serve me food", scene=only_meat, library=LIBRARY)
+    carrot = plan(
+        LOOK,
+        CARROT | {"depends_on": ["s1"]},
+        reply="I will look at the kitchen counter, then put the carrot in the bowl.",
+    )
+    assert "act_on_what_is_there" in {v.check for v in Validator().validate(carrot, serve).violations}
+    mended = mend(carrot, serve)
+    assert mended is not None and mended.plan.subtasks == [] and "no carrot" in mended.plan.reply
+    assert mended.fixes == ("[act_on_what_is_there] dropped s3: no carrot anywhere",)
+    asked = planning_facts(request="Put the carrot in the bowl", scene=only_meat, library=LIBRARY)
+    assert "act_on_what_is_there" not in {v.check for v in Validator().validate(carrot, asked).violations}
+    empty = planning_facts(request="Serve me food", scene={**only_meat, "side_table": []}, library=LIBRARY)
+    assert "search_before_act" in {v.check for v in Validator().validate(carrot, empty).violations}

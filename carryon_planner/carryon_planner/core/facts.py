@@ -127,6 +127,7 @@ def planning_facts(
         covers=_covers(now),
         known_covers=frozenset(_covers(scene).values()) | frozenset(_covers(now).values()),
         gone=frozenset(gone),
+        in_scene=frozenset(o for items in (*scene.values(), *observed.values()) for o in objects_in_contents(items)),
         stated=stated,
         remembered=tuple(remembered),
     )

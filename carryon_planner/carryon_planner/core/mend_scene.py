@@ -9,18 +9,19 @@ from typing import Any
 
 from carryon_planner.core.mend_usual import REPLY_LIMIT, drop, handles, look_before, said_steps, spoken
 from carryon_planner.core.plan import PlannedSubtask
-from carryon_planner.core.scene_checks import needless_uncover, unsearched_places
+from carryon_planner.core.scene_checks import needless_uncover, nowhere, unsearched_places
 from carryon_planner.core.validator import PlanningFacts
 
 
 def drop_not_there(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
     by_id = {e["id"]: PlannedSubtask.model_validate(e) for e in raw["subtasks"]}
     gone = {i for i, s in by_id.items() if s.kind == "vla" and s.target in facts.gone}
+    unknown = {i for i, s in by_id.items() if nowhere(s, facts)}
     needless = {i for i, s in by_id.items() if needless_uncover(s, by_id, facts)}
-    if not gone | needless:
+    if not gone | unknown | needless:
         return []
-    names = {spoken(by_id[i].target) for i in gone}
-    dropped = gone | needless
+    names = {spoken(by_id[i].target) for i in gone | unknown}
+    dropped = gone | unknown | needless
     while True:  # and what comes after a dropped subtask and handles the same thing
         more = {e["id"] for e in raw["subtasks"] if set(e["depends_on"]) & dropped and handles(e, names)} - dropped
         if not more:
@@ -28,6 +29,7 @@ def drop_not_there(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
         dropped |= more
     drop(raw, dropped)
     fixes = [f"[act_on_what_is_there] dropped {i}: {spoken(by_id[i].target)} was not seen" for i in sorted(gone)]
+    fixes += [f"[act_on_what_is_there] dropped {i}: no {spoken(by_id[i].target)} anywhere" for i in sorted(unknown)]
     fixes += [
         f"[act_on_what_is_there] dropped {i}: nothing to use under {spoken(by_id[i].target)}" for i in sorted(needless)
     ]
@@ -36,7 +38,11 @@ def drop_not_there(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
     else:  # nothing left to do here: what was looked at is recorded, nothing moves
         raw["subtasks"] = []
         missing = ", ".join(sorted(names)) or "what I would use"
-        raw["reply"] = f"I looked, but {missing} is not where I remembered it, so nothing was done."[:REPLY_LIMIT]
+        raw["reply"] = (
+            f"I looked, but {missing} is not where I remembered it, so nothing was done."
+            if gone
+            else f"I know of no {missing} here, so nothing was done."
+        )[:REPLY_LIMIT]
     return fixes
 
 

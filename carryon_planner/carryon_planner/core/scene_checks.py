@@ -6,6 +6,7 @@ core/usual.py's `problems`; core/mend.py mends them."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
@@ -49,6 +50,13 @@ def scene_problems(plan: Plan, facts: PlanningFacts) -> Iterator[tuple[str, str,
                 f"{_spoken(subtask.target)} was not seen when its place was looked at: do not act on it",
                 subtask.id,
             )
+        elif nowhere(subtask, facts):
+            yield (
+                "act_on_what_is_there",
+                f"scene memory has no {_spoken(subtask.target)} anywhere, every place holds something else, and the "
+                "request does not ask for it: do not act on it",
+                subtask.id,
+            )
         elif needless_uncover(subtask, by_id, facts):
             yield (
                 "act_on_what_is_there",
@@ -79,6 +87,19 @@ def unsearched_places(subtask: PlannedSubtask, by_id: Mapping[str, PlannedSubtas
     looked = {by_id[a].target for a in ancestors(subtask, by_id) if by_id[a].kind == "observe"}
     unknown = facts.locations - set(facts.whereabouts.values())  # memory holds nothing there
     return sorted(unknown - looked - set(facts.pending_observations))
+
+
+def nowhere(subtask: PlannedSubtask, facts: PlanningFacts) -> bool:
+    """Whether a VLA subtask acts on an object the request does not name that neither scene
+    memory nor an observation places anywhere, where there is nowhere left to look for it
+    (memory holds something at every location): "Serve me food" answered with the carrot
+    the library can serve, though memory has only meat under the cover."""
+    target = subtask.target if subtask.kind == "vla" else ""
+    if not target or facts.in_scene is None or target in facts.in_scene or target not in facts.objects:
+        return False
+    if target in facts.whereabouts or facts.locations - set(facts.whereabouts.values()):
+        return False  # placed (the user said where), or there is somewhere left to look for it
+    return re.search(rf"\b{re.escape(_spoken(target))}", facts.request.lower()) is None
 
 
 def needless_uncover(subtask: PlannedSubtask, by_id: Mapping[str, PlannedSubtask], facts: PlanningFacts) -> bool:

@@ -77,6 +77,7 @@ class PlanningFacts:
     remembered: tuple[Remembered, ...] = ()
     known_covers: frozenset[str] = frozenset()  # names memory or an observation has something under
     gone: frozenset[str] = frozenset()  # remembered at a location looked at since, seen nowhere
+    in_scene: frozenset[str] | None = None  # what scene memory or an observation mentions (None: not known)
     wish: StatedWish | None = None  # the remembered fact the request revises, and for how long
 
 
