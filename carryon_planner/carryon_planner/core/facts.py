@@ -8,8 +8,9 @@ from pathlib import Path
 
 from carryon_common.core.config import config_path
 from carryon_common.core.skills import SkillLibrary
+from carryon_planner.core.stated import stated_moves
 from carryon_planner.core.taxonomy import Taxonomy, load_taxonomy, request_wishes, ruled_out
-from carryon_planner.core.usual import Remembered, stated_moves
+from carryon_planner.core.usual import Remembered
 from carryon_planner.core.validator import PlanningFacts
 
 _RELATIONS = {"under", "in", "on", "at", "inside", "near", "beside", "behind"}
