@@ -41,8 +41,14 @@ def test_the_graph_split_over_two_hosts_lives_through_a_link_drop(config_dir: Pa
         # link back before its 3 s wait ends, DDS would deliver the request and the answer late.
         # The drop comes 0.2 s after the first chunk released after a reset, while the arm runs
         # it (1 s later, the benchmark's lead, the arm was often still: not explained yet).
-        [(found, status_named_policy_down)] = drop_trials(hosts, robot, [12.0], lead_s=0.2, settle_s=30.0)
-        print(found)
+        # A trial where the arm was still anyway says nothing about the hold (core/link_drop.py;
+        # under a loaded machine's CI the arm was sometimes still 0.2 s after a release): a
+        # second trial then, and the assertions hold for the trial that had it moving.
+        for _ in range(2):
+            [(found, status_named_policy_down)] = drop_trials(hosts, robot, [12.0], lead_s=0.2, settle_s=30.0)
+            print(found)
+            if found.moving_at_drop:
+                break
         assert found.moving_at_drop and found.last_release_s is not None, found  # the policy was moving the arm
         # The arm held soon after the drop: the released chunk ran out, nothing new arrived ...
         assert found.hold_s is not None and found.hold_s < 3.0, found
