@@ -39,6 +39,12 @@ def said_steps(raw: dict[str, Any]) -> str:
     return f"I will {', then '.join(steps)}."
 
 
+def said_anew(raw: dict[str, Any]) -> str:
+    """The reply said anew from the plan's steps, keeping what it said was left out and why."""
+    left_out = re.search(r"Left out because of your preferences: .*", raw["reply"])
+    return " ".join([said_steps(raw), left_out.group(0) if left_out else ""]).strip()[:REPLY_LIMIT]
+
+
 def drop(raw: dict[str, Any], dropped: set[str]) -> None:
     """Remove the `dropped` subtasks; a remaining subtask that waited for one waits for
     what that one waited for instead, and a scene update due before one is due at once."""
@@ -116,8 +122,7 @@ def follow_memory(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
         )
     if new:
         _insert_after(raw, anchor, new)
-    left_out = re.search(r"Left out because of your preferences: .*", raw["reply"])
-    raw["reply"] = " ".join([said_steps(raw), left_out.group(0) if left_out else ""]).strip()[:REPLY_LIMIT]
+    raw["reply"] = said_anew(raw)
     said = "; ".join(gap.facts)
     fixes = [f"[follows_memory] dropped {', '.join(gap.extra)}: not in {said}"] if gap.extra else []
     return [*fixes, f"[follows_memory] added {', '.join(s.id for s in new)}: {said}"] if new else fixes
@@ -217,8 +222,7 @@ def base_first(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
     )
     raw["subtasks"].insert(raw["subtasks"].index(entry), step.model_dump(mode="json"))
     entry["depends_on"] = [new_id]
-    left_out = re.search(r"Left out because of your preferences: .*", raw["reply"])
-    raw["reply"] = " ".join([said_steps(raw), left_out.group(0) if left_out else ""]).strip()[:REPLY_LIMIT]
+    raw["reply"] = said_anew(raw)
     return [f"[follows_memory] added {new_id} {instruction!r} before {first}: what it builds on"]
 
 

@@ -25,6 +25,7 @@ family by asking the user which ones: repair rounds did not get the 1.5B model t
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -61,6 +62,16 @@ def slot(instruction: str, names: Iterable[str]) -> tuple[str, str] | None:
     match = re.search(rf"\b{re.escape(found[0].replace('_', ' '))}\b", text)
     assert match is not None  # named_in found it there
     return f"{text[: match.start()]}{{}}{text[match.end() :]}", found[0]
+
+
+def _slots(instructions: Sequence[str], names: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """Instruction -> (family, the object in its slot), for the library's instructions with one."""
+    return {ins: found for ins in instructions if (found := slot(ins, names)) is not None}
+
+
+def _named_objects(remembered: Sequence[Remembered]) -> set[str]:
+    """The objects the facts the request names say it uses."""
+    return {o for r in remembered if r.named for o in r.objects}
 
 
 def _spoken(name: str) -> str:
@@ -107,7 +118,7 @@ def usual_items(
     (two facts the request does not name, both of the plan's family: "Heading to the pool"
     with habits for swimming and for work)."""
     names = sorted(set(names))
-    slots = {ins: found for ins in instructions if (found := slot(ins, names)) is not None}
+    slots = _slots(instructions, names)
     in_plan = [s for s in subtasks if s.kind == "vla" and s.instruction in slots]
     touched = {slots[s.instruction][0] for s in in_plan}
     used = {slots[s.instruction][1] for s in in_plan}
@@ -137,7 +148,7 @@ def usual_items(
     missing = tuple(o for o in wanted if o not in acted)
     if not extra and not missing:
         return None
-    size = sum(1 for fam, _ in slots.values() if fam == family)
+    size = Counter(fam for fam, _ in slots.values())[family]
     named = all(fact.named for fact, _, _ in chosen)
     return Usual(tuple(fact.label for fact, _, _ in chosen), family, wanted, extra, missing, len(acted), size, named)
 
@@ -198,16 +209,14 @@ def crowded_family(
     if _ALL.search(request):
         return None
     names = sorted(set(names))
-    slots = {ins: found for ins in instructions if (found := slot(ins, names)) is not None}
-    sizes: dict[str, int] = {}
-    for family, _ in slots.values():
-        sizes[family] = sizes.get(family, 0) + 1
+    slots = _slots(instructions, names)
+    sizes = Counter(family for family, _ in slots.values())
     filled: dict[str, set[str]] = {}
     for s in subtasks:
         if s.kind == "vla" and s.instruction in slots:
             family, obj = slots[s.instruction]
             filled.setdefault(family, set()).add(obj)
-    usual = {o for r in remembered if r.named for o in r.objects}
+    usual = _named_objects(remembered)
     for family, objects in filled.items():
         # a smaller family counts where the request names a fact that says which of it to use
         # and the plan goes past that ("Make me a sandwich": four fillings of four, memory says two)
@@ -231,15 +240,13 @@ def copied_beside(
     none of its objects: "Make me a sandwich" answered with the sandwich and every drink.
     None when there is no such fact, or the family holds the other's base (the bread)."""
     names = sorted(set(names))
-    slots = {ins: found for ins in instructions if (found := slot(ins, names)) is not None}
-    usual = {o for r in remembered if r.named for o in r.objects}
+    slots = _slots(instructions, names)
+    usual = _named_objects(remembered)
     asked = {family for family, obj in slots.values() if obj in usual}
     if not asked:
         return None
     bases = {b for family in asked for b in named_in(family.replace("{}", ""), names)}
-    sizes: dict[str, int] = {}
-    for family, _ in slots.values():
-        sizes[family] = sizes.get(family, 0) + 1
+    sizes = Counter(family for family, _ in slots.values())
     steps: dict[str, list[PlannedSubtask]] = {}
     for s in subtasks:
         if s.kind == "vla" and s.instruction in slots and slots[s.instruction][0] not in asked:
@@ -265,8 +272,8 @@ def missing_base(
     out what the family builds on: "put the bread on the plate" before "put the {} on the
     bread" for "Fix me my usual sandwich". None when the library has no single such step."""
     names = sorted(set(names))
-    slots = {ins: found for ins in instructions if (found := slot(ins, names)) is not None}
-    usual = {o for r in remembered if r.named for o in r.objects}
+    slots = _slots(instructions, names)
+    usual = _named_objects(remembered)
     in_plan = [s for s in subtasks if s.kind == "vla" and s.instruction in slots]
     planned = {s.instruction for s in subtasks if s.kind == "vla"}
     for family in dict.fromkeys(slots[s.instruction][0] for s in in_plan):
