@@ -256,6 +256,13 @@ def test_a_family_copied_beside_the_one_the_request_names_a_fact_for_is_left_out
     one = steps("put the bread on the plate", "put the tofu on the bread", "put the lettuce on the bread",
                 "put the tea in the cup")  # fmt: skip
     assert Validator().validate(one, said).ok
+    # what the preferences left out is still said once the drinks are dropped
+    vegan = with_memory("Make me a sandwich", [VEGAN, FILLING], LUNCH_SCENE, LUNCH)
+    with_ham = steps("put the bread on the plate", "put the ham on the bread", "put the tofu on the bread",
+                     "put the lettuce on the bread", *(f"put the {d} in the cup" for d in DRINKS))  # fmt: skip
+    mended = mend(with_ham, vegan)
+    assert mended is not None and "cup" not in mended.plan.reply
+    assert "Left out because of your preferences: ham" in mended.plan.reply
     with_tea = with_memory("Make me a sandwich and some tea", [FILLING], LUNCH_SCENE, LUNCH)
     assert "acts_on_what_is_needed" not in [v.check for v in Validator().validate(lunch, with_tea).violations]
 

@@ -202,7 +202,7 @@ def drop_copied_beside(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
     if beside is None:
         return []
     drop(raw, set(beside[1]))
-    raw["reply"] = said_steps(raw)[:REPLY_LIMIT]
+    raw["reply"] = said_anew(raw)
     family = beside[0].replace("{}", "...")
     return [f"[acts_on_what_is_needed] dropped {', '.join(beside[1])}: the request asks for no '{family}'"]
 
