@@ -1,7 +1,7 @@
 """Did a demo run tell the whole story? `python -m carryon_bringup.story RUN_DIR...`
 
 The demo (`make demo`) is the paper's integrated scenario: a remembered vegetarian user
-asks "Serve me food"; the meat is refused and recorded in scene memory, the pink cover
+asks "Serve me food"; the meat is refused (or left out, never acted on) and recorded in scene memory, the pink cover
 is opened, the carrot is served only if it is underneath, the shield blocks unsafe steps,
 an injected drop is recovered and the task resumes to the bowl, and nothing is touched
 that a subtask does not permit (the simulator's contact monitor, by the rules of
@@ -111,10 +111,17 @@ def check_story(folder: Path) -> list[StoryEvent]:
         )
     )
     messages = [d.get("message", "") for d in run.entries("plan.validation")]
-    refusal = next((m for m in messages if "preference_conflict" in m and "meat" in m), "")
+    said = ("preference_conflict", "left out for the user's preferences")  # refused in a plan, or never proposed
+    refusal = next((m for m in messages if "meat" in m and any(s in m for s in said)), "")
+    steps = [s for d in run.entries("plan") for s in _subtasks(d.get("plan"))]
+    meat = {s["id"] for s in steps if s.get("target") == "meat"}
+    moved = _first(run.entries("subtask"), lambda d: d.get("state") == "active" and d.get("subtask") in meat)
     events.append(
         _event(
-            "the meat is refused for her", refusal, refusal[:120], "no preference_conflict on the meat in the audit log"
+            "the meat is refused for her",
+            refusal and not moved,
+            refusal[:160],
+            f"a subtask on the meat ran: {moved['subtask']}" if moved else "the audit never says the meat is ruled out",
         )
     )
     recorded = _first(run.entries("memory.change"), lambda d: "meat" in str(d.get("new", "")))
@@ -126,7 +133,6 @@ def check_story(folder: Path) -> list[StoryEvent]:
             "no scene-memory change mentioning the meat",
         )
     )
-    steps = [s for d in run.entries("plan") for s in _subtasks(d.get("plan"))]
     conditional = next((s for s in steps if s.get("target") == "carrot" and s.get("condition")), None)
     events.append(
         _event(

@@ -31,6 +31,9 @@ def write_run(
     transcript: list[str] = TRANSCRIPT,
     cover_state: str = "succeeded",
     contacts: list[dict[str, object]] | None = None,
+    validation: str = "[preference_conflict] meat conflicts",
+    plan: dict[str, object] = PLAN,
+    meat_state: str = "",
 ) -> Path:
     folder.mkdir()
     listed = contacts or []
@@ -39,8 +42,10 @@ def write_run(
     )
     (folder / "transcript.txt").write_text("\n".join(transcript) + "\n")
     with AuditLog(folder / "audit.jsonl") as audit:
-        audit.append("plan", "planner_node", {"plan": json.dumps(PLAN)})
-        audit.append("plan.validation", "planner_node", {"message": "[preference_conflict] meat conflicts"})
+        audit.append("plan", "planner_node", {"plan": json.dumps(plan)})
+        audit.append("plan.validation", "planner_node", {"message": validation})
+        if meat_state:
+            audit.append("subtask", "planner_node", {"subtask": "s3", "state": meat_state, "message": "running"})
         audit.append("memory.change", "memory_node", {"entity": "kitchen_counter", "new": "meat in plate"})
         audit.append("subtask", "planner_node", {"subtask": "s1", "state": "succeeded", "message": "pink_cover seen"})
         audit.append("subtask", "planner_node", {"subtask": "s2", "state": cover_state, "message": "judge"})
@@ -84,6 +89,20 @@ def test_each_gap_is_named(tmp_path: Path) -> None:
     (no_drop / "report.png").unlink()
     assert "the run folder holds config, events, bag, metrics, report" in missing(no_drop)
     assert main([str(no_drop), str(cover_failed)]) == 1
+
+
+def test_the_meat_left_out_unproposed_counts_and_the_meat_moved_never_does(tmp_path: Path) -> None:
+    """A plan that never proposed the meat says it left it out (the LLM planner); a plan
+    whose meat step ran refused nothing, whatever its validator said."""
+    left_out = "validator: left out for the user's preferences: meat (vegetarian rules out meat)"
+    assert missing(write_run(tmp_path / "left_out", validation=left_out)) == []
+    silent = write_run(tmp_path / "silent", validation="validator: [uncover_first] added open1")
+    assert missing(silent) == ["the meat is refused for her"]
+    steps = [*PLAN["subtasks"], {"id": "s3", "kind": "vla", "target": "meat", "condition": ""}]  # type: ignore[misc]
+    moved = write_run(tmp_path / "moved", plan={"subtasks": steps}, meat_state="active")
+    assert missing(moved) == ["the meat is refused for her"]
+    assert "s3" in next(e.evidence for e in check_story(moved) if not e.seen)
+    assert missing(write_run(tmp_path / "pending", plan={"subtasks": steps})) == []
 
 
 def test_any_unpermitted_contact_fails_the_story(tmp_path: Path) -> None:

@@ -281,3 +281,16 @@ def test_where_a_moved_target_is_recorded(
 def test_nothing_to_summarise_is_said() -> None:
     result = Run().assist([json.dumps(SERVE), NOTHING])
     assert result.message.endswith("summariser: nothing lasting to remember")
+
+
+def test_what_the_scene_holds_and_the_preferences_rule_out_is_said_left_out() -> None:
+    """The LLM never proposed the meat: the validating progress (and so the audit log)
+    still says the plan leaves it out and why; a scene without it says nothing of it."""
+    run = Run(memory=FakeMemory(scene={**SCENE, "kitchen_counter": ("meat in plate", *SCENE["kitchen_counter"])}))
+    run.assist([json.dumps(SERVE), json.dumps(SERVE), NOTHING])  # the look finds no meat: replanned, then stopped
+    said = [p.message for p in run.progress if p.phase == Phase.VALIDATING]
+    assert said and "left out for the user's preferences: meat (" in said[0] and "vegetarian" in said[0]
+    assert any("left out for the user's preferences: meat" in line for line in run.log)
+    plain = Run()
+    assert plain.assist([json.dumps(SERVE), NOTHING]).status == Status.SUCCEEDED
+    assert not any("left out" in p.message for p in plain.progress)

@@ -37,6 +37,11 @@ class PlanningOutcome:
     refused: bool
     attempts: tuple[Attempt, ...]
     notes: tuple[str, ...] = ()  # what else planning did (names classified for the taxonomy)
+    left_out: tuple[tuple[str, str], ...] = ()  # (object, why): in the scene, ruled out by the user's preferences
+
+    def left_out_lines(self) -> list[str]:
+        """What the plan leaves out of the scene for the user's preferences, one line each."""
+        return [f"left out for the user's preferences: {name.replace('_', ' ')} ({why})" for name, why in self.left_out]
 
     @property
     def repairs(self) -> int:
@@ -94,7 +99,7 @@ def plan_with_repair(
                     plan, fixes = _chosen_instead(llm, copied, facts, validator) or (plan, fixes)
             if report.ok:
                 attempts.append(Attempt(text, "", fixes))
-                return PlanningOutcome(plan, plan.refusal is not None, tuple(attempts))
+                return PlanningOutcome(plan, plan.refusal is not None, tuple(attempts), left_out=left_out(facts))
             feedback = report.feedback() + ("\n(Subtask sN is your step N.)" if steps else "")
             attempts.append(Attempt(text, "; ".join(str(v) for v in report.violations), fixes))
             if mended is not None:  # the LLM is shown the mended plan: what is left to repair
@@ -103,6 +108,13 @@ def plan_with_repair(
     last = attempts[-1].rejected_because
     reason = f"no valid plan after {max_repairs} repair round(s); last problem: {last}"
     return PlanningOutcome(safe_refusal(reason), True, tuple(attempts))
+
+
+def left_out(facts: PlanningFacts) -> tuple[tuple[str, str], ...]:
+    """(object, why) for what scene memory or an observation holds that the user's
+    preferences or the request's own wishes rule out: a valid plan never acts on it."""
+    present = facts.in_scene or frozenset()
+    return tuple(sorted((name, why) for name, why in facts.ruled_out.items() if name in present))
 
 
 def _chosen_instead(

@@ -172,7 +172,7 @@ def ask(
     outcome = planner.plan(user_id, text, context)
     plan_id = new_plan_id()
     notes = [f"{len(outcome.attempts)} LLM round(s)", *(f"mended: {f}" for a in outcome.attempts for f in a.mended)]
-    notes += outcome.notes
+    notes += [*outcome.notes, *outcome.left_out_lines()]
     if not outcome.refused and not plan_only:
         notes += apply_plan_memory(memory, user_id, outcome.plan, plan_id)
     if not outcome.refused:
@@ -324,10 +324,10 @@ class AssistSession:
                 *([f"LLM round {number} rejected: {attempt.rejected_because}"] if attempt.rejected_because else []),
             )
         ]
-        for line in rejected:
+        for line in (*rejected, *outcome.left_out_lines()):
             self.log(f"{self.plan_id}: {line}")
-        if rejected:
-            self.publish(Phase.VALIDATING, "validator: " + "; ".join(rejected))
+        if rejected or outcome.left_out:  # what was left out is said even when the LLM never proposed it
+            self.publish(Phase.VALIDATING, "validator: " + "; ".join([*rejected, *outcome.left_out_lines()]))
         if outcome.refused:
             self.log(f"{self.plan_id}: refused after {rounds} LLM round(s): {outcome.plan.refusal}")
         else:
