@@ -53,6 +53,21 @@ def test_the_model_server_starts_only_for_a_planner_that_uses_it(config_dir: Pat
     assert spec.conditional("llm_server_node") and not spec.conditional("planner_node")
 
 
+def test_with_the_model_server_every_other_node_runs_nicer(config_dir: Path) -> None:
+    """graph.yaml's `others_nice` on llm_server_node: the rest of the graph yields to the model
+    (relative niceness kept, capped at 19) only while the model server is started."""
+    spec = GraphSpec.load(config_dir)
+    base = {launch.name: launch.nice for launch in spec.launches("sim")}
+    lead = spec.data.nodes["llm_server_node"].others_nice
+    assert lead > 0
+    local = {launch.name: launch.nice for launch in plan_launches(spec, "sim", (), ())[0]}
+    assert local.pop("llm_server_node") == base["llm_server_node"] == 0
+    assert local == {name: min(19, base[name] + lead) for name in local}
+    assert local["judge_node"] - local["shield_node"] == base["judge_node"] - base["shield_node"] > 0
+    scripted = plan_launches(spec, "sim", (), ["planner_node.llm_backend=scripted"])[0]
+    assert {launch.name: launch.nice for launch in scripted} == {n: v for n, v in base.items() if n in local}
+
+
 def test_a_condition_on_an_unknown_node_or_malformed_is_a_config_error(config_copy: Path) -> None:
     graph = config_copy / "graph.yaml"
     data = yaml.safe_load(graph.read_text())

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from carryon_bringup.core.graph import GraphSpec
-from carryon_bringup.up import command_for
+from carryon_bringup.up import command_for, plan_launches
 
 LAUNCH_FILE = Path(__file__).resolve().parents[1] / "launch" / "carryon.launch.py"
 
@@ -93,7 +93,8 @@ def test_launch_file_and_carryon_up_start_the_same_processes(
     monkeypatch.delenv("CARRYON_PROFILE", raising=False)
     launched = _launched_nodes(monkeypatch, {"profile": profile, "config_dir": str(config_dir)})
     spec = GraphSpec.load(config_dir)
-    up = [_parse_up_command(command_for(launch)) for launch in spec.launches(profile)]
+    started = plan_launches(spec, profile, (), ())[0]  # as `carryon up` selects them (and nices them)
+    up = [_parse_up_command(command_for(launch)) for launch in started]
     # Both give the shield and the robot driver a new command key, the nodes that check operators
     # the run's authorized operators file, the nodes whose decisions are audited a signing key of
     # their own (only planner_node's may sign requests) and the recorder their public keys
@@ -121,7 +122,7 @@ def test_launch_file_and_carryon_up_start_the_same_processes(
     niced = {launch.name: launch.nice for launch in spec.launches(profile) if launch.nice}
     # The judge waits behind the control path; perception, which the shield needs fresh, does not.
     assert niced.get("judge_node", 0) > 0 and not {"shield_node", "perception_node"} & set(niced)
-    for node, launch in zip(launched, spec.launches(profile), strict=True):
+    for node, launch in zip(launched, started, strict=True):
         assert node["respawn"] == (launch.restart.max_restarts > 0)
         # Like `carryon up`, a node that exits for good shuts the whole launch down.
         assert (node["on_exit"] is not None) == (launch.restart.max_restarts == 0)

@@ -286,8 +286,9 @@ def test_a_dropped_step_with_the_container_as_target_does_not_take_the_container
 def test_what_scene_memory_has_nowhere_and_the_request_does_not_name_is_not_acted_on() -> None:
     """Memory holds only meat under the cover, and something at every place: "Serve me food"
     answered with the library's carrot is not carried out (nothing says there is one, and
-    nowhere is left to look); a request that names the carrot, or a place memory holds
-    nothing at, is searched for instead (search_before_act)."""
+    nowhere is left to look); a request that names the carrot, or whose user remembers it
+    (a favourite snack), is carried out; a place memory holds nothing at is searched first
+    (search_before_act)."""
     only_meat = {"kitchen_counter": ["pink_cover", "meat under pink_cover"], "dining_table": ["bowl"]}
     serve = planning_facts(request="Serve me food", scene=only_meat, library=LIBRARY)
     carrot = plan(
@@ -301,5 +302,9 @@ def test_what_scene_memory_has_nowhere_and_the_request_does_not_name_is_not_acte
     assert mended.fixes == ("[act_on_what_is_there] dropped s3: no carrot anywhere",)
     asked = planning_facts(request="Put the carrot in the bowl", scene=only_meat, library=LIBRARY)
     assert "act_on_what_is_there" not in {v.check for v in Validator().validate(carrot, asked).violations}
+    favourite = planning_facts(
+        request="Bring me my favourite snack", scene=only_meat, library=LIBRARY, user_facts=["carrot"]
+    )
+    assert "act_on_what_is_there" not in {v.check for v in Validator().validate(carrot, favourite).violations}
     empty = planning_facts(request="Serve me food", scene={**only_meat, "side_table": []}, library=LIBRARY)
     assert "search_before_act" in {v.check for v in Validator().validate(carrot, empty).violations}

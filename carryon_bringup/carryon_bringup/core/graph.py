@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,15 @@ class NodeEntry(BaseModel):
         le=19,
         description="Scheduling niceness of the process (`nice -n`): heavy work that may wait (perception, "
         "the judge) runs behind the control path (driver, policy, shield) on a small machine.",
+    )
+    others_nice: int = Field(
+        0,
+        ge=0,
+        le=19,
+        description="While this node is started, every other node of the graph runs this much nicer (its "
+        "`nice` plus this, at most 19; their shares among themselves keep their ratios): the offline model "
+        "server, which a request waits on while the arm holds still, gets the CPU on a small machine "
+        "without the privilege a negative niceness needs.",
     )
     when: str = Field(
         "",
@@ -222,13 +231,13 @@ class GraphSpec:
         """True for a node started only for another node's setting (graph.yaml `when`)."""
         return bool(self.data.nodes[name].when) if name in self.data.nodes else False
 
-    @staticmethod
     def needed(
-        launches: Sequence[NodeLaunch], resolved: Mapping[str, Any], named: Iterable[str] = ()
+        self, launches: Sequence[NodeLaunch], resolved: Mapping[str, Any], named: Iterable[str] = ()
     ) -> list[NodeLaunch]:
         """`launches` less the conditional ones whose condition does not hold: `resolved` maps
         node names to their validated configs; a condition on a node not started is false.
-        Nodes in `named` (asked for by name, `--only`) always start."""
+        Nodes in `named` (asked for by name, `--only`) always start. Where a started node has
+        `others_nice` (the model server), the others run that much nicer."""
         out, always = [], set(named)
         for launch in launches:
             if launch.when and launch.name not in always:
@@ -237,7 +246,15 @@ class GraphSpec:
                 if node not in resolved or str(getattr(resolved[node], param, None)) != expected:
                     continue
             out.append(launch)
-        return out
+        lead = max((self.data.nodes[launch.name].others_nice for launch in out), default=0)
+        if not lead:
+            return out
+        return [
+            launch
+            if self.data.nodes[launch.name].others_nice == lead
+            else replace(launch, nice=min(19, launch.nice + lead))
+            for launch in out
+        ]
 
 
 def find_config_dir(explicit: str | os.PathLike[str] | None, fallbacks: Iterable[Path] = ()) -> Path:

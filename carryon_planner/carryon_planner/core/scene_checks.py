@@ -90,8 +90,9 @@ def unsearched_places(subtask: PlannedSubtask, by_id: Mapping[str, PlannedSubtas
 
 
 def nowhere(subtask: PlannedSubtask, facts: PlanningFacts) -> bool:
-    """Whether a VLA subtask acts on an object the request does not name that neither scene
-    memory nor an observation places anywhere, where there is nowhere left to look for it
+    """Whether a VLA subtask acts on an object neither the request nor the user's remembered
+    facts name ("my favourite snack": meat) that neither scene memory nor an observation
+    places anywhere, where there is nowhere left to look for it
     (memory holds something at every location): "Serve me food" answered with the carrot
     the library can serve, though memory has only meat under the cover."""
     target = subtask.target if subtask.kind == "vla" else ""
@@ -99,7 +100,8 @@ def nowhere(subtask: PlannedSubtask, facts: PlanningFacts) -> bool:
         return False
     if target in facts.whereabouts or facts.locations - set(facts.whereabouts.values()):
         return False  # placed (the user said where), or there is somewhere left to look for it
-    return re.search(rf"\b{re.escape(_spoken(target))}", facts.request.lower()) is None
+    named = rf"\b{re.escape(_spoken(target))}"  # by the request, or by what the user's memory says
+    return not any(re.search(named, text.lower()) for text in (facts.request, *facts.user_facts))
 
 
 def needless_uncover(subtask: PlannedSubtask, by_id: Mapping[str, PlannedSubtask], facts: PlanningFacts) -> bool:
