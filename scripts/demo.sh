@@ -4,10 +4,11 @@
 # A remembered vegetarian user (alice) says "Serve me food". The whole graph runs as
 # separate processes over DDS: the planner plans with her memory, looks at the counter,
 # finds meat it did not know about and replans (recording it in scene memory); the
-# validator refuses to serve her the meat; the arm opens the pink cover, looks again and
-# carries the carrot to the bowl, every chunk checked by the shield (it steers around the
-# bottle); the carrot is dropped just after it is picked up (an injected perturbation), the
-# judge calls the failure, recovery re-grasps through the shield and the instruction resumes.
+# validator refuses to serve her the meat (an LLM that never proposes it says it is left
+# out); the arm opens the pink cover, looks again and carries the carrot to the bowl,
+# every chunk checked by the shield (it steers around the bottle); the carrot is dropped
+# just after it is picked up (an injected perturbation), the judge calls the failure,
+# recovery re-grasps through the shield and the instruction resumes.
 #
 # STAND-INS (said again in the banner): the VLA is a SCRIPTED stand-in (sim_scripted_safe);
 # the planner's replies are SCRIPTED (config/planner/demo_script.yaml, NOT AN LLM; the
@@ -46,8 +47,8 @@ if [ "${LLM:-}" = "local" ]; then  # make demo LLM=local
     echo "LLM=local needs the offline model server: run \`bash scripts/setup_llm.sh\` first (6-16 min once)" >&2
     exit 2
   fi
-  # On 2 cores the running graph leaves the model a fraction of the CPU: one plan takes
-  # minutes, so each LLM request may take 10 (the default 2 suits a server of its own).
+  # On 2 cores the rest of the graph yields to the model (graph.yaml others_nice): a plan
+  # takes 15-30 s; a request may still take up to 10 min before it counts as failed.
   PLANNER=(--set planner_node.llm_backend=local --set planner_node.llm_timeout_s=600)
   PLANNER_LINE="the offline model (llm_server_node: Qwen2.5-Coder on this CPU; weak, slow plans)"
   STAND_INS="the injected drop. The planner is the LLM."
@@ -100,7 +101,7 @@ for _ in $(seq 1 1200); do
 done
 
 if [ "${LLM:-}" = "local" ]; then
-  bold "Waiting for the offline model to read the planner's rules once (minutes on 2 cores; then plans reuse them)"
+  bold "Waiting for the offline model to read the planner's rules once (about a minute on 2 cores; then plans reuse them)"
   for _ in $(seq 1 6000); do
     grep -q "model server warmed" "$RUN_DIR/logs/planner_node.log" 2>/dev/null && break
     kill -0 "$UP_PID" 2>/dev/null || break

@@ -112,7 +112,8 @@ def check_story(folder: Path) -> list[StoryEvent]:
     )
     messages = [d.get("message", "") for d in run.entries("plan.validation")]
     said = ("preference_conflict", "left out for the user's preferences")  # refused in a plan, or never proposed
-    refusal = next((m for m in messages if "meat" in m and any(s in m for s in said)), "")
+    parts = (part for m in messages for part in m.split("; "))  # the validator's message: one finding per part
+    refusal = next((p for p in parts if "meat" in p and any(s in p for s in said)), "")
     steps = [s for d in run.entries("plan") for s in _subtasks(d.get("plan"))]
     meat = {s["id"] for s in steps if s.get("target") == "meat"}
     moved = _first(run.entries("subtask"), lambda d: d.get("state") == "active" and d.get("subtask") in meat)

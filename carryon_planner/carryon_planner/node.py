@@ -257,6 +257,10 @@ class PlannerNode(CarryOnNode):
         try:
             return self._assist_goal(goal_handle, result)
         except Exception as exc:  # noqa: BLE001 - the request fails with the reason; the node stays up
+            if not self.context.ok():  # Ctrl-C / SIGTERM mid-request: the goal ends with the node, no handle left
+                print(f"planner_node: Assist {goal_handle.request.text!r} ended by the shutdown ({exc!r})", flush=True)
+                result.status, result.message = Assist.Result.STATUS_CANCELLED, "the planner shut down"
+                return result
             self.get_logger().error(f"Assist failed: {traceback.format_exc()}")
             result.status, result.message = Assist.Result.STATUS_FAILED, f"internal error: {exc!r} (see the log)"
             goal_handle.abort()

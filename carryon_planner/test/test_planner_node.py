@@ -11,6 +11,7 @@ from planner_fixtures import ScriptedLlm
 from rclpy.parameter import Parameter
 
 from carryon_common.calls import RosSession
+from carryon_interfaces.action import Assist
 from carryon_interfaces.msg import PlanState
 from carryon_interfaces.srv import Ask
 from carryon_memory.node import MemoryNode
@@ -176,3 +177,28 @@ def test_the_local_model_server_is_warmed_with_the_rules_and_schema_at_start(ros
         assert first["max_tokens"] == 1 and first["messages"][-1]["content"] == "(warm-up: answer {})"
         assert "Plan schema (JSON Schema)" in first["messages"][0]["content"]  # what every plan request starts with
         assert '"title":"StepPlan"' in first["messages"][0]["content"]  # plan_format auto: steps for the local model
+
+
+def test_an_assist_cut_by_the_shutdown_ends_quietly(ros, tmp_path: Path, capfd) -> None:  # type: ignore[no-untyped-def]
+    """Ctrl-C / SIGTERM while an Assist runs: its next publish fails on the dead context and
+    the goal handle is gone too. The goal ends CANCELLED with one line, no traceback (the
+    handle's abort raised again before, and both errors were logged as a failure)."""
+    start(ros, tmp_path, [])
+    node = next(n for n in ros.nodes if isinstance(n, PlannerNode))
+
+    class Handle:
+        request = Assist.Goal(user_id="alice", text="Serve me food")
+
+        def abort(self) -> None:
+            raise AssertionError("abort on a dead context")
+
+    def cut(goal_handle, result):  # type: ignore[no-untyped-def]
+        ros.context.try_shutdown()
+        raise RuntimeError("Failed to publish: the context is invalid")
+
+    node._assist_goal = cut
+    result = node._on_assist(Handle())
+    assert result.status == Assist.Result.STATUS_CANCELLED and result.message == "the planner shut down"
+    out = capfd.readouterr()
+    assert "ended by the shutdown" in out.out and "Traceback" not in out.out + out.err
+    assert not node._busy.locked()
