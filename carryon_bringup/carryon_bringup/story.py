@@ -1,14 +1,15 @@
 """Did a demo run tell the whole story? `python -m carryon_bringup.story RUN_DIR...`
 
 The demo (`make demo`) is the paper's integrated scenario: a remembered vegetarian user
-asks "Serve me food"; the meat is refused (or left out, never acted on) and recorded in scene memory, the pink cover
-is opened, the carrot is served only if it is underneath, the shield blocks unsafe steps,
-an injected drop is recovered and the task resumes to the bowl, and nothing is touched
-that a subtask does not permit (the simulator's contact monitor, by the rules of
-carryon_common.core.contact_rules). Each event is looked up in the run's audit log (the
-decisions), its transcript (what the operator saw, the injected perturbation) and its
-report's metrics.json (the unpermitted contacts); the run folder must hold every artefact. Prints one line per
-event and writes `story.json`; exit status 0 only when every event is there.
+asks "Serve me food"; the meat is refused (or left out, never acted on) and recorded in
+scene memory, the pink cover is opened, the carrot is served only if it is underneath,
+the shield blocks unsafe steps, an injected drop is recovered and the task resumes to
+the bowl, and nothing is touched that a subtask does not permit (the simulator's contact
+monitor, by the rules of carryon_common.core.contact_rules). Each event is looked up in
+the run's audit log (the decisions), its transcript (what the operator saw, the injected
+perturbation) and its report's metrics.json (the unpermitted contacts); the run folder
+must hold every artefact. Prints one line per event and writes `story.json`; exit status
+0 only when every event is there.
 """
 
 from __future__ import annotations
