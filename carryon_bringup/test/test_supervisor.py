@@ -89,15 +89,15 @@ def test_stop_interrupts_then_kills_and_leaves_no_process(tmp_path: Path) -> Non
     )
     sup = supervisor(tmp_path, {"polite_node": SLEEPER, "stubborn_node": stubborn})
     sup.start_all()
-    deadline = time.monotonic() + 5
-    while len(sup.processes["stubborn_node"].tail) < 1 and time.monotonic() < deadline:
+    deadline = time.monotonic() + 10  # both running their loops: an interpreter still starting may miss SIGINT's
+    while any(len(p.tail) < 1 for p in sup.processes.values()) and time.monotonic() < deadline:  # clean exit
         time.sleep(0.02)
     grandchild = int(sup.processes["stubborn_node"].tail[0])
     pids = list(sup.pids().values())
-    report = sup.stop(1.0)
+    report = sup.stop(2.0)  # a loaded full run saw the polite node take more than 1 s to exit
     assert report.killed == ["stubborn_node"]
     assert report.stopped_cleanly == ["polite_node"]
-    assert report.duration_s < 3.0
+    assert report.duration_s < 5.0
     time.sleep(0.2)
     for pid in [*pids, grandchild]:
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
