@@ -34,7 +34,12 @@ def supervisor(tmp_path: Path, scripts: dict[str, str], restarts: dict[str, int]
     return sup
 
 
-SLEEPER = "import time\nprint('up', flush=True)\nwhile True: time.sleep(0.1)"
+# Ctrl-C raises KeyboardInterrupt as in a node (rclpy installs its own handler), also where the test run
+# itself was started in the background with SIGINT ignored (`make test &`), which children inherit.
+SLEEPER = (
+    "import signal, time\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    "print('up', flush=True)\nwhile True: time.sleep(0.1)"
+)
 CRASHER = "import sys\nprint('loading config', flush=True)\nprint('boom: no such file', flush=True)\nsys.exit(3)"
 
 
