@@ -99,7 +99,9 @@ def plan_with_repair(
                     plan, fixes = _chosen_instead(llm, copied, facts, validator) or (plan, fixes)
             if report.ok:
                 attempts.append(Attempt(text, "", fixes))
-                return PlanningOutcome(plan, plan.refusal is not None, tuple(attempts), left_out=left_out(facts))
+                return PlanningOutcome(
+                    plan, plan.refusal is not None, tuple(attempts), left_out=present_ruled_out(facts)
+                )
             feedback = report.feedback() + ("\n(Subtask sN is your step N.)" if steps else "")
             attempts.append(Attempt(text, "; ".join(str(v) for v in report.violations), fixes))
             if mended is not None:  # the LLM is shown the mended plan: what is left to repair
@@ -110,7 +112,7 @@ def plan_with_repair(
     return PlanningOutcome(safe_refusal(reason), True, tuple(attempts))
 
 
-def left_out(facts: PlanningFacts) -> tuple[tuple[str, str], ...]:
+def present_ruled_out(facts: PlanningFacts) -> tuple[tuple[str, str], ...]:
     """(object, why) for what scene memory or an observation holds that the user's
     preferences or the request's own wishes rule out: a valid plan never acts on it."""
     present = facts.in_scene or frozenset()

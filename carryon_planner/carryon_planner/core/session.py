@@ -324,10 +324,11 @@ class AssistSession:
                 *([f"LLM round {number} rejected: {attempt.rejected_because}"] if attempt.rejected_because else []),
             )
         ]
-        for line in (*rejected, *outcome.left_out_lines()):
+        said = [*rejected, *outcome.left_out_lines()]  # what was left out, also when the LLM never proposed it
+        for line in said:
             self.log(f"{self.plan_id}: {line}")
-        if rejected or outcome.left_out:  # what was left out is said even when the LLM never proposed it
-            self.publish(Phase.VALIDATING, "validator: " + "; ".join([*rejected, *outcome.left_out_lines()]))
+        if said:
+            self.publish(Phase.VALIDATING, "validator: " + "; ".join(said))
         if outcome.refused:
             self.log(f"{self.plan_id}: refused after {rounds} LLM round(s): {outcome.plan.refusal}")
         else:
