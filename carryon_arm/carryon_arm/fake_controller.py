@@ -101,7 +101,7 @@ class FakeControllerNode(CarryOnNode):
 
 
 def main() -> int:
-    return run_node(FakeControllerNode)
+    return run_node(FakeControllerNode, threads=1)  # short callbacks only (see run_node)
 
 
 if __name__ == "__main__":

@@ -203,7 +203,7 @@ class ArmAdapterNode(CarryOnNode):
             return
         path = under_config_dir(cameras_file)
         cameras = load_camera_map(path).cameras
-        group = MutuallyExclusiveCallbackGroup()  # images never delay the control timer
+        group = MutuallyExclusiveCallbackGroup()  # one at a time (the node spins one thread: main)
         for name, source in cameras.items():
             self._bridge_camera(name, source, group)
         self.get_logger().info(f"bridging cameras {sorted(cameras)} from {path}")
@@ -275,7 +275,11 @@ class ArmAdapterNode(CarryOnNode):
 
 
 def main() -> int:
-    return run_node(ArmAdapterNode)
+    # One thread: every callback here is short (an IK solve, a message relayed, a depth image
+    # rescaled), so an e-stop state waits at most for one of them; with rclpy's multi-threaded
+    # executor the node spent a core on spinning at the controller's 100 Hz and took e-stop
+    # states and chunks up to 3 s late on a loaded machine (run_node).
+    return run_node(ArmAdapterNode, threads=1)
 
 
 if __name__ == "__main__":
