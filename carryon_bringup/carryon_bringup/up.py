@@ -33,7 +33,7 @@ from carryon_bringup.core.supervisor import Supervisor
 from carryon_common.core.command_auth import create_key_file
 from carryon_common.core.config import config_as_params, parse_override
 from carryon_common.core.errors import CarryOnError, ConfigError
-from carryon_common.core.names import PROFILE_ENV, RUN_COMMAND_KEY, RUN_DIR_ENV
+from carryon_common.core.names import PROFILE_ENV, REALTIME_PRIORITY_ENV, RUN_COMMAND_KEY, RUN_DIR_ENV
 
 EXIT_OK = 0
 EXIT_NODE_DIED = 1
@@ -76,16 +76,20 @@ def executable_path(launch: NodeLaunch) -> Path:
     return exe
 
 
-def nice_prefix(launch: NodeLaunch) -> list[str]:
-    """`nice -n N` before a node's command when the graph gives it a niceness (both launchers)."""
-    return ["nice", "-n", str(launch.nice)] if launch.nice else []
+def process_prefix(launch: NodeLaunch) -> list[str]:
+    """What goes before a node's command (both launchers): `nice -n N` for graph.yaml's
+    `nice`, and `env CARRYON_REALTIME_PRIORITY=N` for its `realtime_priority` (applied by
+    the node itself: carryon_common.scheduling)."""
+    nice = ["nice", "-n", str(launch.nice)] if launch.nice else []
+    realtime = ["env", f"{REALTIME_PRIORITY_ENV}={launch.realtime_priority}"] if launch.realtime_priority else []
+    return [*nice, *realtime]
 
 
 def command_for(launch: NodeLaunch, log_level: str | None = None) -> list[str]:
     """The command line of one node: the same executable, name, namespace and parameter
-    files (and `nice` prefix) that `ros2 launch` uses for the same NodeLaunch."""
+    files (and prefix) that `ros2 launch` uses for the same NodeLaunch."""
     cmd = [
-        *nice_prefix(launch),
+        *process_prefix(launch),
         str(executable_path(launch)),
         "--ros-args",
         "-r",

@@ -16,7 +16,7 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction, Shutdown
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from carryon_bringup.up import command_key_params, load_spec, nice_prefix
+from carryon_bringup.up import command_key_params, load_spec, process_prefix
 from carryon_common.core.names import PROFILE_ENV
 
 
@@ -47,7 +47,7 @@ def _nodes(context, *_args, **_kwargs):
             namespace=launch.namespace,
             parameters=[str(path) for path in (*launch.params_files, *_given(key_params, launch.name))],
             output="screen",
-            prefix=" ".join(nice_prefix(launch)) or None,  # like `carryon up`: graph.yaml's `nice`
+            prefix=" ".join(process_prefix(launch)) or None,  # like `carryon up`: `nice`, `realtime_priority`
             emulate_tty=True,
             # Like `carryon up`: each node reports its profile, which `carryon status` looks for.
             additional_env={"CARRYON_CONFIG_DIR": str(spec.config_dir), PROFILE_ENV: profile},

@@ -18,6 +18,7 @@ import yaml
 
 from carryon_bringup.core.graph import GraphSpec
 from carryon_bringup.up import command_for, plan_launches
+from carryon_common.core.names import REALTIME_PRIORITY_ENV
 
 LAUNCH_FILE = Path(__file__).resolve().parents[1] / "launch" / "carryon.launch.py"
 
@@ -77,7 +78,7 @@ def _as_command(node: dict[str, Any]) -> tuple[str, str, str, str, list[str], st
 
 
 def _parse_up_command(cmd: list[str]) -> tuple[str, str, str, str, list[str], str]:
-    start = 3 if cmd[0] == "nice" else 0
+    start = next(i for i, part in enumerate(cmd) if part.startswith("/"))  # after `nice -n N`, `env X=N`
     prefix, cmd = " ".join(cmd[:start]), cmd[start:]
     exe = Path(cmd[0])
     args = cmd[cmd.index("--ros-args") + 1 :]
@@ -122,6 +123,11 @@ def test_launch_file_and_carryon_up_start_the_same_processes(
     niced = {launch.name: launch.nice for launch in spec.launches(profile) if launch.nice}
     # The judge waits behind the control path; perception, which the shield needs fresh, does not.
     assert niced.get("judge_node", 0) > 0 and not {"shield_node", "perception_node"} & set(niced)
+    # The shield's decisions run ahead of the rest (SCHED_FIFO, applied by the node itself), in both launchers.
+    shield = next(node for node in launched if node["name"] == "shield_node")
+    priority = spec.data.nodes["shield_node"].realtime_priority
+    assert shield["prefix"].endswith(f"env {REALTIME_PRIORITY_ENV}={priority}")  # after `nice`: others_nice
+    assert spec.data.nodes["shield_node"].realtime_priority > 0
     for node, launch in zip(launched, started, strict=True):
         assert node["respawn"] == (launch.restart.max_restarts > 0)
         # Like `carryon up`, a node that exits for good shuts the whole launch down.

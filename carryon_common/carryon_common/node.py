@@ -28,7 +28,7 @@ from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedEx
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 
-from carryon_common import __version__, convert
+from carryon_common import __version__, convert, scheduling
 from carryon_common.actions import ActionClient
 from carryon_common.core import names
 from carryon_common.core.config import ROS_BUILTIN_PARAMETERS, NodeConfig, build_config, param_fields
@@ -350,6 +350,7 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None, *, thre
     core on it (arm_adapter_node with a 100 Hz controller and the shield's 40 Hz heartbeat:
     100 % of a core with 4 threads, 17 % with 1, and e-stop states handled up to 3 s late).
     A node whose callbacks are all short passes `threads=1` (a SingleThreadedExecutor).
+    graph.yaml's `realtime_priority` (carryon_common.scheduling) is applied before ROS starts.
 
     Exit codes: 0 after Ctrl-C / SIGTERM, 2 for an invalid configuration, 1 when
     construction or spinning failed (the traceback is printed once).
@@ -357,6 +358,11 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None, *, thre
     # A crash in native code (MuJoCo's renderer, DDS, numpy) prints every thread's Python
     # stack to stderr, which `carryon up` shows under "NODE DIED" and keeps in the node's log.
     faulthandler.enable(all_threads=True)
+    try:
+        scheduling_note = scheduling.apply_realtime_priority(scheduling.requested_priority())
+    except ValueError as exc:
+        print(f"configuration error:\n{exc}", file=sys.stderr, flush=True)
+        return EXIT_CONFIG
     rclpy.init(args=args if args is not None else sys.argv)
     exit_with_launcher()  # after rclpy.init: its SIGTERM handler turns the signal into a clean shutdown
     node: Node | None = None
@@ -364,6 +370,8 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None, *, thre
     code = EXIT_OK
     try:
         node = factory()
+        if isinstance(node, CarryOnNode) and scheduling_note != "normal":
+            node.add_backend("scheduling", scheduling_note)
         executor.add_node(node)
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):

@@ -160,6 +160,25 @@ def test_latch_captures_the_target_as_carried_geometry() -> None:
     assert not p.snapshot(1.1).geometry.has_carried()
 
 
+def test_the_grounding_worker_captures_the_carried_object_before_the_next_decision() -> None:
+    """The capture at the grasp (14.8 ms in the graph) is done by the worker's refresh, so a
+    decision that finds the worker's obstacle set ready does no capture of its own."""
+    p = perception()
+    p.set_task(TaskSpec("s", "carrot", "table", "bowl"))
+    p.update_frame(overhead_frame("top", 1.0))
+    p.update_state(state(1.0))
+    assert p.refresh(1.0) and not len(p.latch.carried)
+    p.update_state(state(1.05, width=0.03, command=1.0))  # grasped
+    assert p.refresh(1.05) and len(p.latch.carried)  # the worker grounded for holding and captured
+    captured, capture = p.latch.carried, p.capture_carried
+    in_decision: list[bool] = []
+    p.capture_carried = lambda obstacles: in_decision.append(capture(obstacles)) or False  # type: ignore[method-assign]
+    p.update_frame(overhead_frame("top", 1.06))  # newer frames, not yet grounded: the ready set still serves
+    snapshot = p.snapshot(1.07, prefer_ready=True)
+    assert snapshot.holding and snapshot.geometry.has_carried() and p.latch.carried is captured
+    assert in_decision == [False]  # asked, nothing left to capture
+
+
 def test_the_carried_object_is_placed_with_the_tool_pose_of_its_images_instant() -> None:
     """Images arrive late: the target's points of an image taken before a 10 cm lift are
     placed in the tool frame with the tool pose of that instant, so the carried object does

@@ -60,6 +60,17 @@ class NodeEntry(BaseModel):
         "server, which a request waits on while the arm holds still, gets the CPU on a small machine "
         "without the privilege a negative niceness needs.",
     )
+    realtime_priority: int = Field(
+        0,
+        ge=0,
+        le=99,
+        description="SCHED_FIFO priority of the node's threads (set before ROS starts: its executor, its "
+        "workers and the DDS threads that deliver its messages), 0 = ordinary scheduling: the shield's "
+        "release of a chunk does not wait behind perception and the simulator. Only for a node whose work "
+        "is small. Needs root, "
+        "CAP_SYS_NICE or an rtprio limit; without it the node runs ordinary and says so "
+        "(carryon_common.scheduling).",
+    )
     when: str = Field(
         "",
         pattern=r"^$|^[a-z_]+\.[a-z_]+=\S+$",
@@ -116,6 +127,7 @@ class NodeLaunch:
     params_files: tuple[Path, ...]
     restart: RestartPolicy = field(default_factory=RestartPolicy)
     nice: int = 0  # `nice -n` of the process (0: as the launcher)
+    realtime_priority: int = 0  # SCHED_FIFO priority of the node's control path (0: ordinary)
     when: str = ""  # `node.parameter=value` the node is started for ('' = always; `GraphSpec.needed`)
 
     def load_config(self, overrides: Mapping[str, Any] | None = None) -> NodeConfig:
@@ -222,6 +234,7 @@ class GraphSpec:
                     params_files=tuple(self.config_dir / f for f in files),
                     restart=entry.restart,
                     nice=entry.nice,
+                    realtime_priority=entry.realtime_priority,
                     when=entry.when,
                 )
             )

@@ -17,6 +17,8 @@ RUN_DIR_ENV = "CARRYON_RUN_DIR"
 # as the default profile, and set by the launchers in every node's environment, so a node
 # reports the profile it runs in (`carryon status` finds the running profile from it).
 PROFILE_ENV = "CARRYON_PROFILE"
+# SCHED_FIFO priority of a node's control path, from graph.yaml (carryon_common.scheduling)
+REALTIME_PRIORITY_ENV = "CARRYON_REALTIME_PRIORITY"
 
 # Nodes of the graph (the `name` of each entry in config/graph.yaml).
 MEMORY_NODE = "memory_node"
