@@ -67,9 +67,8 @@ class NodeEntry(BaseModel):
         description="SCHED_FIFO priority of the node's threads (set before ROS starts: its executor, its "
         "workers and the DDS threads that deliver its messages), 0 = ordinary scheduling: the shield's "
         "release of a chunk does not wait behind perception and the simulator. Only for a node whose work "
-        "is small. Needs root, "
-        "CAP_SYS_NICE or an rtprio limit; without it the node runs ordinary and says so "
-        "(carryon_common.scheduling).",
+        "is small. Needs root, CAP_SYS_NICE or an rtprio limit; without it the node runs ordinary and "
+        "says so (carryon_common.scheduling).",
     )
     when: str = Field(
         "",
@@ -127,7 +126,7 @@ class NodeLaunch:
     params_files: tuple[Path, ...]
     restart: RestartPolicy = field(default_factory=RestartPolicy)
     nice: int = 0  # `nice -n` of the process (0: as the launcher)
-    realtime_priority: int = 0  # SCHED_FIFO priority of the node's control path (0: ordinary)
+    realtime_priority: int = 0  # SCHED_FIFO priority of the node's threads (0: ordinary)
     when: str = ""  # `node.parameter=value` the node is started for ('' = always; `GraphSpec.needed`)
 
     def load_config(self, overrides: Mapping[str, Any] | None = None) -> NodeConfig:
