@@ -211,7 +211,7 @@ class ShieldNode(CarryOnNode):
 
     def _ground_frames(self) -> None:
         """The grounding worker: grounds the newest frames whenever new ones arrived, and
-        captures the carried object while holding. It runs at the node's real-time priority
+        captures the carried object at the grasp. It runs at the node's real-time priority
         (graph.yaml realtime_priority) like the decisions: at ordinary priority it was
         preempted while holding the GIL, and a decision waited for it (release p99 34 ms vs
         21 ms, `carryon bench latency`)."""

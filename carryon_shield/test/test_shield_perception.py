@@ -162,7 +162,8 @@ def test_latch_captures_the_target_as_carried_geometry() -> None:
 
 def test_the_grounding_worker_captures_the_carried_object_before_the_next_decision() -> None:
     """The capture at the grasp (14.8 ms in the graph) is done by the worker's refresh, so a
-    decision that finds the worker's obstacle set ready does no capture of its own."""
+    decision that finds the worker's obstacle set ready does no capture of its own; growing
+    the model from later views stays with the decisions."""
     p = perception()
     p.set_task(TaskSpec("s", "carrot", "table", "bowl"))
     p.update_frame(overhead_frame("top", 1.0))
@@ -171,12 +172,20 @@ def test_the_grounding_worker_captures_the_carried_object_before_the_next_decisi
     p.update_state(state(1.05, width=0.03, command=1.0))  # grasped
     assert p.refresh(1.05) and len(p.latch.carried)  # the worker grounded for holding and captured
     captured, capture = p.latch.carried, p.capture_carried
-    in_decision: list[bool] = []
-    p.capture_carried = lambda obstacles: in_decision.append(capture(obstacles)) or False  # type: ignore[method-assign]
+    calls: list[tuple[bool, bool]] = []  # (by the worker, captured)
+
+    def recorded(obstacles: object, grasp_only: bool = False) -> bool:
+        calls.append((grasp_only, capture(obstacles, grasp_only=grasp_only)))  # type: ignore[arg-type]
+        return calls[-1][1]
+
+    p.capture_carried = recorded  # type: ignore[method-assign]
     p.update_frame(overhead_frame("top", 1.06))  # newer frames, not yet grounded: the ready set still serves
     snapshot = p.snapshot(1.07, prefer_ready=True)
     assert snapshot.holding and snapshot.geometry.has_carried() and p.latch.carried is captured
-    assert in_decision == [False]  # asked, nothing left to capture
+    assert calls == [(False, False)]  # the decision asked: nothing left to capture
+    assert p.refresh(1.07) and p.latch.carried is captured  # the worker does not grow it: the decisions do
+    p.snapshot(1.08, prefer_ready=True)
+    assert calls == [(False, False), (True, False), (False, True)]
 
 
 def test_the_carried_object_is_placed_with_the_tool_pose_of_its_images_instant() -> None:
