@@ -76,9 +76,21 @@ def test_up_status_cli_round_trip_and_sigterm(spec: GraphSpec, tmp_path: Path) -
         # One OS process each; llm_server_node too, as the planner's llm_backend is local (the default).
         assert set(pids) == set(graph.node_names) and len(set(pids.values())) == 10
 
-        status, _ = cli(["status", "--json"], graph.domain_id)
-        assert status.returncode == 0, status.stderr
-        report = json.loads(status.stdout)
+        # Ready may flicker to degraded on a loaded machine (the shield for a frame a moment too old,
+        # once in a full run): every node ready in one report within 20 s, else say which were not.
+        deadline = time.monotonic() + 20.0
+        while True:
+            status, _ = cli(["status", "--json"], graph.domain_id)
+            if status.returncode == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(1.0)
+        report = json.loads(status.stdout) if status.stdout.strip() else {}
+        not_ready = {
+            name: (node["state"], node["message"]) if node else "no answer"
+            for name, node in report.items()
+            if not node or not node["ready"]
+        }
+        assert status.returncode == 0, (not_ready, status.stderr)
         assert all(node["ready"] for node in report.values())
         assert {node["pid"] for node in report.values()} == set(pids.values())
         # Without scripts/setup_llm.sh (CI) the model server is up but cannot serve, and says how to fix it;
