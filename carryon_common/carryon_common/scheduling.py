@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 
 from carryon_common.core.names import REALTIME_PRIORITY_ENV
 
 
-def requested_priority(environ: os._Environ[str] | dict[str, str] | None = None) -> int:
+def requested_priority(environ: Mapping[str, str] | None = None) -> int:
     """The SCHED_FIFO priority asked for (0: none). A malformed value is an error, not a
     silent fallback: the launcher wrote it from a validated graph.yaml."""
     text = (os.environ if environ is None else environ).get(REALTIME_PRIORITY_ENV, "").strip()
