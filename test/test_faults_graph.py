@@ -30,7 +30,10 @@ def test_the_fault_probes_hold_against_the_running_graph(config_dir: Path, tmp_p
     assert all(math.isfinite(s) for s in result.details["estop_to_rest_s"]), result.details
     assert all(math.isfinite(s) for s in result.details["shield_frozen_to_rest_s"]), result.details
     assert len(result.details["estop_to_rest_s"]) == 2
-    assert metrics["forged_chunks_executed"].value == 0 and metrics["forged_chunks_executed"].note.startswith("of 6")
+    forged = metrics["forged_chunks_executed"]
+    assert forged.value == 0 and forged.note.startswith("of 6"), result.details["forged_chunks"]
+    # each refused by the driver for what it is, not merely unmoved
+    assert all(o["driver"] for o in result.details["forged_chunks"]), result.details["forged_chunks"]
     assert metrics["forged_release_moved"].value == 0
     assert metrics["estop_survived_restart"].value == 2, metrics["estop_survived_restart"]
     # Forged plan states, shield events, verdicts, memory changes and e-stop states (10, plus the

@@ -53,7 +53,7 @@ class Driver:
         (the arm moved on after the images were taken)."""
         self.peer, self.world, self.frames, self.joints = peer, world, dict(frames), joints
         self.pose_offset_s, self.later_q = pose_offset_s or {}, later_q
-        self.later_stamp: Time | None = None
+        self.later_stamps: list[Time] = []
         self.pubs = {
             name: [
                 peer.create_publisher(Image, f"camera/{name}/color", qos_profile_sensor_data),
@@ -71,10 +71,11 @@ class Driver:
 
     def publish(self) -> None:
         now = self.peer.get_clock().now()
-        if self.later_stamp is not None and abs((now - self.later_stamp).nanoseconds) < 80_000_000:
-            # A late timer put this frame within 80 ms of the last frame's later joint states:
+        if any(abs((now - later).nanoseconds) < 80_000_000 for later in self.later_stamps):
+            # This frame falls within 80 ms of an earlier frame's later joint states (the one
+            # just before after a late timer, or the one two frames back at a steady 10 Hz):
             # with its own not yet received, those (within max_joint_offset_s) would pose the
-            # robot swung (a CI run saw the arm left as unknown objects). A driver streaming
+            # robot swung (CI runs saw the arm left as unknown objects). A driver streaming
             # joint states at its rate has none so far off; skip the frame instead.
             return
         stamp = now.to_msg()
@@ -91,10 +92,9 @@ class Driver:
                         msg.header.stamp = (now + Duration(seconds=self.pose_offset_s[name])).to_msg()
                     pub.publish(msg)
         if self.later_q is not None:
-            self.later_stamp = now + Duration(seconds=0.2)
-            self.joint_pub.publish(
-                common_convert.joint_state_msg(list(ARM_JOINTS), self.later_q, self.later_stamp.to_msg())
-            )
+            later = now + Duration(seconds=0.2)
+            self.later_stamps = [*self.later_stamps[-4:], later]
+            self.joint_pub.publish(common_convert.joint_state_msg(list(ARM_JOINTS), self.later_q, later.to_msg()))
 
 
 class Listener:

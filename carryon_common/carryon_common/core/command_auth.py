@@ -16,7 +16,6 @@ keeps on disk, and the driver's guard that admits only what the shield signed.
 
 from __future__ import annotations
 
-import collections
 import hashlib
 import hmac
 import json
@@ -28,9 +27,10 @@ from pathlib import Path
 
 from carryon_common.core.errors import ConfigError
 from carryon_common.core.names import RUN_DIR_ENV
+from carryon_common.core.replay import SeenSignatures
 
 KEY_BYTES = 32
-_REPLAYS_KEPT = 256
+_REPLAYS_KEPT = 16384  # bounds memory only while the clock stands still (core/replay.py)
 
 
 def create_key_file(path: Path) -> Path:
@@ -163,7 +163,7 @@ class CommandGuard:
         self.heartbeat_pause_s = heartbeat_timeout_s if heartbeat_pause_s is None else heartbeat_pause_s
         self.max_age_s = max_age_s
         self.last_heartbeat_mono: float | None = None  # monotonic time of the latest valid heartbeat
-        self._seen: collections.deque[str] = collections.deque(maxlen=_REPLAYS_KEPT)
+        self._seen = SeenSignatures(max_age_s, _REPLAYS_KEPT)
         self.refused = 0  # forged, replayed, stale or unsigned messages
 
     @property
@@ -249,5 +249,5 @@ class CommandGuard:
         if reason is not None:
             self.refused += 1
             return reason
-        self._seen.append(signature)
+        self._seen.add(signature, stamp_s, now_s)
         return None

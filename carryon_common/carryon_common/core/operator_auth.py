@@ -21,7 +21,6 @@ and the signature has not been seen before (a replay).
 from __future__ import annotations
 
 import base64
-import collections
 import getpass
 import os
 import re
@@ -37,6 +36,7 @@ from pydantic import Field
 
 from carryon_common.core.config import NodeConfig
 from carryon_common.core.errors import CarryOnError, ConfigError
+from carryon_common.core.replay import SeenSignatures
 
 PRINCIPAL = re.compile(r"(operator|node):[a-z0-9][a-z0-9_.-]{0,63}")
 MAX_AGE_S = 30.0
@@ -148,7 +148,7 @@ class RequestVerifier:
 
     def __init__(self, keys: dict[str, Ed25519PublicKey], max_age_s: float = MAX_AGE_S) -> None:
         self.keys, self.max_age_s = keys, max_age_s
-        self._seen: collections.OrderedDict[str, float] = collections.OrderedDict()
+        self._seen = SeenSignatures(max_age_s, _REPLAYS_KEPT)
 
     @classmethod
     def from_file(cls, path: Path, max_age_s: float = MAX_AGE_S) -> RequestVerifier:
@@ -173,11 +173,7 @@ class RequestVerifier:
             raise Unauthorized(f"the signature does not verify for {principal}") from None
         if signature in self._seen:
             raise Unauthorized("this signed request was already used (a replay)")
-        self._seen[signature] = stamp_s
-        while len(self._seen) > _REPLAYS_KEPT or (
-            self._seen and next(iter(self._seen.values())) < now_s - 2 * self.max_age_s
-        ):
-            self._seen.popitem(last=False)
+        self._seen.add(signature, stamp_s, now_s)
         return principal
 
 
