@@ -49,9 +49,9 @@ from typing import Any, Protocol
 import numpy as np
 from rich.progress import Progress
 
+from carryon_bringup.bench.cpu import one_core
 from carryon_bringup.bench.node_config import node_config
 from carryon_bringup.bench.perception_metrics import ScoreParams, Tally, Taxonomy, load_taxonomy, score_camera
-from carryon_bringup.bench.shield import one_core
 from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, percentile
 from carryon_bringup.core.graph import find_config_dir
 from carryon_bringup.up import default_config_fallbacks

@@ -21,20 +21,25 @@ the graph uses (`SimShieldGate`). Every with-shield row runs twice on the same s
 and `..._violations_delta_pts` / `..._success_delta_pts` (perception − oracle, percentage
 points) say what perception costs. Each row is saved to `rows/<backbone>_<scene>_{without,
 with_perception,with_sim_truth}.json` as it finishes; `--resume RUN_DIR` skips the rows
-already there. Writes `safety.png` (without / with perception / with the oracle) beside
-the results.
+already there. `--jobs N` computes N rows at a time in worker processes, each pinned to a
+CPU of its own (bench/cpu.py): the episodes run in simulated time, so the rates are the
+same; only the timings each row carries are taken with the other CPUs busy. Writes
+`safety.png` (without / with perception / with the oracle) beside the results.
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from rich.progress import Progress
 
+from carryon_bringup.bench.cpu import one_core, saved_rows
 from carryon_bringup.bench.node_config import node_config
-from carryon_bringup.bench.shield import BACKBONES, SCENES, add_rows, episode_row, one_core
-from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, saved_row
+from carryon_bringup.bench.shield import BACKBONES, SCENES, add_rows, episode_row
+from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult
 from carryon_bringup.core.graph import find_config_dir
 from carryon_bringup.up import default_config_fallbacks
 from carryon_shield.core.config import ShieldConfig
@@ -136,28 +141,29 @@ def run(options: BenchOptions) -> BenchResult:
     n = options.count(full=200, quick=3)
     seeds = range(options.seed * 1000, options.seed * 1000 + n)
     rows = options.run_dir / "rows" / f"{n}_per_row"  # a resumed run with another count starts afresh
+    computes = {
+        f"{backend}_{scene}_{label}": partial(
+            episode_row, backend, scene, seeds, shielded=on, config=config, masks=masks, config_dir=config_dir
+        )
+        for backend in BACKBONES
+        for scene in SCENES
+        for label, (on, masks) in ROWS.items()
+    }
+    workers = f"{options.jobs} worker processes, each pinned to a CPU of its own, single-threaded queries"
+    with one_core() if options.jobs == 1 else nullcontext(workers) as pinning, Progress() as progress:
+        result.details["cpu"] = pinning
+        job = progress.add_task("safety episodes", total=len(computes) * n)
+        saved = saved_rows(rows, computes, options.jobs, done=lambda _key: progress.advance(job, n))
     table: dict[str, dict[str, Any]] = {}
     both_metrics: dict[str, dict[str, Any]] = {}
-    with one_core() as pinning, Progress() as progress:
-        result.details["cpu"] = pinning
-        job = progress.add_task("safety episodes", total=len(BACKBONES) * len(SCENES) * len(ROWS) * n)
-        for backend in BACKBONES:
-            for scene in SCENES:
-                key = f"{backend}_{scene}"
-                rates = {}
-                for label, (shielded, masks) in ROWS.items():
-
-                    def compute(
-                        b: str = backend, s: str = scene, on: bool = shielded, m: str = masks
-                    ) -> dict[str, Any]:
-                        return episode_row(b, s, seeds, shielded=on, config=config, masks=m, config_dir=config_dir)
-
-                    rates[label] = saved_row(rows, f"{key}_{label}", compute)
-                    progress.advance(job, n)
-                table[key] = {entry: rates[label] for label, entry, _, _ in BARS}
-                add_rows(result, key, rates["without"], rates["with_perception"], n)
-                add_oracle_rows(result, key, rates["with_perception"], rates["with_sim_truth"])
-                both_metrics[key] = add_both_metrics(result, key, rates)
+    for backend in BACKBONES:
+        for scene in SCENES:
+            key = f"{backend}_{scene}"
+            rates = {label: saved[f"{key}_{label}"] for label in ROWS}
+            table[key] = {entry: rates[label] for label, entry, _, _ in BARS}
+            add_rows(result, key, rates["without"], rates["with_perception"], n)
+            add_oracle_rows(result, key, rates["with_perception"], rates["with_sim_truth"])
+            both_metrics[key] = add_both_metrics(result, key, rates)
     result.details["episodes_per_row"] = n
     result.details["masks"] = {
         "with_shield": "carryon_perception on the rendered colour + depth (the graph's grounder 'masks')",

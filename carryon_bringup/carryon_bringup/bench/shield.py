@@ -23,11 +23,8 @@ one thread for the whole benchmark.
 
 from __future__ import annotations
 
-import os
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -35,6 +32,7 @@ from typing import Any
 import numpy as np
 from rich.progress import Progress
 
+from carryon_bringup.bench.cpu import one_core
 from carryon_bringup.bench.node_config import node_config
 from carryon_bringup.bench.policy import FOOD_TASKS, SAFETY_TASKS, _tasks
 from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, percentile
@@ -62,29 +60,6 @@ POINTS = (1_000, 5_000, 20_000, 100_000)
 HORIZONS = (8, 16, 32, 50)
 # A downward tool (finger axis along world y), as the stand-in holds it.
 DOWN = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])
-
-
-@contextmanager
-def one_core() -> Iterator[str]:
-    """Pin this process to one CPU (and BLAS pools to one thread) while benchmarking."""
-    previous = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
-    try:
-        from threadpoolctl import threadpool_limits  # type: ignore[import-not-found]
-    except ImportError:
-        threadpool_limits = None
-    limiter = threadpool_limits(1) if threadpool_limits else None
-    try:
-        if previous:
-            cpu = min(previous)
-            os.sched_setaffinity(0, {cpu})
-            yield f"pinned to CPU {cpu} (os.sched_setaffinity), single-threaded queries"
-        else:
-            yield "not pinned (no sched_setaffinity here)"
-    finally:
-        if previous:
-            os.sched_setaffinity(0, previous)
-        if limiter is not None:
-            limiter.unregister()
 
 
 def synthetic_obstacles(n: int, rng: np.random.Generator) -> ObstacleSet:

@@ -11,6 +11,7 @@ from rich.table import Table
 from carryon_bringup.cli.common import EXIT_NOT_IMPLEMENTED, EXIT_OK, EXIT_USAGE, Subparsers, console, err
 
 _COUNTED = ("safety", "recovery", "personalization")  # benchmarks whose count --episodes sets
+_PARALLEL = ("safety",)  # benchmarks whose rows --jobs computes side by side
 
 
 def _positive(text: str) -> int:
@@ -33,6 +34,14 @@ def add_bench(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         help="episodes per row (safety), per perturbation kind (recovery) or cases per suite "
         "(personalization) instead of the full count (recorded; a resumed run keeps the count it started with)",
     )
+    bench.add_argument(
+        "--jobs",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="rows computed at a time, each in a worker process pinned to a CPU of its own (safety; default 1: "
+        "one process on one CPU). The rates are the same; the timings rows carry are taken with the CPUs busy",
+    )
     bench.add_argument("--json", metavar="PATH", help="also write the figures to this JSON file")
     bench.add_argument(
         "--resume",
@@ -52,6 +61,7 @@ def add_bench(sub: Subparsers, common: argparse.ArgumentParser) -> None:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from carryon_bringup.bench import BENCHMARKS
+    from carryon_bringup.bench.cpu import check_jobs
     from carryon_bringup.core.bench import BenchOptions
 
     if args.list or not args.name:
@@ -78,9 +88,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.episodes is not None and args.name not in _COUNTED:
         err.print(f"--episodes: {args.name} has no episode count (benchmarks with one: {', '.join(_COUNTED)})")
         return EXIT_USAGE
-    options = BenchOptions(args.quick, args.seed, run_dir, tuple(args.set), config_dir, args.episodes)
+    if args.jobs != 1 and args.name not in _PARALLEL:
+        err.print(
+            f"--jobs: {args.name} runs in one process (benchmarks with rows to share out: {', '.join(_PARALLEL)})"
+        )
+        return EXIT_USAGE
+    try:
+        check_jobs(args.jobs)
+    except ValueError as exc:
+        err.print(str(exc))
+        return EXIT_USAGE
+    options = BenchOptions(args.quick, args.seed, run_dir, tuple(args.set), config_dir, args.episodes, args.jobs)
     result = bench.run(options)
-    sized = f" --episodes {args.episodes}" if args.episodes else ""
+    sized = (f" --episodes {args.episodes}" if args.episodes else "") + (
+        f" --jobs {args.jobs}" if args.jobs > 1 else ""
+    )
     table = Table(title=f"carryon bench {args.name}{' --quick' if args.quick else ''}{sized} (seed {args.seed})")
     for column in ("metric", "value", "unit", "note"):
         table.add_column(column)

@@ -158,9 +158,15 @@ def _running_profile(spec: Any, client: Any, timeout_s: float) -> tuple[str | No
     node), else the one whose nodes are seen (nodes started some other way); with the
     answers of the nodes asked, and the seconds of discovery spent when none was seen."""
     profiles = {p: {launch.name for launch in spec.launches(p) if not launch.when} for p in spec.profiles}
+    ours = set().union(*profiles.values())
     started = time.monotonic()
     seen = client.running_nodes(profiles.values(), wait_s=min(2.0, timeout_s))
-    known = sorted(seen & set().union(*profiles.values()))
+    # A busy machine's discovery can show no node for longer (a CI run's status saw none in 2 s
+    # and reported the default profile while the robot profile ran): wait on, within the
+    # timeout, for one node to ask; its answer names the profile.
+    while not seen & ours and time.monotonic() - started < timeout_s:
+        seen = client.running_nodes(profiles.values(), wait_s=min(0.5, timeout_s - (time.monotonic() - started)))
+    known = sorted(seen & ours)
     answered = client.statuses(known) if known else {}  # nothing runs: no waiting on nobody
     reported = {h.profile for h in answered.values() if h is not None and h.profile in profiles}
     waited = 0.0 if seen else time.monotonic() - started

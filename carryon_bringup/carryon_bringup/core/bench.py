@@ -49,6 +49,7 @@ class BenchOptions:
     sets: tuple[str, ...] = ()  # NODE.KEY=VALUE overrides of node configs (`--set`)
     config_dir: Path | None = None
     episodes: int | None = None  # `--episodes`: per row / per kind, instead of the benchmark's own count
+    jobs: int = 1  # `--jobs`: rows computed at a time, in worker processes (benchmarks that support it)
 
     def count(self, full: int, quick: int) -> int:
         """Episodes to run: `--episodes` when given, else the benchmark's quick or full count."""
