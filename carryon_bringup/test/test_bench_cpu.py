@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from functools import partial
 from pathlib import Path
 
@@ -35,6 +36,22 @@ def test_two_workers_on_cpus_of_their_own_save_every_row_and_a_resume_reads_them
     assert len(set(by_pid.values())) == len(by_pid)  # ... and no two workers to the same one
     again = saved_rows(tmp_path, {k: partial(refuse, k) for k in keys}, jobs=2)
     assert again == rows  # --resume: nothing computed again
+
+
+def slow_or_failing(name: str) -> dict[str, object]:
+    if name == "row0":
+        raise RuntimeError("episode crashed")
+    time.sleep(0.5)
+    return {"name": name}
+
+
+@pytest.mark.skipif(len(usable_cpus()) < 2, reason="needs 2 CPUs to pin two workers apart")
+def test_a_failing_row_raises_and_the_rows_not_started_are_not_run(tmp_path: Path) -> None:
+    keys = [f"row{i}" for i in range(12)]
+    with pytest.raises(RuntimeError, match="episode crashed"):
+        saved_rows(tmp_path, {k: partial(slow_or_failing, k) for k in keys}, jobs=2)
+    saved = sorted(p.stem for p in tmp_path.glob("*.json"))
+    assert "row0" not in saved and len(saved) < len(keys) - 1, saved  # what ran is kept, the rest never ran
 
 
 def test_more_jobs_than_cpus_is_refused() -> None:

@@ -83,7 +83,8 @@ def saved_rows(
     in this process one after another (`jobs` 1: pin it with one_core yourself) or in
     `jobs` worker processes pinned to CPUs of their own; the computes must then pickle (a
     functools.partial of a module-level function). `done(key)` as each row is there; a
-    row that fails raises here once the rows already running have finished and been saved."""
+    row that fails raises here once the rows already running have finished (and been saved:
+    a resume does not run them again); the rows not yet started are not run."""
     check_jobs(jobs)
     if jobs == 1:
         out = {}
@@ -97,8 +98,12 @@ def saved_rows(
     finished: dict[str, dict[str, Any]] = {}
     with ProcessPoolExecutor(jobs, mp_context=context, initializer=_pin_worker, initargs=(counter, cpus)) as pool:
         futures = {pool.submit(saved_row, rows, key, compute): key for key, compute in computes.items()}
-        for future in as_completed(futures):
-            key = futures[future]
-            finished[key] = future.result()
-            done(key)
+        try:
+            for future in as_completed(futures):
+                key = futures[future]
+                finished[key] = future.result()
+                done(key)
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)  # the rows not started are not started
+            raise
     return {key: finished[key] for key in computes}

@@ -21,9 +21,11 @@ the planner's configured LLM (`--set planner_node.llm_backend=openai ...`); R2 r
 the episodes still failed with the version reflection wrote, or — when it wrote none
 (NO_UPDATE, a rejected proposal, no usable LLM) — with the R1 version reused, which the
 report says. Every episode of every round (and the reflection) is saved under `rows/` as
-it finishes; `--resume RUN_DIR` continues an interrupted run. Versions are written into the run folder's copy of the
-library, never into config/. Completion is cumulative; "reuse" is the recovery success
-rate per version (attempts that ended holding at the stand-off pose).
+it finishes; `--resume RUN_DIR` continues an interrupted run; `--jobs N` plays N episodes
+of a round at a time in worker processes (bench/cpu.py: the same outcomes, in simulated
+time). Versions are written into the run folder's copy of the library, never into
+config/. Completion is cumulative; "reuse" is the recovery success rate per version
+(attempts that ended holding at the stand-off pose).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from carryon_arm.core.kinematics import load_robot
+from carryon_bringup.bench.cpu import saved_rows
 from carryon_bringup.bench.llm_serving import local_model_server
 from carryon_bringup.bench.node_config import node_config
 from carryon_bringup.bench.plots import bar_chart
@@ -181,17 +184,29 @@ def run_episode(
     return done, [a.model_copy(update={"task_completed": done}) for a in attempts]
 
 
-def _episode(
-    rows: Path, label: str, episode: Episode, version: SkillVersion | None, masks: PerceivedMasks | None
-) -> tuple[bool, list[Attempt]]:
-    """One episode of a round, or its saved row when a resumed run already played it."""
+def _play(episode: Episode, version: SkillVersion | None, perception_config_dir: Path | None) -> dict[str, Any]:
+    """One episode as a saved row; `perception_config_dir` None: recovery re-localises with
+    the SIMULATOR ORACLE's masks. Module-level, its arguments plain data: it runs in a
+    worker process under --jobs (the perception pipeline is built there, once per process)."""
+    masks = _perceived(perception_config_dir) if perception_config_dir is not None else None
+    done, attempts = run_episode(Episode(episode.kind, episode.seed), version, masks)
+    return {"done": done, "attempts": [a.model_dump(mode="json") for a in attempts]}
 
-    def play() -> dict[str, Any]:
-        done, attempts = run_episode(episode, version, masks)
-        return {"done": done, "attempts": [a.model_dump(mode="json") for a in attempts]}
 
-    row = saved_row(rows, f"{label}-{episode.kind}-{episode.seed}", play)
-    return bool(row["done"]), [Attempt.model_validate(a) for a in row["attempts"]]
+def _round(
+    rows: Path,
+    label: str,
+    todo: list[Episode],
+    version: SkillVersion | None,
+    *,
+    perception_config_dir: Path | None,
+    jobs: int,
+    advance: Callable[[str], None],
+) -> list[tuple[bool, list[Attempt]]]:
+    """The episodes of a round (saved rows read back on a resume), `jobs` at a time."""
+    computes = {f"{label}-{e.kind}-{e.seed}": functools.partial(_play, e, version, perception_config_dir) for e in todo}
+    played = saved_rows(rows, computes, jobs, done=advance)
+    return [(bool(row["done"]), [Attempt.model_validate(a) for a in row["attempts"]]) for row in played.values()]
 
 
 def run(options: BenchOptions) -> BenchResult:
@@ -208,17 +223,18 @@ def run(options: BenchOptions) -> BenchResult:
     rounds: list[dict[str, Any]] = []
     reuse: dict[int, list[bool]] = {}
 
-    perceived = _perceived(config_dir)
+    def played(label: str, todo: list[Episode], version: SkillVersion | None, masks_from: Path | None) -> list[Any]:
+        with Progress(console=console, transient=True) as progress:
+            task = progress.add_task(f"{label}: {len(todo)} episode(s)", total=len(todo))
+            advance = lambda _key: progress.advance(task)  # noqa: E731
+            return _round(
+                rows, label, todo, version, perception_config_dir=masks_from, jobs=options.jobs, advance=advance
+            )
 
     def ablation(label: str, version: SkillVersion) -> None:
         """R1's episodes again with the simulator's masks (SIMULATOR ORACLE); counts nothing."""
         todo = [e for e in episodes if e.round_completed != 0]
-        resolved = 0
-        with Progress(console=console, transient=True) as progress:
-            task = progress.add_task(f"{label}: {len(todo)} episode(s)", total=len(todo))
-            for episode in todo:
-                resolved += _episode(rows, label, episode, version, None)[0]
-                progress.advance(task)
+        resolved = sum(done for done, _ in played(label, todo, version, None))
         r0 = sum(e.round_completed == 0 for e in episodes)
         cumulative = (r0 + resolved) / len(episodes)
         note = f"SIMULATOR ORACLE masks (ablation): {resolved}/{len(todo)} resolved, regrasp v{version.version}"
@@ -232,17 +248,13 @@ def run(options: BenchOptions) -> BenchResult:
     def play(label: str, version: SkillVersion | None, why: str = "") -> None:
         todo = [e for e in episodes if not e.completed]
         resolved = 0
-        with Progress(console=console, transient=True) as progress:
-            task = progress.add_task(f"{label}: {len(todo)} episode(s)", total=len(todo))
-            for episode in todo:
-                done, attempts = _episode(rows, label, episode, version, perceived)
-                episode.attempts += attempts
-                for attempt in attempts:
-                    reuse.setdefault(attempt.version, []).append(attempt.outcome == "resumed")
-                if done:
-                    episode.completed, episode.round_completed = True, len(rounds)
-                    resolved += 1
-                progress.advance(task)
+        for episode, (done, attempts) in zip(todo, played(label, todo, version, config_dir), strict=True):
+            episode.attempts += attempts
+            for attempt in attempts:
+                reuse.setdefault(attempt.version, []).append(attempt.outcome == "resumed")
+            if done:
+                episode.completed, episode.round_completed = True, len(rounds)
+                resolved += 1
         completed = sum(e.completed for e in episodes)
         rounds.append(
             {

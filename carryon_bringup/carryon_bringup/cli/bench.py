@@ -11,7 +11,7 @@ from rich.table import Table
 from carryon_bringup.cli.common import EXIT_NOT_IMPLEMENTED, EXIT_OK, EXIT_USAGE, Subparsers, console, err
 
 _COUNTED = ("safety", "recovery", "personalization")  # benchmarks whose count --episodes sets
-_PARALLEL = ("safety",)  # benchmarks whose rows --jobs computes side by side
+_PARALLEL = ("safety", "recovery")  # benchmarks whose rows --jobs computes side by side
 
 
 def _positive(text: str) -> int:
@@ -39,8 +39,9 @@ def add_bench(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         type=_positive,
         default=1,
         metavar="N",
-        help="rows computed at a time, each in a worker process pinned to a CPU of its own (safety; default 1: "
-        "one process on one CPU). The rates are the same; the timings rows carry are taken with the CPUs busy",
+        help="rows (safety) or episodes of a round (recovery) computed at a time, each in a worker process pinned "
+        "to a CPU of its own (default 1: one process). The outcomes are the same (simulated time); the timings "
+        "rows carry are taken with the CPUs busy",
     )
     bench.add_argument("--json", metavar="PATH", help="also write the figures to this JSON file")
     bench.add_argument(
