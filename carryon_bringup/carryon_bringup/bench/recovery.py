@@ -189,7 +189,7 @@ def _play(episode: Episode, version: SkillVersion | None, perception_config_dir:
     the SIMULATOR ORACLE's masks. Module-level, its arguments plain data: it runs in a
     worker process under --jobs (the perception pipeline is built there, once per process)."""
     masks = _perceived(perception_config_dir) if perception_config_dir is not None else None
-    done, attempts = run_episode(Episode(episode.kind, episode.seed), version, masks)
+    done, attempts = run_episode(episode, version, masks)
     return {"done": done, "attempts": [a.model_dump(mode="json") for a in attempts]}
 
 
@@ -204,7 +204,10 @@ def _round(
     advance: Callable[[str], None],
 ) -> list[tuple[bool, list[Attempt]]]:
     """The episodes of a round (saved rows read back on a resume), `jobs` at a time."""
-    computes = {f"{label}-{e.kind}-{e.seed}": functools.partial(_play, e, version, perception_config_dir) for e in todo}
+    computes = {  # a bare Episode each: the attempts of earlier rounds need not travel to a worker
+        f"{label}-{e.kind}-{e.seed}": functools.partial(_play, Episode(e.kind, e.seed), version, perception_config_dir)
+        for e in todo
+    }
     played = saved_rows(rows, computes, jobs, done=advance)
     return [(bool(row["done"]), [Attempt.model_validate(a) for a in row["attempts"]]) for row in played.values()]
 
