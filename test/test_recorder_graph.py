@@ -37,13 +37,18 @@ def free_port() -> int:
 
 
 class FoxgloveClient:
-    """Subscribes to one topic once advertised; keeps the payloads received for it."""
+    """Subscribes to one topic once advertised; keeps the payloads received for it, and
+    what it saw otherwise (for the failure message)."""
 
     def __init__(self, port: int, topic: str) -> None:
         self.ws = connect(f"ws://127.0.0.1:{port}", subprotocols=["foxglove.sdk.v1"], open_timeout=10)
         self.topic = topic
         self.schema = ""
+        self.advertised: list[str] = []
+        self.frames = 0
+        self.closed = ""
         self.payloads: list[bytes] = []
+        self.subscribed = threading.Event()
         self.got = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -51,18 +56,29 @@ class FoxgloveClient:
     def _run(self) -> None:
         try:
             for frame in self.ws:
+                self.frames += 1
                 if isinstance(frame, str):
                     message = json.loads(frame)
                     for channel in message.get("channels", []) if message.get("op") == "advertise" else []:
+                        self.advertised.append(channel["topic"])
                         if channel["topic"] == self.topic:
                             self.schema = channel.get("schemaName", "")
                             wanted = [{"id": 7, "channelId": channel["id"]}]
                             self.ws.send(json.dumps({"op": "subscribe", "subscriptions": wanted}))
+                            self.subscribed.set()
                 elif frame[0] == 0x01 and struct.unpack_from("<I", frame, 1)[0] == 7:
                     self.payloads.append(bytes(frame[13:]))  # opcode, subscription id, log time, payload
                     self.got.set()
-        except Exception:  # noqa: BLE001 - the connection closes when the graph stops
-            return
+        except Exception as exc:  # noqa: BLE001 - the connection closes when the graph stops
+            self.closed = repr(exc)
+
+    def report(self, run_dir: Path) -> str:
+        log = run_dir / "logs" / "recorder_node.log"
+        tail = log.read_text(errors="replace").splitlines()[-30:] if log.exists() else ["(no recorder log)"]
+        return (
+            f"{self.frames} frames, advertised {sorted(set(self.advertised))}, subscribed {self.subscribed.is_set()}, "
+            f"closed: {self.closed or 'no'}; recorder log:\n" + "\n".join(tail)
+        )
 
     def close(self) -> None:
         self.ws.close()
@@ -77,14 +93,16 @@ def test_foxglove_clients_receive_markers_and_the_run_is_bagged(config_dir: Path
         graph.wait_ready(timeout_s=90.0)
         client = FoxgloveClient(port, MARKERS)
         try:
+            # The recorder advertises a topic once discovery has shown it a publisher (the shield's).
+            assert client.subscribed.wait(60.0), client.report(run_dir)
             cli = [sys.executable, "-m", "carryon_bringup.cli", "--config-dir", str(config_dir), "policy", "run"]
             for _ in range(3):  # the recorder finds the topic within a second; chunks make markers
                 run = [*cli, "open the pink cover", "--target", "pink_cover", "--steps", "24"]
                 done = subprocess.run(run, env=graph.env, capture_output=True, text=True, timeout=120, check=False)
                 assert done.returncode == 0, done.stderr
-                if client.got.wait(5.0):
+                if client.got.wait(10.0):
                     break
-            assert client.payloads, "no marker message reached the Foxglove client"
+            assert client.payloads, "no marker message reached the Foxglove client: " + client.report(run_dir)
         finally:
             client.close()
     assert client.schema == "visualization_msgs/msg/MarkerArray"
