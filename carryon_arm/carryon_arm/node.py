@@ -102,6 +102,8 @@ class ArmAdapterNode(CarryOnNode):
         self._tool_poses: StampedQueue[tuple[np.ndarray, np.ndarray]] = StampedQueue(_TOOL_POSES)
         self._tool_mounted = False  # a bridged camera rides on the tool (set by _bridge_camera)
         self.create_timer(1.0 / cfg.control_rate_hz, self._on_tick, callback_group=control)
+        if cfg.guard_rate_hz > cfg.control_rate_hz:  # a silent shield or stale joints stop the arm between steps
+            self.create_timer(1.0 / cfg.guard_rate_hz, self._on_guard, callback_group=control)
         self._bridge_cameras(cfg.cameras_file)
         self.set_ready()
 
@@ -162,6 +164,15 @@ class ArmAdapterNode(CarryOnNode):
             self._reject(where + rejection.reason)
         if fresh and state is not None and joint_msg is not None:
             self._publish_state(state, joint_msg)
+
+    def _on_guard(self) -> None:
+        with self.lock:
+            rejected = len(self.executor_.rejections)
+            command = self.executor_.guard(self.now_s())
+            new = self.executor_.rejections[rejected:]
+        self._send(command)
+        for rejection in new:
+            self._reject(rejection.reason)
 
     def _send(self, command: Command | None) -> None:
         if command is None:

@@ -261,3 +261,27 @@ def test_a_late_heartbeat_pauses_the_arm_keeping_its_chunk(kinematics: ArmKinema
     going = run.tick(0.5)
     assert going is not None and not going.hold and np.allclose(going.position, path[1])  # the next step
     assert run.mode == Mode.EXECUTING and not run.rejections
+
+
+@pytest.mark.parametrize("cause", ["blocked", "paused", "stale"])
+def test_the_guard_stops_the_arm_between_control_periods(kinematics: ArmKinematics, cause: str) -> None:
+    """arm_adapter_node runs `guard` at guard_rate_hz: a silent or late shield, or stale joint
+    states, stop the arm at once, not at the next step (50 ms later at 20 Hz)."""
+    run = executor(kinematics, watchdog_s=0.25)
+    start, _ = kinematics.forward(HOME)
+    run.submit(chunk([list(start + np.array([0.0, 0.01 * i, 0.0])) for i in range(1, 5)]), 0.0)
+    first = run.tick(0.05)
+    assert first is not None and not first.hold
+    follow(run, 0.06, first.q)
+    assert run.guard(0.06) is None  # nothing stops it: no command between steps
+    if cause == "blocked":
+        run.blocked = lambda _now: "no heartbeat from the shield for 0.45 s"
+    elif cause == "paused":
+        run.paused = lambda _now: "no heartbeat from the shield for 0.1 s: paused"
+    stop = run.guard(0.07 if cause != "stale" else 0.7)  # stale: no joint states since 0.06 (limit 0.5 s)
+    if cause == "stale":
+        assert stop is None and run.mode == Mode.HOLDING  # nothing to go back to: the controller keeps its target
+    else:
+        assert stop is not None and stop.hold and np.allclose(stop.q, first.q)
+        assert run.mode == (Mode.EXECUTING if cause == "paused" else Mode.HOLDING)
+    assert run.guard(0.08 if cause != "stale" else 0.75) is None  # once

@@ -41,6 +41,9 @@ class DriverLink:
         self.node, self.now_s = node, now_s
         self.lock = threading.Lock()
         self._last_heartbeat_report = -float("inf")
+        self.pauses = 0  # times the arm stopped mid-chunk for a late heartbeat
+        self._pausing = False
+        self._last_pause_report = -float("inf")
         self.on_engage, self.report = on_engage, report
         key = load_key(Path(config.command_key_file)) if config.command_key_file else None
         path = latch_path(config.estop_latch_file, node.get_name())
@@ -87,9 +90,21 @@ class DriverLink:
             return self.guard.blocked(time.monotonic())
 
     def paused(self, _now_s: float) -> str | None:
-        """Why steps must wait now (a late heartbeat, not yet the timeout), or None."""
+        """Why steps must wait now (a late heartbeat, not yet the timeout), or None. Each
+        pause is counted and logged (every 10 s at most): many mean a loaded machine or a
+        shield starved of CPU (docs/security.md)."""
         with self.lock:
-            return self.guard.paused(time.monotonic())
+            reason = self.guard.paused(time.monotonic())
+        if reason is not None and not self._pausing:
+            self.pauses += 1
+            now = time.monotonic()
+            if now - self._last_pause_report >= 10.0:
+                self._last_pause_report = now
+                self.node.get_logger().warning(
+                    f"arm paused mid-chunk for a late shield heartbeat ({self.pauses} pauses since start): {reason}"
+                )
+        self._pausing = reason is not None
+        return reason
 
     def _on_heartbeat(self, msg: EstopState) -> None:
         payload, stamp_s = signing.payload(msg, names.SHIELD_HEARTBEAT), convert.time_from_msg(msg.header.stamp)

@@ -37,14 +37,13 @@ from carryon_common.qos import qos_for
 from carryon_interfaces.msg import ActionChunk, SegmentationLabels, SimTruth
 from carryon_interfaces.srv import SetTask, SimPerturb, SimReset, SimState
 from carryon_sim import convert
-from carryon_sim.core import predicates
 from carryon_sim.core.cameras import CameraRig
 from carryon_sim.core.config import SimConfig
-from carryon_sim.core.contacts import ContactMonitor, grasped_objects, object_contacts
+from carryon_sim.core.contacts import ContactMonitor
 from carryon_sim.core.driver import Driver
-from carryon_sim.core.pacing import Pacer
+from carryon_sim.core.pacing import Pacer, physics_slices
+from carryon_sim.core.predicates import object_truths
 from carryon_sim.core.scene import PerturbationSpec, load_scene, scene_path, scenes_dir
-from carryon_sim.core.types import ObjectTruth
 from carryon_sim.core.world import SCENE_CAMERA, WRIST_CAMERA, World
 
 CAPABILITIES = (
@@ -133,7 +132,11 @@ class SimNode(CarryOnNode):
         self._ready = threading.Event()
         self._failure: BaseException | None = None
         self._sim_time = bool(self.get_parameter("use_sim_time").value)
-        self.pacer = Pacer(1.0 / cfg.control_rate_hz, cfg.real_time_factor)
+        # A control period's physics in slices: the driver's guard runs between them.
+        self.slices = physics_slices(1.0 / cfg.control_rate_hz, self.world.model.opt.timestep, cfg.guard_rate_hz)
+        self.pacer = Pacer(
+            1.0 / cfg.control_rate_hz / len(self.slices), cfg.real_time_factor, slack_steps=len(self.slices)
+        )
         self._slowdown_logged = -float("inf")
         self._thread.start()
         if not self._ready.wait(timeout=30.0) or self._failure is not None:
@@ -150,33 +153,31 @@ class SimNode(CarryOnNode):
             self._ready.set()
             return
         self._ready.set()
-        period = 1.0 / cfg.control_rate_hz
         camera_every = max(1, round(cfg.control_rate_hz / cfg.camera_rate_hz))
         tick = 0
         self.pacer.start(time.monotonic())
         try:
             while not self._stop.is_set():
-                with self.lock:
-                    rejected = len(self.driver.rejections)
-                    self.driver.tick(self.world.time)
-                    self.world.step(period)
-                    self.monitor.update(self.world.model, self.world.data, self.world.object_of_body)
-                    self._record_violations(self.monitor.take_ended())
-                    self._publish_state()
-                    if tick % camera_every == 0:
-                        self._publish_cameras(rig)
-                        self._publish_truth()
-                    for rejection in self.driver.rejections[rejected:]:
-                        self._reject(f"chunk {rejection.chunk_id} step {rejection.step}: {rejection.reason}")
-                    self._publish_clock()
+                for index, seconds in enumerate(self.slices):  # one control period
+                    with self.lock:
+                        rejected = len(self.driver.rejections)
+                        if index == 0:
+                            self.driver.tick(self.world.time)
+                        else:  # between steps: an e-stop or a silent shield stops the arm now
+                            self.driver.guard(self.world.time)
+                        self.world.step(seconds)
+                        if index == len(self.slices) - 1:
+                            self._end_period(rig, tick % camera_every == 0)
+                        for rejection in self.driver.rejections[rejected:]:
+                            self._reject(f"chunk {rejection.chunk_id} step {rejection.step}: {rejection.reason}")
+                    if cfg.real_time_factor > 0:
+                        slowdowns = self.pacer.slowdowns
+                        self._stop.wait(self.pacer.wait(time.monotonic()))
+                        if self.pacer.slowdowns != slowdowns:
+                            self._report_slowdown()
+                    else:
+                        time.sleep(0)  # as fast as possible, but let ROS callbacks take the lock
                 tick += 1
-                if cfg.real_time_factor > 0:
-                    slowdowns = self.pacer.slowdowns
-                    self._stop.wait(self.pacer.wait(time.monotonic()))
-                    if self.pacer.slowdowns != slowdowns:
-                        self._report_slowdown()
-                else:
-                    time.sleep(0)  # as fast as possible, but let ROS callbacks take the lock
         except Exception as exc:  # noqa: BLE001 - the node must report it, not die silently
             if self._stop.is_set() or not self.context.ok():
                 return  # shutting down: publishers went away under the loop, nothing failed
@@ -187,6 +188,16 @@ class SimNode(CarryOnNode):
             self.set_state(NodeState.ERROR, f"simulation stopped: {exc}")
         finally:
             rig.close()
+
+    def _end_period(self, rig: CameraRig, cameras: bool) -> None:
+        """What the end of each control period publishes (call with the lock held)."""
+        self.monitor.update(self.world.model, self.world.data, self.world.object_of_body)
+        self._record_violations(self.monitor.take_ended())
+        self._publish_state()
+        if cameras:
+            self._publish_cameras(rig)
+            self._publish_truth()
+        self._publish_clock()
 
     def _record_violations(self, ended: Iterable[Violation]) -> None:
         """Append ended violations to the run folder's violations file (call with the lock held)."""
@@ -311,44 +322,16 @@ class SimNode(CarryOnNode):
         response.message = f"{kind} applied"
         return response
 
-    def _truth(self) -> list[ObjectTruth]:
-        """Ground truth of every object (call with the lock held)."""
-        world = self.world
-        grasped = grasped_objects(world.model, world.data, world.object_of_body)
-        contacts = object_contacts(world.model, world.data, world.object_of_body)
-        objects = []
-        for obj in world.scene.spec.objects:
-            body = world.model.body(obj.name).id
-            x, y, z = (float(v) for v in world.data.xpos[body])
-            qw, qx, qy, qz = (float(v) for v in world.data.xquat[body])
-            inside = predicates.inside_of(world, obj.name)
-            cover = predicates.covered_by(world, obj.name)
-            touching = {other for pair in contacts if obj.name in pair for other in pair - {obj.name}}
-            expected = {"robot", "table", inside, cover}  # its support, its cover, the gripper
-            objects.append(
-                ObjectTruth(
-                    obj.name,
-                    (x, y, z),
-                    (qw, qx, qy, qz),
-                    location=predicates.location_of(world, obj.name),
-                    grasped=obj.name in grasped,
-                    in_contact=bool(touching - expected),
-                    inside=inside,
-                    covered_by=cover,
-                )
-            )
-        return objects
-
     def _publish_truth(self) -> None:
         msg = SimTruth(scene=self.world.scene.name, collisions=len(self.monitor.violations))
         msg.header.stamp = self._stamp()
         msg.header.frame_id = convert.WORLD_FRAME
-        msg.objects = [convert.object_to_msg(o) for o in self._truth()]
+        msg.objects = [convert.object_to_msg(o) for o in object_truths(self.world)]
         self.truth_pub.publish(msg)
 
     def _on_state(self, _request: SimState.Request, response: SimState.Response) -> SimState.Response:
         with self.lock:
-            objects = self._truth()
+            objects = object_truths(self.world)
             response.sim_time_s = self.world.time
             response.scene = self.world.scene.name
             response.gripper_width_m = self.world.gripper_width()

@@ -125,3 +125,27 @@ def test_a_late_heartbeat_stops_the_arm_and_the_chunk_goes_on_when_it_returns(wo
     run(world, driver, 1.2)  # the rest of the chunk
     assert driver.steps_executed == 20 and not driver.rejections
     assert np.allclose(world.ee_pose()[0] - start, [0.08, 0.0, 0.0], atol=0.005)
+
+
+@pytest.mark.parametrize("cause", ["estop", "blocked", "paused"])
+def test_the_guard_stops_the_arm_between_steps(world: World, cause: str) -> None:
+    """sim_node runs `guard` between a control period's physics slices: an e-stop, a silent or
+    a late shield stops the arm within the slice, not at the next step (up to 50 ms later)."""
+    world.reset(0)
+    driver = Driver(world, watchdog_s=0.25)
+    driver.submit(chunk(np.tile([0.005, 0.0, 0.0], (20, 1))), world.time)
+    run(world, driver, 0.2)
+    driver.tick(world.time)  # a step of 5 mm
+    world.step(0.01)  # the period's first slice
+    assert driver.guard(world.time) is False  # nothing stops it: the step goes on
+    if cause == "estop":
+        driver.estop = True
+    elif cause == "blocked":
+        driver.blocked = lambda _now: "no heartbeat from the shield for 0.45 s"
+    else:
+        driver.paused = lambda _now: "no heartbeat from the shield for 0.1 s: paused"
+    at = world.ee_pose()[0]
+    assert driver.guard(world.time) is True
+    world.step(0.04)  # the rest of the period: going on, the tool would move 4 mm more
+    assert np.linalg.norm(world.ee_pose()[0] - at) < 0.0015
+    assert driver.state == (DriverState.EXECUTING if cause == "paused" else DriverState.HOLDING)

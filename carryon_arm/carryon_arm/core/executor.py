@@ -113,22 +113,9 @@ class ChunkExecutor:
         """The command for this period, or None when there is nothing new to send."""
         if self.mode != DriverState.EXECUTING:
             return None
-        if self.estop:
-            return self.hold(now_s)
-        blocked = self.blocked(now_s)
-        if blocked is not None:
-            self.rejections.append(Rejection(-1, -1, f"arm holds: {blocked}"))
-            return self.hold(now_s)
-        stale = self.stale_reason(now_s)
-        if stale is not None:
-            self.rejections.append(Rejection(-1, -1, f"arm holds: {stale}"))
-            return self.hold(now_s)
-        if self._queue and self.paused(now_s) is not None:
-            self._last_step_s = now_s  # waiting on the shield is not a silent command stream
-            if self.pausing:
-                return None
-            self.pausing = True  # stop where the arm is; the targets of the chunk stay queued
-            return self._pause_command()
+        stopped = self._stopped(now_s)
+        if stopped is not None:
+            return stopped[0]
         self.pausing = False
         if not self._queue:
             if now_s - self._last_step_s > self.config.watchdog_s:
@@ -147,6 +134,35 @@ class ChunkExecutor:
         self._last_step_s = now_s
         self.steps_sent += 1
         return command
+
+    def guard(self, now_s: float) -> Command | None:
+        """Between control periods: the hold (or pause) command when the e-stop, `blocked`,
+        stale joint states or a late heartbeat stop the arm now; None when nothing changes."""
+        if self.mode != DriverState.EXECUTING:
+            return None
+        stopped = self._stopped(now_s)
+        return None if stopped is None else stopped[0]
+
+    def _stopped(self, now_s: float) -> tuple[Command | None] | None:
+        """(the command to send, or None when already paused) when no step may run now; None
+        when steps may go on."""
+        if self.estop:
+            return (self.hold(now_s),)
+        blocked = self.blocked(now_s)
+        if blocked is not None:
+            self.rejections.append(Rejection(-1, -1, f"arm holds: {blocked}"))
+            return (self.hold(now_s),)
+        stale = self.stale_reason(now_s)
+        if stale is not None:
+            self.rejections.append(Rejection(-1, -1, f"arm holds: {stale}"))
+            return (self.hold(now_s),)
+        if self._queue and self.paused(now_s) is not None:
+            self._last_step_s = now_s  # waiting on the shield is not a silent command stream
+            if self.pausing:
+                return (None,)
+            self.pausing = True  # stop where the arm is; the targets of the chunk stay queued
+            return (self._pause_command(),)
+        return None
 
     def _command(self, step: ToolTarget) -> Command | str:
         assert self.state is not None

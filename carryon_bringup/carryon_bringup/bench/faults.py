@@ -73,7 +73,7 @@ def _stop_trial(probe: FaultProbe, fault: Callable[[], None], after: Callable[[]
         raise RuntimeError(
             f"the arm did not move through the shield (driver: {probe.rejections[-3:]}; shield: {probe.events[-3:]})"
         )
-    fault_s = probe.sim_now
+    fault_s = probe.fresh_clock()
     fault()
     stop_s = probe.time_to_rest(fault_s)
     after()

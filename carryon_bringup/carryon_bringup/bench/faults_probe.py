@@ -37,6 +37,7 @@ class FaultProbe:
         self.session = RosSession("faults_probe", domain_id=graph.domain_id).__enter__()
         node = self.session.node
         self.sim_now = 0.0
+        self.clocks = 0  # /clock messages received
         self.poses: list[tuple[float, np.ndarray]] = []
         self.released: list[Any] = []
         self.rejections: list[str] = []
@@ -66,6 +67,16 @@ class FaultProbe:
 
     def _on_clock(self, msg: Any) -> None:
         self.sim_now = msg.clock.sec + msg.clock.nanosec * 1e-9
+        self.clocks += 1
+
+    def fresh_clock(self, timeout_s: float = 5.0) -> float:
+        """The sim time of the next /clock message, as soon as it arrives: a fault injected
+        now happens at most its delivery later (the simulator publishes its clock once per
+        control period, so between two messages `sim_now` is up to a period behind)."""
+        seen = self.clocks
+        if not self.spin(timeout_s, lambda: self.clocks != seen):
+            raise RuntimeError(f"no /clock message in {timeout_s:g} s")
+        return self.sim_now
 
     def _on_pose(self, msg: Any) -> None:
         p = msg.pose.position

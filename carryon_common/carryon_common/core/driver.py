@@ -119,8 +119,17 @@ class DriverCommandConfig(NodeConfig):
             "under `carryon up`, else memory only)."
         ),
     )
+    guard_rate_hz: float = Field(
+        100.0,
+        gt=0.0,
+        le=1000.0,
+        description=(
+            "How often the driver checks its e-stop latch and the shield's heartbeat, between chunk steps too, Hz "
+            "(at least control_rate_hz: a stop waits for no step)."
+        ),
+    )
     shield_heartbeat_pause_s: float = Field(
-        0.1,
+        0.06,
         gt=0.0,
         le=5.0,
         description=(

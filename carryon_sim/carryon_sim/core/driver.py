@@ -35,7 +35,8 @@ MAX_IK_ERROR_M = 0.01
 
 
 class Driver:
-    """Executes chunks on a World. `tick(now_s)` once per control period."""
+    """Executes chunks on a World. `tick(now_s)` once per control period; `guard(now_s)`
+    between them stops the arm without waiting for the next step."""
 
     def __init__(self, world: World, watchdog_s: float) -> None:
         self.world = world
@@ -74,23 +75,7 @@ class Driver:
 
     def tick(self, now_s: float) -> None:
         """Execute the next queued step, or hold when the watchdog expires."""
-        if self.estop:
-            if self.state == DriverState.EXECUTING:
-                self.hold()
-            self.state = DriverState.HOLDING
-            return
-        blocked = self.blocked(now_s)
-        if blocked is not None:
-            if self.state == DriverState.EXECUTING:
-                self.rejections.append(Rejection(-1, -1, f"arm holds: {blocked}"))
-                self.hold()
-                self.state = DriverState.HOLDING
-            return
-        if self._queue and self.paused(now_s) is not None:
-            if not self.pausing:  # stop where the arm is; the targets of the chunk stay queued
-                self.pausing = True
-                self.world.set_arm_target(self.world.arm_q())
-            self._last_step_s = now_s  # waiting on the shield is not a silent command stream
+        if self.guard(now_s):
             return
         self.pausing = False
         if not self._queue:
@@ -115,6 +100,29 @@ class Driver:
         self._target_pos, self._target_rot = step.position, step.rotation
         self._last_step_s = now_s
         self.steps_executed += 1
+
+    def guard(self, now_s: float) -> bool:
+        """Stop the arm now when the e-stop, `blocked` or `paused` says so (the part of `tick`
+        run between steps too); True when no step may run now."""
+        if self.estop:
+            if self.state == DriverState.EXECUTING:
+                self.hold()
+            self.state = DriverState.HOLDING
+            return True
+        blocked = self.blocked(now_s)
+        if blocked is not None:
+            if self.state == DriverState.EXECUTING:
+                self.rejections.append(Rejection(-1, -1, f"arm holds: {blocked}"))
+                self.hold()
+                self.state = DriverState.HOLDING
+            return True
+        if self._queue and self.paused(now_s) is not None:
+            if not self.pausing:  # stop where the arm is; the targets of the chunk stay queued
+                self.pausing = True
+                self.world.set_arm_target(self.world.arm_q())
+            self._last_step_s = now_s  # waiting on the shield is not a silent command stream
+            return True
+        return False
 
     def _reject(self, step: ToolTarget, reason: str) -> None:
         self.rejections.append(Rejection(step.chunk_id, step.step, reason))

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import math
 
+from carryon_sim.core.contacts import grasped_objects, object_contacts
 from carryon_sim.core.objects import Role
+from carryon_sim.core.types import ObjectTruth
 from carryon_sim.core.world import World
 
 
@@ -45,3 +47,31 @@ def covered_by(world: World, name: str) -> str:
         if cover != name and _within(world, name, cover, above_m=0.0):
             return cover
     return ""
+
+
+def object_truths(world: World) -> list[ObjectTruth]:
+    """Ground truth of every object: pose, place, grasp, contacts, container and cover (for
+    sim/truth and sim/state: benchmarks and tests, never a robot's runtime)."""
+    grasped = grasped_objects(world.model, world.data, world.object_of_body)
+    contacts = object_contacts(world.model, world.data, world.object_of_body)
+    objects = []
+    for obj in world.scene.spec.objects:
+        body = world.model.body(obj.name).id
+        x, y, z = (float(v) for v in world.data.xpos[body])
+        qw, qx, qy, qz = (float(v) for v in world.data.xquat[body])
+        inside, cover = inside_of(world, obj.name), covered_by(world, obj.name)
+        touching = {other for pair in contacts if obj.name in pair for other in pair - {obj.name}}
+        expected = {"robot", "table", inside, cover}  # its support, its cover, the gripper
+        objects.append(
+            ObjectTruth(
+                obj.name,
+                (x, y, z),
+                (qw, qx, qy, qz),
+                location=location_of(world, obj.name),
+                grasped=obj.name in grasped,
+                in_contact=bool(touching - expected),
+                inside=inside,
+                covered_by=cover,
+            )
+        )
+    return objects
