@@ -116,7 +116,7 @@ def test_a_late_heartbeat_stops_the_arm_and_the_chunk_goes_on_when_it_returns(wo
     driver.submit(chunk(np.tile([0.004, 0.0, 0.0], (20, 1))), world.time)
     run(world, driver, 0.25)  # 5 steps
     late.append("no heartbeat from the shield for 150 ms: paused")
-    run(world, driver, 0.2)  # the arm stops where it is
+    run(world, driver, 0.2)  # the arm ends its step and stops there
     paused_at = world.ee_pose()[0]
     run(world, driver, 0.6)  # longer than the watchdog: still paused, not holding
     assert np.linalg.norm(world.ee_pose()[0] - paused_at) < 0.001
@@ -129,8 +129,9 @@ def test_a_late_heartbeat_stops_the_arm_and_the_chunk_goes_on_when_it_returns(wo
 
 @pytest.mark.parametrize("cause", ["estop", "blocked", "paused"])
 def test_the_guard_stops_the_arm_between_steps(world: World, cause: str) -> None:
-    """sim_node runs `guard` between a control period's physics slices: an e-stop, a silent or
-    a late shield stops the arm within the slice, not at the next step (up to 50 ms later)."""
+    """sim_node runs `guard` between a control period's physics slices: an e-stop or a silent
+    shield holds the arm within the slice, not at the next step (up to 50 ms later); a late
+    heartbeat lets it end the step in progress and take no new one."""
     world.reset(0)
     driver = Driver(world, watchdog_s=0.25)
     driver.submit(chunk(np.tile([0.005, 0.0, 0.0], (20, 1))), world.time)
@@ -147,5 +148,14 @@ def test_the_guard_stops_the_arm_between_steps(world: World, cause: str) -> None
     at = world.ee_pose()[0]
     assert driver.guard(world.time) is True
     world.step(0.04)  # the rest of the period: going on, the tool would move 4 mm more
-    assert np.linalg.norm(world.ee_pose()[0] - at) < 0.0015
-    assert driver.state == (DriverState.EXECUTING if cause == "paused" else DriverState.HOLDING)
+    if cause == "paused":  # no new step: the arm ends the one in progress (released) and stops there
+        driver.tick(world.time)
+        world.step(0.2)
+        ended = world.ee_pose()[0]
+        assert np.linalg.norm(ended - at) < 0.006 and driver.state == DriverState.EXECUTING
+        driver.tick(world.time)
+        world.step(0.3)
+        assert np.linalg.norm(world.ee_pose()[0] - ended) < 0.0005
+    else:  # an e-stop or a silent shield: held where it is
+        assert np.linalg.norm(world.ee_pose()[0] - at) < 0.0015
+        assert driver.state == DriverState.HOLDING

@@ -133,9 +133,10 @@ class DriverCommandConfig(NodeConfig):
         gt=0.0,
         le=5.0,
         description=(
-            "With a command key: when the shield's signed heartbeat is older than this the arm stops where it is, "
-            "keeping the rest of its chunk, and goes on if the heartbeat returns before shield_heartbeat_timeout_s "
-            "(a late beat on a loaded machine costs a pause, not the chunk), seconds."
+            "With a command key: when the shield's signed heartbeat is older than this the driver takes no new "
+            "step (sim_node ends the step in progress, arm_adapter_node stops at the measured joints), keeping the "
+            "rest of the chunk, and goes on if the heartbeat returns before shield_heartbeat_timeout_s (a late beat "
+            "on a loaded machine costs a pause, not the chunk), seconds."
         ),
     )
     shield_heartbeat_timeout_s: float = Field(

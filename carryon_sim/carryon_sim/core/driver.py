@@ -7,7 +7,7 @@ the workspace, beyond the motion limits of carryon_common.core.driver.MotionLimi
 failure) ends the chunk and the arm holds; so does the watchdog when no step arrived for
 `watchdog_s`, and `blocked` (the e-stop latch and the shield's heartbeat of
 carryon_common.core.command_auth.CommandGuard, in a graph). While `paused` (a late
-heartbeat, not yet the timeout) the arm stops where it is and the chunk waits; it goes on
+heartbeat, not yet the timeout) the arm stops at its current step's target and the chunk waits; it goes on
 when the heartbeat returns. Times are simulation seconds.
 """
 
@@ -117,9 +117,10 @@ class Driver:
                 self.state = DriverState.HOLDING
             return True
         if self._queue and self.paused(now_s) is not None:
-            if not self.pausing:  # stop where the arm is; the targets of the chunk stay queued
-                self.pausing = True
-                self.world.set_arm_target(self.world.arm_q())
+            # No new step: the arm ends the one in progress (released, at most one step on) and
+            # stops there, the rest of the chunk queued. Not at the measured joints: reversing
+            # mid-step jerks what the fingers carry, and a late beat is no emergency.
+            self.pausing = True
             self._last_step_s = now_s  # waiting on the shield is not a silent command stream
             return True
         return False
