@@ -37,6 +37,7 @@ from carryon_common import convert as common_convert
 from carryon_common.core import names
 from carryon_common.core.chunk import InvalidChunk
 from carryon_common.core.config import under_config_dir
+from carryon_common.core.driver import Rejection
 from carryon_common.core.stamped import StampedQueue
 from carryon_common.core.status import implemented
 from carryon_common.driver_link import DriverLink
@@ -159,9 +160,7 @@ class ArmAdapterNode(CarryOnNode):
             fresh = self.executor_.stale_reason(now) is None  # a stale state is not re-stamped as new
             state, joint_msg = self.executor_.state, self._last_joint_msg
         self._send(command)
-        for rejection in new:
-            where = f"chunk {rejection.chunk_id} step {rejection.step}: " if rejection.chunk_id >= 0 else ""
-            self._reject(where + rejection.reason)
+        self._report(new)
         if fresh and state is not None and joint_msg is not None:
             self._publish_state(state, joint_msg)
 
@@ -171,8 +170,12 @@ class ArmAdapterNode(CarryOnNode):
             command = self.executor_.guard(self.now_s())
             new = self.executor_.rejections[rejected:]
         self._send(command)
-        for rejection in new:
-            self._reject(rejection.reason)
+        self._report(new)
+
+    def _report(self, rejections: list[Rejection]) -> None:
+        for rejection in rejections:
+            where = f"chunk {rejection.chunk_id} step {rejection.step}: " if rejection.chunk_id >= 0 else ""
+            self._reject(where + rejection.reason)
 
     def _send(self, command: Command | None) -> None:
         if command is None:

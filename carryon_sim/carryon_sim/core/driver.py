@@ -48,9 +48,8 @@ class Driver:
         self.estop = False
         # Why no step may run now (None: they may); sim_node sets its CommandGuard's.
         self.blocked: Callable[[float], str | None] = lambda _now_s: None
-        # Why steps must wait now (a late heartbeat): the arm stops, the chunk is kept.
+        # Why steps must wait now (a late heartbeat): no new step, the chunk is kept.
         self.paused: Callable[[float], str | None] = lambda _now_s: None
-        self.pausing = False
         self._queue: collections.deque[ToolTarget] = collections.deque()
         self._last_step_s = 0.0
         self._dt = 0.05
@@ -77,7 +76,6 @@ class Driver:
         """Execute the next queued step, or hold when the watchdog expires."""
         if self.guard(now_s):
             return
-        self.pausing = False
         if not self._queue:
             if self.state == DriverState.EXECUTING and now_s - self._last_step_s > self.watchdog_s:
                 self.hold()  # the command stream stopped: do not drift
@@ -120,7 +118,6 @@ class Driver:
             # No new step: the arm ends the one in progress (released, at most one step on) and
             # stops there, the rest of the chunk queued. Not at the measured joints: reversing
             # mid-step jerks what the fingers carry, and a late beat is no emergency.
-            self.pausing = True
             self._last_step_s = now_s  # waiting on the shield is not a silent command stream
             return True
         return False
