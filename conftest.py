@@ -125,3 +125,20 @@ def ros() -> Iterator[RosHarness]:
     harness = RosHarness()
     yield harness
     harness.close()
+
+
+# A multi-process graph test runs once more (never more) when it failed because a brand-new
+# DDS participant - a CLI, the test's own probe - discovered nothing it looked for. On a
+# loaded CI machine this happened about once in ten full runs, each time in another test
+# (2026-12: a CLI and then the probe, both in one domain, saw no node of a graph that was up
+# and talking to itself), and it never reproduced here. The same practice as ROS 2's own CI
+# (`colcon test --retest-until-pass`), but narrower: only graph tests, only that failure
+# (every client error names what it discovered), once, and pytest's summary lists each rerun
+# ("RERUN"), so a test that fails both times still fails.
+DISCOVERY_FAILURES = [r"is not available after [0-9.]+ s \(ROS_DOMAIN_ID="]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("graph") and not item.get_closest_marker("flaky"):
+            item.add_marker(pytest.mark.flaky(reruns=1, only_rerun=DISCOVERY_FAILURES))

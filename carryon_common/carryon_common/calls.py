@@ -33,11 +33,18 @@ class GraphUnreachable(CarryOnError):
     """A service or action server did not appear (or answer) within its timeout."""
 
 
-def _domain_hint() -> str:
-    return (
-        f"ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0 (unset)')}, "
+def _domain_hint(domain_id: int, seen: Sequence[str]) -> str:
+    """Where a client looked and what it found, for a 'not available' error: the domain and
+    how many other nodes this participant discovered (none: wrong domain, no graph, or DDS
+    discovery failed; some: the graph is there without the one asked for)."""
+    where = (
+        f"ROS_DOMAIN_ID={domain_id}, "
         f"ROS_AUTOMATIC_DISCOVERY_RANGE={os.environ.get('ROS_AUTOMATIC_DISCOVERY_RANGE', '(unset)')}"
     )
+    if not seen:
+        return f"{where}; this client discovered no other node"
+    shown = ", ".join(seen[:12]) + (f", ... ({len(seen) - 12} more)" if len(seen) > 12 else "")
+    return f"{where}; this client discovered {len(seen)} other node(s): {shown}"
 
 
 class InvalidRequest(CarryOnError):
@@ -148,6 +155,12 @@ class RosSession:
         self.node.destroy_node()
         rclpy.try_shutdown(context=self._context)
 
+    def where(self) -> str:
+        """This session's domain and the other nodes it has discovered (for error messages)."""
+        own = (self.node.get_namespace().rstrip("/") + "/" + self.node.get_name()).lstrip("/")
+        seen = sorted(f"{ns.rstrip('/')}/{name}".lstrip("/") for name, ns in self.node.get_node_names_and_namespaces())
+        return _domain_hint(self._context.get_domain_id(), [n for n in seen if n != own])
+
     # -- services ---------------------------------------------------------------
     def client(self, srv_type: Any, name: str) -> Client:
         key = (srv_type, name)
@@ -189,7 +202,7 @@ class RosSession:
         """
         wait_s = timeout_s if wait_s is None else wait_s
         if self.wait_for_services([(srv_type, name)], wait_s):
-            raise GraphUnreachable(f"service {name} is not available after {wait_s:.1f} s ({_domain_hint()})")
+            raise GraphUnreachable(f"service {name} is not available after {wait_s:.1f} s ({self.where()})")
         (response,) = self.call_many([(srv_type, name, request)], timeout_s, resend_s=resend_s)
         if response is None:
             raise GraphUnreachable(f"service {name} did not answer within {timeout_s:.1f} s")
@@ -266,7 +279,7 @@ class RosSession:
         while not client.server_is_ready():
             if time.monotonic() >= deadline:
                 raise GraphUnreachable(
-                    f"action server {name} is not available after {server_timeout_s:.1f} s ({_domain_hint()})"
+                    f"action server {name} is not available after {server_timeout_s:.1f} s ({self.where()})"
                 )
             self.executor.spin_once(timeout_sec=0.05)
         if feedback is not None:  # feedback sent before our subscription matched would be lost

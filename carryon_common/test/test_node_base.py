@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from pydantic import Field
 from rclpy.parameter import Parameter
@@ -124,6 +126,29 @@ def test_unreachable_service_and_action_time_out_quickly(ros) -> None:  # type: 
                 Assist, "/carryon/nobody/act", Assist.Goal(), server_timeout_s=0.5, result_timeout_s=0.5
             )
         assert time.monotonic() - started < 3.0
+
+
+def test_an_unavailable_service_says_which_domain_and_which_nodes_the_client_saw(wait_until) -> None:  # type: ignore[no-untyped-def]
+    """'Not available' tells an operator where the client looked: its own domain (not the
+    shell's), and whether it discovered no node at all (wrong domain, no graph, discovery
+    failed) or a graph without the service asked for."""
+    from carryon_bringup.core.domain import reserve_domain_id
+    from carryon_common.calls import GraphUnreachable
+
+    domain = reserve_domain_id([int(os.environ.get("ROS_DOMAIN_ID", "0"))])
+    try:
+        with RosSession("lonely", domain_id=domain.domain_id) as session:
+            with pytest.raises(GraphUnreachable) as alone:
+                session.call(GetStatus, "/carryon/nobody/get_status", GetStatus.Request(), 0.3)
+            assert f"ROS_DOMAIN_ID={domain.domain_id}," in str(alone.value)
+            assert "discovered no other node" in str(alone.value)
+            with RosSession("peer", domain_id=domain.domain_id) as peer:
+                peer_name = f"{peer.node.get_name()}"
+                assert wait_until(lambda: peer_name in session.where(), 20.0)
+                with pytest.raises(GraphUnreachable, match=rf"discovered 1 other node\(s\): {peer_name}\)$"):
+                    session.call(GetStatus, "/carryon/nobody/get_status", GetStatus.Request(), 0.3)
+    finally:
+        domain.release()
 
 
 def test_readiness_checks_degrade_the_node_with_their_reasons_and_recover(ros, wait_until) -> None:  # type: ignore[no-untyped-def]
