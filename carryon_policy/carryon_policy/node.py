@@ -48,6 +48,8 @@ CAPABILITIES = (
     implemented("policy.backend", "backends sim_scripted, sim_scripted_safe, openpi_remote, lerobot_local"),
 )
 MAX_DROPPED_IN_A_ROW = 3
+# The node clock going back by more than this (a simulator reset) restarts a goal's schedule.
+JUMP_BACK_S = 0.5
 ARM_JOINTS = tuple(f"panda_joint{i}" for i in range(1, 8))
 
 
@@ -230,7 +232,8 @@ class PolicyNode(CarryOnNode):
 
     def _wait_until(self, goal_handle: Any, progress: RunProgress, target_s: float) -> float:
         """Wait for the node clock (sim time in simulation) to reach `target_s`, watching
-        for cancel; a clock that stops for `observation_timeout_s` fails the goal."""
+        for cancel; a clock that stops for `observation_timeout_s` fails the goal. Returns
+        the time the schedule goes on from: `target_s`, or the clock's time if it jumped back."""
         cfg: PolicyConfig = self.config
         last_clock, last_change = self.now_s(), time.monotonic()
         # A simulator clock built from float steps lands a hair before round times
@@ -238,6 +241,9 @@ class PolicyNode(CarryOnNode):
         slack = min(1e-3, self.dt / 10.0)
         while (now := self.now_s()) < target_s - slack:
             _check_cancel(goal_handle, progress)
+            if now < last_clock - JUMP_BACK_S:  # a simulator reset: waiting for the old time would stall
+                self.get_logger().warning(f"the node clock jumped back {last_clock - now:.2f} s (a simulator reset?)")
+                return now
             if now != last_clock:
                 last_clock, last_change = now, time.monotonic()
             elif time.monotonic() - last_change > cfg.observation_timeout_s:
@@ -298,18 +304,33 @@ class _GoalPort:
         self.node.chunk_pub.publish(common_convert.chunk_to_msg(chunk, stamp))
         self.node.timing_pub.publish(convert.timing_to_msg(record, stamp))
 
+    def _rebase(self) -> None:
+        """After the node clock jumped back (a simulator reset since the last observation),
+        the goal's schedule goes on from the clock's time: a target computed on the old time
+        would stall the goal until the clock caught up with it."""
+        now = self.node.now_s()
+        if max(self.next_s, self.observed_s) > now + JUMP_BACK_S:
+            self.node.get_logger().warning(
+                f"the node clock jumped back {max(self.next_s, self.observed_s) - now:.2f} s (a simulator reset?)"
+            )
+            self.next_s = self.observed_s = now
+
     def dropped(self, error: InvalidAction) -> None:
         backend = self.node.policy.metadata.backend
         self.node.dropped_pub.publish(String(data=f"{backend}: chunk dropped: {error}"))
         self.node.get_logger().warning(f"chunk dropped: {error}")
 
     def skip(self) -> None:
+        self._rebase()
         target = self.observed_s + self.config.steps_per_inference * self.node.dt
         self.next_s = self.node._wait_until(self.goal_handle, self.progress, target)
+        self.observed_s = min(self.observed_s, self.next_s)
 
     def advance(self, steps: int, progress: RunProgress) -> bool:
+        self._rebase()
         target = max(self.next_s, self.observed_s) + steps * self.node.dt
         self.next_s = self.node._wait_until(self.goal_handle, progress, target)
+        self.observed_s = min(self.observed_s, self.next_s)  # the clock jumped back during the wait
         self.goal_handle.publish_feedback(
             RunPolicy.Feedback(
                 steps_executed=progress.steps_executed + steps,

@@ -187,3 +187,62 @@ def test_cancel_suspends_and_reports_progress(ros, wait_until) -> None:  # type:
     result = run_goal(client, "wave", budget=10_000, on_sent=cancel_after_a_chunk)
     assert result.status == RunPolicy.Result.STATUS_SUSPENDED
     assert 0 < result.chunks_sent < 50 and result.steps_executed < 10_000
+
+
+class SimClock:
+    """A simulator's /clock at real-time rate from `start_s`; `jump(to_s)` is a reset."""
+
+    def __init__(self, peer, start_s: float) -> None:  # type: ignore[no-untyped-def]
+        import time
+
+        from rosgraph_msgs.msg import Clock
+
+        self.msg_type, self.time = Clock, time
+        self.pub = peer.create_publisher(Clock, "/clock", 10)
+        self.base_s, self.since = start_s, time.monotonic()
+        peer.create_timer(0.01, self.publish)
+
+    def now_s(self) -> float:
+        return self.base_s + self.time.monotonic() - self.since
+
+    def jump(self, to_s: float) -> None:
+        self.base_s, self.since = to_s, self.time.monotonic()
+
+    def publish(self) -> None:
+        from builtin_interfaces.msg import Time
+
+        now = self.now_s()
+        self.pub.publish(self.msg_type(clock=Time(sec=int(now), nanosec=int((now % 1.0) * 1e9))))
+
+
+def test_a_simulator_reset_mid_goal_restarts_its_schedule_instead_of_stalling(ros, wait_until) -> None:  # type: ignore[no-untyped-def]
+    """The node clock (sim time) jumps back 100 s under a running goal: the goal goes on from
+    the new time (before, it waited for the clock to reach its old schedule: 100 s, and a
+    client gave up on it), and no observation from before the reset is used after it."""
+    from rclpy.node import Node
+
+    sim_time = [Parameter("use_sim_time", value=True)]
+    policy = FakePolicy()
+    clock_node = ros.add(Node("fake_clock", context=ros.context))
+    clock = SimClock(clock_node, start_s=200.0)
+    node, peer, _sensors, client = start(ros, policy, use_sim_time=True, steps_per_inference=4)
+    robot = ros.add(Node("fake_sim_robot", namespace="carryon", context=ros.context, parameter_overrides=sim_time))
+    _sensors.running = False  # the robot's stamps are sim time, as a simulator's
+    sensors = Sensors(robot)
+    assert wait_until(lambda: node.now_s() > 199.0 and robot.get_clock().now().nanoseconds > 199e9, 10.0)
+    chunks: list[ActionChunk] = []
+    peer.create_subscription(ActionChunk, "policy/chunk", chunks.append, 10)
+
+    def reset_after_a_chunk(_handle) -> None:  # type: ignore[no-untyped-def]
+        assert wait_until(lambda: len(chunks) >= 2, 10.0)
+        clock.jump(100.0)
+
+    budget = 4 * round(3.0 / node.dt / 4)  # 3 s of steps, ~40 chunks
+    result = run_goal(client, "wave", budget=budget, timeout_s=25.0, on_sent=reset_after_a_chunk)
+    assert result.status == RunPolicy.Result.STATUS_BUDGET_EXHAUSTED, result.message
+    assert result.steps_executed == budget
+    after = [o for o in policy.observations if o.stamp_s < 150.0]
+    assert after, "no observation after the reset"
+    jump = next(i for i, o in enumerate(policy.observations) if o.stamp_s < 150.0)
+    assert all(o.stamp_s < 150.0 for o in policy.observations[jump:]), "an observation from before the reset was used"
+    assert sensors.running

@@ -53,6 +53,7 @@ from carryon_bringup.up import load_spec
 
 NODES = ["sim_node", "shield_node", "policy_node", "recorder_node"]
 EXECUTED_M = 0.005
+REFUSAL_WAIT_S = 10.0  # longest wait for the driver's refusal of a forged chunk
 
 
 def _config_with_restarts(config_dir: Path, folder: Path, restarts: int) -> Path:
@@ -99,6 +100,10 @@ def _forged_trials(probe: FaultProbe, trials: int) -> list[dict[str, Any]]:
             start, seen = probe.tool(), len(probe.rejections)
             probe.forged_pub.publish(forged)
             probe.spin(1.5)
+            # The driver's refusal of this chunk may come later on a loaded machine (the simulator's
+            # executor busy rendering): wait for it, else the next trial would be credited with it.
+            mine = f"chunk {forged.chunk_id}:"
+            probe.spin(REFUSAL_WAIT_S, lambda m=mine, n=seen: any(r.startswith(m) for r in probe.rejections[n:]))
             moved = float(np.linalg.norm(probe.tool() - start)) > EXECUTED_M
             outcomes.append({"kind": kind, "moved": moved, "driver": probe.rejections[seen:]})
     return outcomes

@@ -210,6 +210,10 @@ def drop_trials(
     if probe.returncode != 0 or not out.strip():
         raise RuntimeError(f"link probe failed ({probe.returncode}):\n{probe_log.read_text()[-3000:]}")
     timelines = json.loads(out)
+    # What the robot side saw (releases, decisions, poses, each goal and how it ended) beside
+    # the drops, wall-clock seconds, kept with the run for a closer look at any trial.
+    timelines["drops"] = [[down, up] for down, up, _ in marks]
+    (signals / "timelines.json").write_text(json.dumps(timelines))
     return [
         (figures(timelines, down, up), status.get("policy_node", "?") is None and bool(status.get("sim_node")))
         for down, up, status in marks

@@ -117,6 +117,8 @@ class ObservationBuffer:
                 problems.append(f"{name}: nothing received")
             elif now_s - part.stamp_s > self.max_age_s:
                 problems.append(f"{name}: {now_s - part.stamp_s:.2f} s old (max {self.max_age_s:.2f} s)")
+            elif part.stamp_s - now_s > self.max_age_s:  # from before a simulator reset, or clocks out of sync
+                problems.append(f"{name}: stamped {part.stamp_s - now_s:.2f} s ahead of the node clock")
         return parts, problems
 
 
