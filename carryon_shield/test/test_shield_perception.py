@@ -131,6 +131,13 @@ def test_stale_or_missing_inputs_fail_closed() -> None:
     p.snapshot(2.0)
     with pytest.raises(PerceptionUnavailable, match=r"robot state is 0.60 s old"):
         p.snapshot(2.6)
+    # Stamped ahead of the clock (frames from before a simulator reset, a PC whose clock runs ahead): fail closed.
+    p.update_state(state(1.0))
+    with pytest.raises(PerceptionUnavailable, match=r"depth from camera 'top' is stamped 1.00 s ahead"):
+        p.snapshot(1.0)
+    p.update_state(state(3.0))
+    with pytest.raises(PerceptionUnavailable, match=r"robot state is stamped 1.00 s ahead"):
+        p.snapshot(2.0)
 
 
 def test_grounding_is_cached_until_frames_or_task_change() -> None:

@@ -122,17 +122,15 @@ class ShieldPerception:
         self._check_state(now_s)
         frames = frames_by_camera(self.frames, self.cameras)
         for frame in frames:
-            age = now_s - frame.depth_stamp_s
-            if age > self.max_depth_age_s:
-                raise PerceptionUnavailable(
-                    f"depth from camera {frame.camera!r} is {age:.2f} s old (limit {self.max_depth_age_s:.2f} s)"
+            stale = _too_old_or_ahead(
+                f"depth from camera {frame.camera!r} is", frame.depth_stamp_s, now_s, self.max_depth_age_s
+            )
+            if stale is None and self.uses_masks:
+                stale = _too_old_or_ahead(
+                    f"masks from camera {frame.camera!r} are", frame.mask_stamp_s, now_s, self.max_mask_age_s
                 )
-            if self.uses_masks:
-                age = now_s - frame.mask_stamp_s
-                if age > self.max_mask_age_s:
-                    raise PerceptionUnavailable(
-                        f"masks from camera {frame.camera!r} are {age:.2f} s old (limit {self.max_mask_age_s:.2f} s)"
-                    )
+            if stale is not None:
+                raise PerceptionUnavailable(stale)
         return frames
 
     def unavailable(self, now_s: float) -> str | None:
@@ -207,9 +205,9 @@ class ShieldPerception:
     def _check_state(self, now_s: float) -> RobotState:
         if self.state is None:
             raise PerceptionUnavailable("no robot state (tool pose, gripper width) yet")
-        age = now_s - self.state.stamp_s
-        if age > self.max_state_age_s:
-            raise PerceptionUnavailable(f"robot state is {age:.2f} s old (limit {self.max_state_age_s:.2f} s)")
+        stale = _too_old_or_ahead("robot state is", self.state.stamp_s, now_s, self.max_state_age_s)
+        if stale is not None:
+            raise PerceptionUnavailable(stale)
         return self.state
 
     def state_at(self, stamp: float) -> RobotState | None:
@@ -319,3 +317,15 @@ class CommandTracker:
             return None, None
         i = self._index(now_s)
         return self._positions[i], self._rotations[i]
+
+
+def _too_old_or_ahead(what: str, stamp_s: float, now_s: float, limit_s: float) -> str | None:
+    """Why an input stamped `stamp_s` must not be used at `now_s` (None: it may). Too old, or
+    stamped ahead of the shield's clock by more than the limit: from before a simulator reset
+    (the clock jumped back) or from a PC whose clock runs ahead. Both fail closed."""
+    age = now_s - stamp_s
+    if age > limit_s:
+        return f"{what} {age:.2f} s old (limit {limit_s:.2f} s)"
+    if -age > limit_s:
+        return f"{what} stamped {-age:.2f} s ahead of the shield's clock (limit {limit_s:.2f} s)"
+    return None
