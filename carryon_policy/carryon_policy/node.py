@@ -230,18 +230,20 @@ class PolicyNode(CarryOnNode):
         result.status = RunPolicy.Result.STATUS_BUDGET_EXHAUSTED
         result.message = f"ran the step budget ({budget} steps, {result.chunks_sent} chunks)"
 
-    def _wait_until(self, goal_handle: Any, progress: RunProgress, target_s: float) -> float:
+    def _wait_until(self, goal_handle: Any, progress: RunProgress, target_s: float, since_s: float) -> float:
         """Wait for the node clock (sim time in simulation) to reach `target_s`, watching
-        for cancel; a clock that stops for `observation_timeout_s` fails the goal. Returns
-        the time the schedule goes on from: `target_s`, or the clock's time if it jumped back."""
+        for cancel; a clock that stops for `observation_timeout_s` fails the goal. `since_s`:
+        the schedule's latest time. Returns the time the schedule goes on from: `target_s`,
+        or the clock's time once it reads more than JUMP_BACK_S below `since_s` or an earlier
+        reading (a simulator reset: waiting for the old time would stall the goal)."""
         cfg: PolicyConfig = self.config
-        last_clock, last_change = self.now_s(), time.monotonic()
+        last_clock, last_change = max(self.now_s(), since_s), time.monotonic()
         # A simulator clock built from float steps lands a hair before round times
         # (1.0499999 s): a tolerance keeps such a tick from costing a whole period.
         slack = min(1e-3, self.dt / 10.0)
         while (now := self.now_s()) < target_s - slack:
             _check_cancel(goal_handle, progress)
-            if now < last_clock - JUMP_BACK_S:  # a simulator reset: waiting for the old time would stall
+            if now < last_clock - JUMP_BACK_S:
                 self.get_logger().warning(f"the node clock jumped back {last_clock - now:.2f} s (a simulator reset?)")
                 return now
             if now != last_clock:
@@ -304,16 +306,10 @@ class _GoalPort:
         self.node.chunk_pub.publish(common_convert.chunk_to_msg(chunk, stamp))
         self.node.timing_pub.publish(convert.timing_to_msg(record, stamp))
 
-    def _rebase(self) -> None:
-        """After the node clock jumped back (a simulator reset since the last observation),
-        the goal's schedule goes on from the clock's time: a target computed on the old time
-        would stall the goal until the clock caught up with it."""
-        now = self.node.now_s()
-        if max(self.next_s, self.observed_s) > now + JUMP_BACK_S:
-            self.node.get_logger().warning(
-                f"the node clock jumped back {max(self.next_s, self.observed_s) - now:.2f} s (a simulator reset?)"
-            )
-            self.next_s = self.observed_s = now
+    def _wait(self, target_s: float, progress: RunProgress) -> None:
+        """Until the node clock reaches `target_s`; after a jump back the schedule goes on from now."""
+        self.next_s = self.node._wait_until(self.goal_handle, progress, target_s, max(self.next_s, self.observed_s))
+        self.observed_s = min(self.observed_s, self.next_s)
 
     def dropped(self, error: InvalidAction) -> None:
         backend = self.node.policy.metadata.backend
@@ -321,16 +317,10 @@ class _GoalPort:
         self.node.get_logger().warning(f"chunk dropped: {error}")
 
     def skip(self) -> None:
-        self._rebase()
-        target = self.observed_s + self.config.steps_per_inference * self.node.dt
-        self.next_s = self.node._wait_until(self.goal_handle, self.progress, target)
-        self.observed_s = min(self.observed_s, self.next_s)
+        self._wait(self.observed_s + self.config.steps_per_inference * self.node.dt, self.progress)
 
     def advance(self, steps: int, progress: RunProgress) -> bool:
-        self._rebase()
-        target = max(self.next_s, self.observed_s) + steps * self.node.dt
-        self.next_s = self.node._wait_until(self.goal_handle, progress, target)
-        self.observed_s = min(self.observed_s, self.next_s)  # the clock jumped back during the wait
+        self._wait(max(self.next_s, self.observed_s) + steps * self.node.dt, progress)
         self.goal_handle.publish_feedback(
             RunPolicy.Feedback(
                 steps_executed=progress.steps_executed + steps,

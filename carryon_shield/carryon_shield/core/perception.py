@@ -324,8 +324,8 @@ def _too_old_or_ahead(what: str, stamp_s: float, now_s: float, limit_s: float) -
     stamped ahead of the shield's clock by more than the limit: from before a simulator reset
     (the clock jumped back) or from a PC whose clock runs ahead. Both fail closed."""
     age = now_s - stamp_s
-    if age > limit_s:
-        return f"{what} {age:.2f} s old (limit {limit_s:.2f} s)"
-    if -age > limit_s:
+    if abs(age) <= limit_s:  # as the gate's observation check: a NaN stamp is not fresh either
+        return None
+    if age < 0:
         return f"{what} stamped {-age:.2f} s ahead of the shield's clock (limit {limit_s:.2f} s)"
-    return None
+    return f"{what} {age:.2f} s old (limit {limit_s:.2f} s)"
