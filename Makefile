@@ -3,10 +3,10 @@
 .DEFAULT_GOAL := help
 SHELL := /bin/bash
 
-.PHONY: help setup demo test lint docs bench clean
+.PHONY: help setup demo test lint docs bench policy policy-demos clean
 
 help:  ## list targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-6s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 setup:  ## virtualenv + pinned ROS 2 wheels + colcon build + env.sh (idempotent)
 	@bash scripts/setup.sh
@@ -25,6 +25,12 @@ docs: setup  ## regenerate docs/interfaces.md and docs/parameters.md
 
 bench: setup  ## `make bench NAME=graph ARGS=--quick`
 	@. ./env.sh && carryon bench $(NAME) $(ARGS)
+
+policy:  ## the learned policy from a seed: record demonstrations, train LeRobot ACT (~1 h on 2 cores; SEED=0)
+	@bash scripts/learned_policy.sh all
+
+policy-demos:  ## only record the expert's demonstrations (a LeRobotDataset, ~11 min)
+	@bash scripts/learned_policy.sh record
 
 clean:  ## remove build outputs (keeps the virtualenv)
 	rm -rf build install log env.sh .venv/.carryon-stamps/build

@@ -8,7 +8,7 @@
 # (conftest.py imports both) and the extra's files installed with --no-deps (the files list
 # full pinned closures); it is reinstalled only when those files change. Needs no ROS;
 # nothing is downloaded at test time (the tests build their own tiny random models). Extra
-# arguments go to pytest.
+# arguments go to pytest; `--install-only` builds the virtualenv and stops.
 # First run ~2-3 min on 2 cores (Open3D is a large wheel), later runs ~15-60 s.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -16,8 +16,9 @@ cd "$ROOT"
 EXTRA="${1:?usage: scripts/test_extra.sh lerobot|text [pytest args]}"
 shift
 case "$EXTRA" in
-  lerobot) TESTS=(carryon_policy/test/test_policy_lerobot.py); REQUIRE=CARRYON_REQUIRE_LEROBOT
-    FILES=(requirements/lerobot.txt) ;;
+  lerobot) TESTS=(carryon_policy/test/test_policy_lerobot.py carryon_sim/test/test_learned_policy.py)
+    REQUIRE=CARRYON_REQUIRE_LEROBOT
+    FILES=(requirements/lerobot.txt requirements/assets.txt) ;;
   text) TESTS=(carryon_shield/test/test_shield_text_model.py carryon_perception/test/test_perception_open_vocab.py)
     REQUIRE=CARRYON_REQUIRE_TEXT_MODEL; FILES=(requirements/text.txt requirements/perception.txt) ;;
   *) echo "unknown extra '$EXTRA' (lerobot, text)" >&2; exit 2 ;;
@@ -49,7 +50,11 @@ if [ "$(cat "$VENV/.carryon-extra-stamp" 2>/dev/null)" != "$req_hash" ]; then
   say "installed in $(( $(date +%s) - started )) s"
 fi
 
+if [ "${1:-}" = "--install-only" ]; then exit 0; fi   # scripts/learned_policy.sh: the virtualenv only
+
 say "pytest ${TESTS[*]}"
 # $REQUIRE: a broken install fails these tests instead of skipping them.
-env "$REQUIRE=1" PYTHONPATH="$ROOT/carryon_common:$ROOT/carryon_policy:$ROOT/carryon_shield:$ROOT/carryon_sim:$ROOT/carryon_bringup:$ROOT/carryon_perception:$ROOT/carryon_arm" \
+# The packages from the checkout (no colcon build here); headless rendering; never the Hub.
+PACKAGES="$(printf '%s:' "$ROOT"/carryon_*/ | sed 's|/:|:|g; s|:$||')"
+env "$REQUIRE=1" PYTHONPATH="$PACKAGES" MUJOCO_GL="${MUJOCO_GL:-egl}" HF_HUB_OFFLINE=1 \
   "$VENV/bin/python" -m pytest "${TESTS[@]}" "$@"

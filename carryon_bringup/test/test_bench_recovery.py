@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from carryon_bringup.bench import recovery
@@ -14,6 +15,7 @@ from carryon_bringup.core.bench import BenchOptions
 from carryon_recovery.core.library import SkillVersion
 from carryon_recovery.core.reflection import Attempt, Operation
 from carryon_sim.harness.fakes.openai_server import StubVlmServer
+from carryon_sim.harness.fakes.openpi_server import FakeOpenpiServer
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
 
@@ -25,6 +27,31 @@ def test_a_drop_episode_runs_with_and_without_the_base_skill() -> None:
     done, attempts = recovery.run_episode(recovery.Episode("drop", 1), version)
     assert attempts and attempts[0].operations[0].op == "relocalize"
     assert all(a.task_completed == done for a in attempts)  # attempts carry the episode's ground-truth outcome
+
+
+def test_a_natural_episode_serves_the_policy_pixels_and_state_and_no_ground_truth() -> None:
+    """--natural: the learned policy (here a fake server that holds the tool where it is)
+    gets both cameras at its input size and its 10-value state over openpi's protocol,
+    until the geometric judge (on perception's masks) finds it stuck, three times."""
+    from carryon_sim.harness.learned import layout
+
+    def hold(request: dict[str, object]) -> np.ndarray:
+        state = np.asarray(request[layout.STATE_KEY], dtype=np.float32)
+        chunk = np.tile(state, (16, 1))
+        chunk[:, -1] = 0.0  # gripper open
+        return chunk
+
+    with FakeOpenpiServer(answer=hold) as server:
+        masks = recovery._perceived(CONFIG)
+        done, attempts = recovery.run_episode(recovery.Episode(recovery.NATURAL, 5), None, masks, server.uri)
+        requests = list(server.requests)
+    assert not done and attempts == []
+    assert len(requests) >= 3 * 160 // 8  # one per 8 steps until judged stuck (8 s) three times
+    first = requests[0]
+    assert set(first) == {*layout.CAMERAS, layout.STATE_KEY, "prompt"}  # pixels, state, prompt: nothing else
+    for key in layout.CAMERAS:
+        assert first[key].shape == (*layout.IMAGE_SIZE, 3) and first[key].dtype == np.uint8
+    assert first["prompt"] == "put the carrot in the bowl"
 
 
 def fake_attempt(version: SkillVersion, seed: int) -> Attempt:
@@ -42,7 +69,7 @@ def test_rounds_rerun_failures_and_reflect_between_them(tmp_path: Path, monkeypa
     ablation: list[int] = []
 
     def fake_episode(
-        episode: recovery.Episode, version: SkillVersion | None, masks: object = None
+        episode: recovery.Episode, version: SkillVersion | None, masks: object = None, policy_uri: str = ""
     ) -> tuple[bool, list[Attempt]]:
         if version is not None and masks is None:  # R1_sim_truth: the ablation with the simulator's masks
             ablation.append(episode.seed)
@@ -81,7 +108,7 @@ def test_without_a_revision_r2_reuses_the_version_and_says_so(tmp_path: Path, mo
     runs: list[tuple[str, int, int | None]] = []
 
     def fake_episode(
-        episode: recovery.Episode, version: SkillVersion | None, masks: object = None
+        episode: recovery.Episode, version: SkillVersion | None, masks: object = None, policy_uri: str = ""
     ) -> tuple[bool, list[Attempt]]:
         if version is not None and masks is None:  # R1_sim_truth ablation: not a try of this test's
             return False, []
@@ -109,7 +136,7 @@ def test_an_interrupted_run_resumes_without_replaying(tmp_path: Path, monkeypatc
     played: list[tuple[str, int, int | None]] = []
 
     def fake_episode(
-        episode: recovery.Episode, version: SkillVersion | None, masks: object = None
+        episode: recovery.Episode, version: SkillVersion | None, masks: object = None, policy_uri: str = ""
     ) -> tuple[bool, list[Attempt]]:
         if version is not None and masks is None:  # R1_sim_truth ablation: not counted here
             return False, []

@@ -113,7 +113,7 @@ def test_nan_weights_give_invalid_action_not_a_chunk(act_checkpoint: Path) -> No
     policy = make_lerobot_policy(_config(act_checkpoint))
     policy.reset("pick", seed=0)
     with torch.no_grad():
-        policy._policy.model.action_head.bias.fill_(float("nan"))
+        policy.engine._policy.model.action_head.bias.fill_(float("nan"))
     with pytest.raises(InvalidAction, match="NaN"):
         policy.infer(_observation())
 

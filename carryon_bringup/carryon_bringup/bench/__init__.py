@@ -5,6 +5,7 @@ from carryon_bringup.bench import graph as _graph  # noqa: F401  (registers "gra
 from carryon_bringup.bench import hosts as _hosts  # noqa: F401  (registers "hosts")
 from carryon_bringup.bench import judge as _judge  # noqa: F401  (registers "judge")
 from carryon_bringup.bench import latency as _latency  # noqa: F401  (registers "latency")
+from carryon_bringup.bench import learned as _learned  # noqa: F401  (registers "learned")
 from carryon_bringup.bench import memory as _memory  # noqa: F401  (registers "memory")
 from carryon_bringup.bench import perception as _perception  # noqa: F401  (registers "perception")
 from carryon_bringup.bench import personalization as _personalization  # noqa: F401  (registers it)

@@ -14,6 +14,12 @@ episode gets one perturbation while the carrot is carried (held and 3 cm up):
 * displace — the carrot is pulled out of the gripper and put down 12 cm away
   (`World.displace`; paper: 12 cm displacement).
 
+`--natural` (paper Table 5, natural failures): the VLA is the learned policy (LeRobot ACT
+from pixels, `make policy`; served from the LeRobot extra's virtualenv by
+carryon_policy.lerobot_server, reached with openpi_remote), on randomised layouts
+(carryon_sim.harness.learned.layout), with nothing injected: the episodes are its own
+failures. R0 runs them all; R1 and R2 run the ones still failed, as above.
+
 Rounds (Table 4 shape): R0 = the VLA alone (a failed verdict only resumes the instruction);
 R1 = the base recovery skill (config/skills/recovery/regrasp, newest version) on the
 episodes R0 left failed; then reflection reviews up to three failed R1 attempts through
@@ -47,6 +53,7 @@ from carryon_bringup.bench.cpu import saved_rows
 from carryon_bringup.bench.llm_serving import local_model_server
 from carryon_bringup.bench.node_config import node_config
 from carryon_bringup.bench.plots import bar_chart
+from carryon_bringup.bench.recovery_natural import geometric_judge, judge_view, learned_policy, learned_policy_server
 from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, saved_row
 from carryon_bringup.core.graph import find_config_dir
 from carryon_bringup.up import default_config_fallbacks
@@ -55,6 +62,7 @@ from carryon_common.core.llm_backends import make_llm
 from carryon_judge.core.backends import rule_params, shapes_for
 from carryon_judge.core.config import JudgeConfig
 from carryon_judge.core.geometry import ShapeTable
+from carryon_judge.core.types import Judge
 from carryon_planner.core.config import PlannerConfig
 from carryon_planner.core.plan import PlannedSubtask
 from carryon_policy.core.backends import BACKENDS
@@ -70,12 +78,14 @@ from carryon_sim.core.scene import TABLE_TOP_Z, Scene, load_scene, scenes_dir
 from carryon_sim.core.world import World
 from carryon_sim.harness.dispatch import SimDispatch, SimPlant, resume_only
 from carryon_sim.harness.episodes import without_obstacles
+from carryon_sim.harness.learned import layout
 from carryon_sim.harness.observation import PerceivedMasks
 from carryon_sim.harness.oracle import SimOracleJudge
 from carryon_sim.harness.recovery_io import base_skill_recovery
 from carryon_sim.harness.shield_gate import scene_perception
 
 PERTURBATIONS = ("drop", "displace")
+NATURAL = "natural"  # --natural: the learned policy's own failures
 BUDGET = 600
 SUBTASK = PlannedSubtask(
     id="s1",
@@ -130,7 +140,7 @@ class Episode:
 
 
 @functools.lru_cache(maxsize=1)
-def _fixed() -> tuple[Scene, ShapeTable, SimOracleJudge, Policy]:
+def _fixed() -> tuple[Scene, ShapeTable, Judge, Policy]:
     """What every episode shares, read from disk once: the scene, the judge's shapes, the
     judge, the stand-in (reset at every start, so it carries nothing between episodes)."""
     config = JudgeConfig(stuck_timeout_s=8.0)
@@ -156,15 +166,25 @@ def _perceived(config_dir: Path) -> PerceivedMasks:
 
 
 def run_episode(
-    episode: Episode, recover_with: SkillVersion | None, masks: PerceivedMasks | None = None
+    episode: Episode, recover_with: SkillVersion | None, masks: PerceivedMasks | None = None, policy_uri: str = ""
 ) -> tuple[bool, list[Attempt]]:
     """One episode; `masks`: the segmentation recovery re-localises with (None: the
-    simulator's own, a SIMULATOR ORACLE)."""
+    simulator's own, a SIMULATOR ORACLE); `policy_uri`: the learned policy's server
+    (natural episodes)."""
     scene, shapes, judge, policy = _fixed()
+    natural = episode.kind == NATURAL
+    judge_rig, observer = None, None
+    if natural:  # the learned policy on a randomised layout
+        scene, policy = layout.episode_scene(episode.seed, scene), learned_policy(policy_uri)
     world = World(scene, seed=episode.seed)
     world.reset(episode.seed)
     world.uncover("pink_cover")
-    plant = SimPlant(world, policy, judge, shapes, seed=episode.seed, perturb=perturbation(episode.kind, episode.seed))
+    eyes = layout.PolicyCameras(world) if natural else None
+    if natural and masks is not None:  # judged as in the graph: geometric, on perception's masks
+        judge_rig, judge = CameraRig(world.model, world.object_of_body, 256, 256), geometric_judge()
+        observer = functools.partial(judge_view, rig=judge_rig, masks=masks.fresh())
+    perturb = None if natural else perturbation(episode.kind, episode.seed)
+    plant = SimPlant(world, policy, judge, shapes, seed=episode.seed, perturb=perturb, cameras=eyes, observer=observer)
     rig = None
     attempts: list[Attempt] = []
     if recover_with is not None:
@@ -178,18 +198,21 @@ def run_episode(
         if recover_with is not None:
             attempts = list(recover.attempts)  # type: ignore[attr-defined]
     finally:
-        if rig is not None:
-            rig.close()
+        for renderer in (rig, eyes, judge_rig):
+            if renderer is not None:
+                renderer.close()
     done = report.succeeded and inside_of(world, "carrot") == "bowl"
     return done, [a.model_copy(update={"task_completed": done}) for a in attempts]
 
 
-def _play(episode: Episode, version: SkillVersion | None, perception_config_dir: Path | None) -> dict[str, Any]:
+def _play(
+    episode: Episode, version: SkillVersion | None, perception_config_dir: Path | None, policy_uri: str = ""
+) -> dict[str, Any]:
     """One episode as a saved row; `perception_config_dir` None: recovery re-localises with
     the SIMULATOR ORACLE's masks. Module-level, its arguments plain data: it runs in a
     worker process under --jobs (the perception pipeline is built there, once per process)."""
     masks = _perceived(perception_config_dir) if perception_config_dir is not None else None
-    done, attempts = run_episode(episode, version, masks)
+    done, attempts = run_episode(episode, version, masks, policy_uri)
     return {"done": done, "attempts": [a.model_dump(mode="json") for a in attempts]}
 
 
@@ -202,10 +225,13 @@ def _round(
     perception_config_dir: Path | None,
     jobs: int,
     advance: Callable[[str], None],
+    policy_uri: str = "",
 ) -> list[tuple[bool, list[Attempt]]]:
     """The episodes of a round (saved rows read back on a resume), `jobs` at a time."""
     computes = {  # a bare Episode each: the attempts of earlier rounds need not travel to a worker
-        f"{label}-{e.kind}-{e.seed}": functools.partial(_play, Episode(e.kind, e.seed), version, perception_config_dir)
+        f"{label}-{e.kind}-{e.seed}": functools.partial(
+            _play, Episode(e.kind, e.seed), version, perception_config_dir, policy_uri
+        )
         for e in todo
     }
     played = saved_rows(rows, computes, jobs, done=advance)
@@ -213,14 +239,26 @@ def _round(
 
 
 def run(options: BenchOptions) -> BenchResult:
+    if not options.natural:
+        return _run(options, "")
+    with learned_policy_server(options) as (uri, trained):
+        result = _run(options, uri)
+    result.details["learned_policy"] = trained
+    return result
+
+
+def _run(options: BenchOptions, policy_uri: str) -> BenchResult:
+    """The rounds; `policy_uri`: the learned policy's server (natural failures), or ''."""
     config_dir = find_config_dir(options.config_dir, default_config_fallbacks())
     library_dir = options.run_dir / "skills" / "recovery"
     if not library_dir.is_dir():  # a resumed run keeps its library (and the versions reflection wrote)
         shutil.copytree(config_dir / "skills" / "recovery", library_dir)
     library = SkillLibrary(library_dir)
-    n = options.count(full=25, quick=4)
+    kinds = (NATURAL,) if policy_uri else PERTURBATIONS
+    n = options.count(full=100 if policy_uri else 25, quick=4)
     rows = options.run_dir / "rows" / f"{n}_per_kind"  # a resumed run with another count starts afresh
-    episodes = [Episode(kind, options.seed * 1000 + i) for kind in PERTURBATIONS for i in range(n)]
+    first = layout.EVAL_SEED_BASE + 50_000 + options.seed * 1000 if policy_uri else options.seed * 1000
+    episodes = [Episode(kind, first + i) for kind in kinds for i in range(n)]
     result = BenchResult("recovery", options.quick, options.seed)
     console = Console(stderr=True)
     rounds: list[dict[str, Any]] = []
@@ -231,7 +269,14 @@ def run(options: BenchOptions) -> BenchResult:
             task = progress.add_task(f"{label}: {len(todo)} episode(s)", total=len(todo))
             advance = lambda _key: progress.advance(task)  # noqa: E731
             return _round(
-                rows, label, todo, version, perception_config_dir=masks_from, jobs=options.jobs, advance=advance
+                rows,
+                label,
+                todo,
+                version,
+                perception_config_dir=masks_from,
+                jobs=options.jobs,
+                advance=advance,
+                policy_uri=policy_uri,
             )
 
     def ablation(label: str, version: SkillVersion) -> None:
@@ -276,10 +321,11 @@ def run(options: BenchOptions) -> BenchResult:
 
     play("R0", None)
     play("R1", library.load("regrasp"))
-    ablation("R1_sim_truth", library.load("regrasp"))
-    r1, r1_oracle = rounds[-1]["cumulative_completion"], ablations[-1]["cumulative_completion"]
-    delta_note = "perception − SIMULATOR ORACLE masks; acceptance |Δ| <= 5"
-    result.add("R1_completion_delta_vs_sim_truth", 100 * (r1 - r1_oracle), "points", delta_note)
+    if not policy_uri:  # natural failures: no ablation (the rounds are long enough with the learned policy)
+        ablation("R1_sim_truth", library.load("regrasp"))
+        r1, r1_oracle = rounds[-1]["cumulative_completion"], ablations[-1]["cumulative_completion"]
+        delta_note = "perception − SIMULATOR ORACLE masks; acceptance |Δ| <= 5"
+        result.add("R1_completion_delta_vs_sim_truth", 100 * (r1 - r1_oracle), "points", delta_note)
     failed = [
         a for e in episodes if not e.completed for a in e.attempts if a.version == library.versions("regrasp")[-1]
     ]
@@ -313,7 +359,7 @@ def run(options: BenchOptions) -> BenchResult:
             f"{sum(outcomes)} of {len(outcomes)} attempts ended holding at the stand-off pose "
             "(the rest fell back and resumed)",
         )
-    per_kind = {k: sum(e.completed for e in episodes if e.kind == k) for k in PERTURBATIONS}
+    per_kind = {k: sum(e.completed for e in episodes if e.kind == k) for k in kinds}
     result.details.update(
         rounds=rounds, ablations=ablations, reflection=reflection, episodes=len(episodes), completed_per_kind=per_kind
     )

@@ -10,8 +10,8 @@ from rich.table import Table
 
 from carryon_bringup.cli.common import EXIT_NOT_IMPLEMENTED, EXIT_OK, EXIT_USAGE, Subparsers, console, err
 
-_COUNTED = ("safety", "recovery", "personalization")  # benchmarks whose count --episodes sets
-_PARALLEL = ("safety", "recovery")  # benchmarks whose rows --jobs computes side by side
+_COUNTED = ("safety", "recovery", "personalization", "learned")  # benchmarks whose count --episodes sets
+_PARALLEL = ("safety", "recovery", "learned")  # benchmarks whose rows --jobs computes side by side
 
 
 def _positive(text: str) -> int:
@@ -40,8 +40,14 @@ def add_bench(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         default=1,
         metavar="N",
         help="rows (safety) or episodes of a round (recovery) computed at a time, each in a worker process pinned "
-        "to a CPU of its own (default 1: one process). The outcomes are the same (simulated time); the timings "
-        "rows carry are taken with the CPUs busy",
+        "to a CPU of its own, or tasks (learned), each in a process on one torch thread (default 1: one process). "
+        "The outcomes are the same (simulated time); the timings rows carry are taken with the CPUs busy",
+    )
+    bench.add_argument(
+        "--natural",
+        action="store_true",
+        help="recovery: the learned policy's own failures, no injected perturbation (paper Table 5; needs "
+        "`make policy`)",
     )
     bench.add_argument("--json", metavar="PATH", help="also write the figures to this JSON file")
     bench.add_argument(
@@ -94,16 +100,22 @@ def cmd_bench(args: argparse.Namespace) -> int:
             f"--jobs: {args.name} runs in one process (benchmarks with rows to share out: {', '.join(_PARALLEL)})"
         )
         return EXIT_USAGE
+    if args.natural and args.name != "recovery":
+        err.print("--natural: only the recovery benchmark has natural-failure rounds")
+        return EXIT_USAGE
     try:
         check_jobs(args.jobs)
     except ValueError as exc:
         err.print(str(exc))
         return EXIT_USAGE
-    options = BenchOptions(args.quick, args.seed, run_dir, tuple(args.set), config_dir, args.episodes, args.jobs)
+    options = BenchOptions(
+        args.quick, args.seed, run_dir, tuple(args.set), config_dir, args.episodes, args.jobs, args.natural
+    )
     result = bench.run(options)
     sized = (f" --episodes {args.episodes}" if args.episodes else "") + (
         f" --jobs {args.jobs}" if args.jobs > 1 else ""
     )
+    sized += " --natural" if args.natural else ""
     table = Table(title=f"carryon bench {args.name}{' --quick' if args.quick else ''}{sized} (seed {args.seed})")
     for column in ("metric", "value", "unit", "note"):
         table.add_column(column)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -96,14 +97,13 @@ def _features(config: Any, kind: str) -> dict[str, tuple[int, ...]]:
     return {key: tuple(f.shape) for key, f in features.items() if f.type.name == kind}
 
 
-class LerobotLocalPolicy:
-    """`Policy` around a LeRobot policy and its pre/post-processing pipelines (see module)."""
+class LerobotEngine:
+    """A loaded LeRobot policy with its pre/post-processing pipelines: raw chunks from
+    images and states under the checkpoint's own keys (lerobot_local maps the robot's
+    observation to them; a policy server gets them from its client)."""
 
     def __init__(
         self,
-        checkpoint_dir: Path,
-        observations: ObservationMapper,
-        actions: ActionMapper,
         *,
         torch: Any,
         policy: Any,
@@ -111,19 +111,79 @@ class LerobotLocalPolicy:
         postprocessor: Any,
         policy_type: str,
         state_shapes: dict[str, tuple[int, ...]],
+        image_shapes: dict[str, tuple[int, ...]],
     ) -> None:
         self._torch = torch
-        self._policy_type = policy_type
-        self._state_shapes = state_shapes
+        self.policy_type = policy_type
+        self.state_shapes = state_shapes
+        self.image_shapes = image_shapes  # key -> (3, H, W)
         self._policy = policy
         self._preprocessor = preprocessor
         self._postprocessor = postprocessor
+        self._lock = threading.Lock()
+
+    def set_threads(self, threads: int) -> None:
+        """CPU threads torch uses for inference (process-wide)."""
+        self._torch.set_num_threads(threads)
+
+    def reset(self, seed: int) -> None:
+        """New episode: clear the policy's queues and seed torch (sampling policies use it)."""
+        with self._lock:
+            if self._policy is None:
+                raise PolicyUnavailable("the LeRobot policy is closed")
+            self._torch.manual_seed(seed)
+            self._policy.reset()
+
+    def raw_chunk(self, images: Mapping[str, Any], states: Mapping[str, Any], task: str) -> np.ndarray:
+        """The checkpoint's own action chunk (H, D), de-normalised, before any mapping, for
+        images (H, W, 3) uint8 at the checkpoint's sizes and state vectors under its keys.
+        Raises MissingObservation, PolicyUnavailable."""
+        torch = self._torch
+        batch: dict[str, Any] = {}
+        for key, shape in self.image_shapes.items():
+            image = np.asarray(images[key]) if key in images else None
+            if image is None or image.dtype != np.uint8 or image.shape != (shape[1], shape[2], shape[0]):
+                got = "missing" if image is None else f"{image.dtype} {image.shape}"
+                raise MissingObservation(f"image {key} is {got}, the checkpoint expects uint8 {shape[1:]} x 3")
+            batch[key] = torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1))).float().div_(255.0)
+        for key, shape in self.state_shapes.items():
+            state = np.asarray(states[key], dtype=np.float64).reshape(-1) if key in states else np.zeros(0)
+            if state.shape != shape:
+                raise MissingObservation(f"state {key} has {state.shape[0]} values, the checkpoint expects {shape}")
+            batch[key] = torch.from_numpy(state.astype(np.float32))
+        batch["task"] = task
+        with self._lock, torch.inference_mode():
+            if self._policy is None:
+                raise PolicyUnavailable("the LeRobot policy is closed")
+            try:
+                chunk = self._postprocessor(self._policy.predict_action_chunk(self._preprocessor(batch)))
+            except Exception as exc:  # torch raises many kinds; re-raised with the cause for the node to report
+                raise PolicyUnavailable(f"LeRobot {self.policy_type} inference failed: {exc}") from exc
+        raw = chunk.detach().to("cpu").numpy()
+        if raw.ndim == 3 and raw.shape[0] == 1:
+            raw = raw[0]
+        return np.asarray(raw, dtype=np.float64)
+
+    def close(self) -> None:
+        with self._lock:
+            self._policy = None
+            self._preprocessor = None
+            self._postprocessor = None
+
+
+class LerobotLocalPolicy:
+    """`Policy` around a `LerobotEngine`: the robot's observation mapped to its inputs,
+    its raw chunk mapped to commands (see module)."""
+
+    def __init__(
+        self, checkpoint_dir: Path, observations: ObservationMapper, actions: ActionMapper, engine: LerobotEngine
+    ) -> None:
+        self.engine = engine
         self._observations = observations
         self._actions = actions
-        self._lock = threading.Lock()
         self._instruction = ""
         self._metadata = mapped_metadata(
-            "lerobot_local", f"LeRobot {policy_type} policy from {checkpoint_dir}", observations, actions
+            "lerobot_local", f"LeRobot {engine.policy_type} policy from {checkpoint_dir}", observations, actions
         )
 
     @property
@@ -131,42 +191,62 @@ class LerobotLocalPolicy:
         return self._metadata
 
     def reset(self, instruction: str, seed: int) -> None:
-        """New episode: clear the policy's queues and seed torch (sampling policies use it)."""
-        with self._lock:
-            if self._policy is None:
-                raise PolicyUnavailable("the LeRobot policy is closed")
-            self._instruction = instruction
-            self._torch.manual_seed(seed)
-            self._policy.reset()
+        self.engine.reset(seed)
+        self._instruction = instruction
 
     def infer(self, observation: Observation) -> PolicyOutput:
-        torch = self._torch
-        batch: dict[str, Any] = {}
-        for key, image in self._observations.images(observation).items():
-            batch[key] = torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1))).float().div_(255.0)
-        for key, state in self._observations.states(observation).items():
-            if state.shape != self._state_shapes[key]:
-                raise MissingObservation(
-                    f"state {key} has {state.shape[0]} values, the checkpoint expects {self._state_shapes[key]}"
-                )
-            batch[key] = torch.from_numpy(state.astype(np.float32))
-        batch["task"] = self._instruction
-        with self._lock, torch.inference_mode():
-            if self._policy is None:
-                raise PolicyUnavailable("the LeRobot policy is closed")
-            try:
-                chunk = self._postprocessor(self._policy.predict_action_chunk(self._preprocessor(batch)))
-            except Exception as exc:  # torch raises many kinds; re-raised with the cause for the node to report
-                raise PolicyUnavailable(f"LeRobot {self._policy_type} inference failed: {exc}") from exc
-        raw = chunk.detach().to("cpu").numpy()
-        if raw.ndim == 3 and raw.shape[0] == 1:
-            raw = raw[0]
-        return self._actions.to_output(np.asarray(raw, dtype=np.float64), observation)
+        images = self._observations.images(observation)
+        raw = self.engine.raw_chunk(images, self._observations.states(observation), self._instruction)
+        return self._actions.to_output(raw, observation)
 
     def close(self) -> None:
-        self._policy = None
-        self._preprocessor = None
-        self._postprocessor = None
+        self.engine.close()
+
+
+def checkpoint_folder(path: str | Path) -> Path:
+    """`path` as a checkpoint folder. Raises PolicyUnavailable when it lacks a file LeRobot
+    needs (checked before LeRobot sees the path: a non-folder would send it to the Hub)."""
+    folder = Path(path).expanduser()
+    missing = [name for name in CHECKPOINT_FILES if not (folder / name).is_file()]
+    if missing:
+        raise PolicyUnavailable(f"LeRobot checkpoint {folder} lacks {', '.join(missing)}")
+    return folder
+
+
+def read_policy_config(folder: Path, device: str) -> tuple[Any, Any, Any]:
+    """(torch, the checkpoint's LeRobot config, lerobot.policies.factory): the config only,
+    nothing heavy loaded yet. Raises PolicyUnavailable."""
+    torch, pretrained_config, factory = _import_lerobot()
+    try:
+        policy_config = pretrained_config.from_pretrained(folder, local_files_only=True)
+        policy_config.device = device
+    except Exception as exc:  # LeRobot and draccus raise many kinds; all mean "cannot load"
+        raise PolicyUnavailable(f"cannot read the LeRobot config in {folder}: {exc}") from exc
+    return torch, policy_config, factory
+
+
+def load_engine(folder: Path, device: str, read: tuple[Any, Any, Any] | None = None) -> LerobotEngine:
+    """Load the checkpoint in `folder` (its config already read: `read`). Raises PolicyUnavailable."""
+    torch, policy_config, factory = read or read_policy_config(folder, device)
+    try:
+        policy_class = factory.get_policy_class(policy_config.type)
+        policy = policy_class.from_pretrained(folder, config=policy_config, local_files_only=True)
+        preprocessor, postprocessor = factory.make_pre_post_processors(
+            policy_config,
+            pretrained_path=str(folder),
+            preprocessor_overrides={"device_processor": {"device": device}},
+        )
+    except Exception as exc:  # torch, safetensors and LeRobot raise many kinds
+        raise PolicyUnavailable(f"cannot load the LeRobot policy in {folder}: {exc}") from exc
+    return LerobotEngine(
+        torch=torch,
+        policy=policy,
+        preprocessor=preprocessor,
+        postprocessor=postprocessor,
+        policy_type=str(policy_config.type),
+        state_shapes=_features(policy_config, "STATE"),
+        image_shapes=_features(policy_config, "VISUAL"),
+    )
 
 
 def make_lerobot_policy(config: PolicyConfig, kinematics: Kinematics | None = None) -> LerobotLocalPolicy:
@@ -177,17 +257,10 @@ def make_lerobot_policy(config: PolicyConfig, kinematics: Kinematics | None = No
     """
     if not config.lerobot_checkpoint_dir:
         raise ConfigError("backend lerobot_local needs lerobot_checkpoint_dir (a folder saved with save_pretrained)")
-    folder = Path(config.lerobot_checkpoint_dir).expanduser()
-    missing = [name for name in CHECKPOINT_FILES if not (folder / name).is_file()]
-    if missing:  # checked before LeRobot sees the path: a non-folder would send it to the Hub
-        raise PolicyUnavailable(f"LeRobot checkpoint {folder} lacks {', '.join(missing)}")
+    folder = checkpoint_folder(config.lerobot_checkpoint_dir)
     actions = ActionMapper.from_config(config, config.chunk_horizon, kinematics)
-    torch, pretrained_config, factory = _import_lerobot()
-    try:
-        policy_config = pretrained_config.from_pretrained(folder, local_files_only=True)
-        policy_config.device = config.lerobot_device
-    except Exception as exc:  # LeRobot and draccus raise many kinds; all mean "cannot load"
-        raise PolicyUnavailable(f"cannot read the LeRobot config in {folder}: {exc}") from exc
+    read = read_policy_config(folder, config.lerobot_device)
+    policy_config = read[1]
 
     visual = _features(policy_config, "VISUAL")
     states = _features(policy_config, "STATE")
@@ -225,24 +298,4 @@ def make_lerobot_policy(config: PolicyConfig, kinematics: Kinematics | None = No
     if problems:
         raise ConfigError(f"lerobot_local: {folder}: " + "; ".join(problems))
 
-    try:
-        policy_class = factory.get_policy_class(policy_config.type)
-        policy = policy_class.from_pretrained(folder, config=policy_config, local_files_only=True)
-        preprocessor, postprocessor = factory.make_pre_post_processors(
-            policy_config,
-            pretrained_path=str(folder),
-            preprocessor_overrides={"device_processor": {"device": config.lerobot_device}},
-        )
-    except Exception as exc:  # torch, safetensors and LeRobot raise many kinds
-        raise PolicyUnavailable(f"cannot load the LeRobot policy in {folder}: {exc}") from exc
-    return LerobotLocalPolicy(
-        folder,
-        mapper,
-        actions,
-        torch=torch,
-        policy=policy,
-        preprocessor=preprocessor,
-        postprocessor=postprocessor,
-        policy_type=str(policy_config.type),
-        state_shapes=states,
-    )
+    return LerobotLocalPolicy(folder, mapper, actions, load_engine(folder, config.lerobot_device, read))

@@ -83,19 +83,23 @@ class CameraRig:
         out[:3, 3] = data.cam_xpos[cam]
         return out
 
-    def render(self, data: mujoco.MjData, camera: str, *, rgb: bool = True, segmentation: bool = True) -> CameraFrame:
-        """Color (optional), depth and segmentation (optional: all 0 without) of `camera`
-        for the state in `data`."""
+    def render(
+        self, data: mujoco.MjData, camera: str, *, rgb: bool = True, segmentation: bool = True, depth: bool = True
+    ) -> CameraFrame:
+        """Color, depth and segmentation of `camera` for the state in `data`; each optional
+        (all 0 without)."""
         r = self._renderer
         color = np.zeros((self.height, self.width, 3), dtype=np.uint8)
         if rgb:
             r.update_scene(data, camera, scene_option=self._option)
             color = r.render().copy()
-        r.enable_depth_rendering()
-        r.update_scene(data, camera, scene_option=self._option)
-        depth = r.render().astype(np.float32)
-        r.disable_depth_rendering()
-        depth[depth >= self.model.stat.extent * self.model.vis.map.zfar * 0.99] = 0.0  # nothing hit
+        distance = np.zeros((self.height, self.width), dtype=np.float32)
+        if depth:
+            r.enable_depth_rendering()
+            r.update_scene(data, camera, scene_option=self._option)
+            distance = r.render().astype(np.float32)
+            r.disable_depth_rendering()
+            distance[distance >= self.model.stat.extent * self.model.vis.map.zfar * 0.99] = 0.0  # nothing hit
         instances = np.zeros((self.height, self.width), dtype=np.int32)
         if segmentation:
             r.enable_segmentation_rendering()
@@ -107,7 +111,7 @@ class CameraRig:
         return CameraFrame(
             camera,
             color,
-            depth,
+            distance,
             instances,
             dict(self.labels),
             self.intrinsics(camera),

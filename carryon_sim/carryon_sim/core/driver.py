@@ -61,6 +61,12 @@ class Driver:
         self._target_pos, self._target_rot = self.world.ee_pose()
         self.world.set_arm_target(self.world.arm_q())
 
+    @property
+    def target(self) -> tuple[np.ndarray, np.ndarray]:
+        """The tool pose the arm is commanded to now: position (3,) metres and rotation
+        matrix (3, 3), world frame (the last executed step's target, or where it holds)."""
+        return self._target_pos, self._target_rot
+
     def submit(self, chunk: Chunk, now_s: float) -> None:
         """Queue a released chunk (replacing what is left of the previous one)."""
         check_executable(chunk, estop=self.estop)

@@ -240,6 +240,11 @@ class World:
         lo, hi = self.model.actuator_ctrlrange[self.robot.arm_actuators].T
         self.data.ctrl[self.robot.arm_actuators] = np.clip(q, lo, hi)
 
+    @property
+    def gripper_command(self) -> float:
+        """The last gripper command, [0, 1] (0 fully open), whatever a drop forces now."""
+        return self._gripper_command
+
     def set_gripper(self, command: float) -> None:
         """Gripper command in [0, 1]: 0 fully open, 1 fully closed (ignored during a drop)."""
         self._gripper_command = float(np.clip(command, 0.0, 1.0))

@@ -20,7 +20,7 @@ nothing and asks to resume.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from carryon_common.core.chunk import Chunk
@@ -31,7 +31,7 @@ from carryon_judge.core.rules import goal_of
 from carryon_judge.core.types import Judge, JudgeRequest, VerdictStatus
 from carryon_planner.core.executive import Report, Verdict, run_vla
 from carryon_planner.core.plan import PlannedSubtask
-from carryon_policy.core.policy import Policy
+from carryon_policy.core.policy import ImageArray, Policy
 from carryon_policy.core.runner import policy_chunk
 from carryon_sim.core.driver import Driver
 from carryon_sim.core.predicates import covered_by, inside_of, location_of
@@ -82,7 +82,11 @@ class SimPlant:
     """`VlaPlant` over an in-process World. One control step = `dt` s of simulated time;
     the policy is asked every `steps_per_inference` steps; `verdict()` advances the world
     by `judge_every_steps` before asking the judge (the judge's monitor period). `perturb(world)`
-    runs after every step the plant simulates (benchmarks inject drops and displacements there)."""
+    runs after every step the plant simulates (benchmarks inject drops and displacements there).
+    `cameras(world)` renders the images each policy observation carries (a learned
+    policy's; None: none); a policy that does not need ground truth gets no object poses.
+    `observer(world, id)` makes the judge's observations (cameras + masks for a judge that
+    sees; by default ground truth and robot state only, for the SIMULATOR ORACLE judge)."""
 
     def __init__(
         self,
@@ -99,12 +103,17 @@ class SimPlant:
         seed: int = 0,
         progress_m: float = 0.01,
         perturb: Callable[[World], None] | None = None,
+        cameras: Callable[[World], Mapping[str, ImageArray]] | None = None,
+        observer: Callable[[World, int], SimObservation] | None = None,
     ) -> None:
         self.world, self.policy, self.judge, self.shapes = world, policy, judge, shapes
         self.gate, self.recover_skill = gate, recover
         self.steps_per_inference, self.judge_every_steps, self.dt = steps_per_inference, judge_every_steps, dt
         self.progress_m = progress_m
         self.perturb = perturb  # called after every simulated step (benchmarks' perturbations)
+        self.cameras = cameras
+        # The judge's observations (id -> views + truth); default: truth and robot state only.
+        self.observer = observer or (lambda w, i: observe_world(w, None, i, cameras=()))
         self.driver = Driver(world, watchdog_s=0.25)
         self._seeds = itertools.count(seed * 1000)
         self._ids = itertools.count(1)
@@ -118,7 +127,7 @@ class SimPlant:
 
     # -- VlaPlant ------------------------------------------------------------------
     def set_task(self, subtask: PlannedSubtask, permitted: tuple[str, ...] = ()) -> None:  # noqa: ARG002 - no monitor here
-        self._baseline = observe_world(self.world, None, next(self._ids), cameras=())
+        self._baseline = self.observer(self.world, next(self._ids))
         truth = facts_from_truth(self._baseline.truth or {}, self.shapes)
         tracker = tracker_for(goal_of(subtask.as_subtask(), self.shapes.role), truth, threshold_m=self.progress_m)
         tracker.start(self.world.time, truth.visible(subtask.target))
@@ -144,7 +153,7 @@ class SimPlant:
         for _ in range(self.judge_every_steps):
             self._step(subtask)
         assert self._baseline is not None
-        current = observe_world(self.world, None, next(self._ids), cameras=())
+        current = self.observer(self.world, next(self._ids))
         truth = facts_from_truth(current.truth or {}, self.shapes)
         since = self._tracker.update(current.stamp_s, truth.visible(subtask.target)) if self._tracker else -1.0
         request = JudgeRequest(
@@ -170,7 +179,11 @@ class SimPlant:
     def _step(self, subtask: PlannedSubtask) -> None:
         world = self.world
         if self._running and self._steps % self.steps_per_inference == 0:
-            out = self.policy.infer(policy_observation(world, next(self._ids), self._steps))
+            images = self.cameras(world) if self.cameras is not None else None
+            truth = self.policy.metadata.needs_ground_truth
+            out = self.policy.infer(
+                policy_observation(world, next(self._ids), self._steps, images=images, ground_truth=truth)
+            )
             chunk = policy_chunk(
                 out, chunk_id=next(self._ids), subtask_id=subtask.id, dt=self.dt, observation_id=0, stamp_s=world.time
             )

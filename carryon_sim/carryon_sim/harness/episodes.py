@@ -12,14 +12,14 @@ an observation and its chunk replaces what is left of the previous one.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from carryon_common.core.chunk import Chunk
 from carryon_common.core.contact_rules import ContactTask
-from carryon_policy.core.policy import InvalidAction, ObjectPose, Observation, Policy, RobotState
+from carryon_policy.core.policy import ImageArray, InvalidAction, ObjectPose, Observation, Policy, RobotState
 from carryon_policy.core.runner import ChunkRunner, RunProgress
 from carryon_policy.core.timing import InferenceRecord
 from carryon_sim.core.contacts import ContactMonitor, Violation, grasped_objects
@@ -31,12 +31,21 @@ from carryon_sim.core.world import World
 from carryon_sim.harness.stand_in.scripts import Script
 
 
-def observe(world: World, observation_id: int, steps_executed: int) -> Observation:
-    """Robot state and object ground truth of `world` now (no images)."""
+def observe(
+    world: World,
+    observation_id: int,
+    steps_executed: int,
+    *,
+    images: Mapping[str, ImageArray] | None = None,
+    ground_truth: bool = True,
+) -> Observation:
+    """Robot state of `world` now, with `images` (camera name -> RGB; none by default) and
+    the objects' ground-truth poses (SIMULATOR ORACLE, for the scripted stand-in; a learned
+    policy gets `ground_truth=False`: no poses, no scene name, as on a robot)."""
     position, rotation = world.ee_pose()
     objects = {}
     for body_id, name in world.object_of_body.items():
-        if name in ("robot", "table"):
+        if name in ("robot", "table") or not ground_truth:
             continue
         objects[name] = ObjectPose(
             np.array(world.data.xpos[body_id], dtype=np.float64), np.array(world.data.xquat[body_id], dtype=np.float64)
@@ -45,8 +54,9 @@ def observe(world: World, observation_id: int, steps_executed: int) -> Observati
         observation_id=observation_id,
         stamp_s=world.time,
         robot=RobotState(position, rotation, world.arm_q(), world.gripper_width()),
+        images=dict(images or {}),
         objects=objects,
-        scene=world.scene.name,
+        scene=world.scene.name if ground_truth else "",
         steps_executed=steps_executed,
     )
 
@@ -158,9 +168,20 @@ class Task:
     max_steps: int
 
 
+@dataclass(frozen=True)
+class Sensors:
+    """What an episode's observations carry besides robot state (see run_episode)."""
+
+    cameras: Callable[[World], Mapping[str, ImageArray]] | None = None
+    record: Callable[[World, Driver], None] | None = None
+    ground_truth: bool = True
+
+
 class _TaskPort:
-    """The ChunkPort of one task: observations of `world` (no images), chunks through the
-    gate to the driver, one physics step per control step, stop once success settled."""
+    """The ChunkPort of one task: observations of `world` (with `cameras`' images, and
+    ground truth when the policy needs it), chunks through the gate to the driver, one
+    physics step per control step (`record` sees each, between the driver's command and
+    the physics step), stop once success settled."""
 
     def __init__(
         self,
@@ -174,16 +195,22 @@ class _TaskPort:
         gate: Callable[[Chunk, World], Chunk | None] | None,
         dt: float,
         settle_steps: int,
+        sensors: Sensors,
     ) -> None:
         self.world, self.driver, self.monitor, self.result, self.task = world, driver, monitor, result, task
         self.watch = watch
         self.gate, self.dt, self.settle_steps = gate, dt, settle_steps
+        self.sensors = sensors
         self.start = {o.name: world.object_position(o.name) for o in world.scene.spec.objects}
         self.settled = -1
         self.success = False
 
     def observe(self, steps_executed: int) -> tuple[float, Observation]:
-        return self.world.time, observe(self.world, self.result.steps, steps_executed)
+        images = self.sensors.cameras(self.world) if self.sensors.cameras is not None else None
+        seen = observe(
+            self.world, self.result.steps, steps_executed, images=images, ground_truth=self.sensors.ground_truth
+        )
+        return self.world.time, seen
 
     def send(self, chunk: Chunk, record: InferenceRecord) -> None:
         self.result.infer_s.append(record.infer_s)
@@ -203,6 +230,8 @@ class _TaskPort:
         world, script = self.world, self.task.script
         for step in range(progress.steps_executed, progress.steps_executed + steps):
             self.driver.tick(world.time)
+            if self.sensors.record is not None:
+                self.sensors.record(world, self.driver)
             world.step(self.dt)
             self.monitor.update(world.model, world.data, world.object_of_body)
             self.watch.observe(world)
@@ -226,14 +255,24 @@ def run_episode(
     clock: Callable[[], float] = time.perf_counter,
     settle_steps: int = 10,
     gate: Callable[[Chunk, World], Chunk | None] | None = None,
+    cameras: Callable[[World], Mapping[str, ImageArray]] | None = None,
+    record: Callable[[World, Driver], None] | None = None,
+    setup: Callable[[World], None] | None = None,
 ) -> EpisodeResult:
     """Reset the world with `seed`, then run each task in turn (as the executive would:
     the next starts when the previous succeeded); stop at the first task that does not
     succeed within its `max_steps` control steps. Success is judged from ground truth
     after `settle_steps` more steps. `clock` times inference. `gate` (e.g. a shield) sees
     each chunk with the world and returns what to execute (None: nothing; the driver's
-    watchdog then holds the arm)."""
+    watchdog then holds the arm). `cameras(world)` renders the images each observation
+    carries (a learned policy's; None: no images); a policy that does not need ground
+    truth gets no object poses. `record(world, driver)` runs every control step once the
+    driver took its command, before physics advances (demonstration recording). `setup(world)`
+    runs once after the reset (e.g. the cover lifted off beforehand)."""
+    sensors = Sensors(cameras, record, policy.metadata.needs_ground_truth)
     world.reset(seed)
+    if setup is not None:
+        setup(world)
     driver = Driver(world, watchdog_s=0.25)
     monitor = ContactMonitor(known=frozenset(o.name for o in world.scene.spec.objects))
     contact_tasks = [contact_task(world, task.script, str(number)) for number, task in enumerate(tasks)]
@@ -241,7 +280,18 @@ def run_episode(
     result = EpisodeResult(success=False, steps=0)
     for number, task in enumerate(tasks):
         monitor.set_task(contact_task(world, task.script, str(number)), world.time)  # as the world is now
-        port = _TaskPort(world, driver, monitor, result, task, watch=watch, gate=gate, dt=dt, settle_steps=settle_steps)
+        port = _TaskPort(
+            world,
+            driver,
+            monitor,
+            result,
+            task,
+            watch=watch,
+            gate=gate,
+            dt=dt,
+            settle_steps=settle_steps,
+            sensors=sensors,
+        )
         policy.reset(task.instruction, seed * 100 + number)
         runner = ChunkRunner(
             policy, dt=dt, steps_per_inference=steps_per_inference, subtask_id=str(number), clock=clock

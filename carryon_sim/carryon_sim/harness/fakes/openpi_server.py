@@ -43,7 +43,8 @@ class FakeBehaviour:
     """How the fake server answers. Change fields while it serves; the next message obeys.
 
     delay_s: extra seconds before each reply. fault: one of FAULTS ('none' = well-behaved).
-    horizon, action_dim: shape of each action chunk (H, D).
+    horizon, action_dim: shape of each action chunk (H, D). answer: computes the chunk
+    from the request instead (a stand-in that reads what the client sent).
     """
 
     delay_s: float = 0.0
@@ -51,6 +52,7 @@ class FakeBehaviour:
     horizon: int = 10
     action_dim: int = 7
     metadata: dict[str, Any] = field(default_factory=lambda: {"server": "carryon fake openpi server"})
+    answer: Callable[[dict[str, Any]], np.ndarray] | None = None
 
 
 def fake_actions(horizon: int, action_dim: int) -> np.ndarray:
@@ -153,7 +155,10 @@ class FakeOpenpiServer:
                     CloseCode.INTERNAL_ERROR, "Internal server error. Traceback included in previous frame."
                 )
                 return
-            actions = fake_actions(behaviour.horizon, behaviour.action_dim)
+            if behaviour.answer is not None:
+                actions = behaviour.answer(request)
+            else:
+                actions = fake_actions(behaviour.horizon, behaviour.action_dim)
             if behaviour.fault == "nan":
                 actions[1, 0] = np.nan
             elif behaviour.fault == "wrong_shape":

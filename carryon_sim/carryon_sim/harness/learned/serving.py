@@ -1,0 +1,93 @@
+"""Running the learned policy from CarryOn's own virtualenv, which has no torch: the
+LeRobot extra's interpreter (`lerobot_python`), the environment its child processes need
+(`extra_env`), and the checkpoint served over openpi's protocol by
+carryon_policy.lerobot_server in such a child (`served_policy`: benchmarks then reach it
+with `openpi_remote`, layout.remote_policy_config), on loopback.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import selectors
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from carryon_common.core.errors import CarryOnError
+from carryon_sim.harness.learned import layout
+
+TRAIN_HINT = "train it with `make policy` (scripts/learned_policy.sh all: ~1 h on 2 cores)"
+START_TIMEOUT_S = 120.0  # loading torch, LeRobot and the checkpoint on a busy 2-core machine
+
+
+def lerobot_python() -> str:
+    """An interpreter with torch and LeRobot: this one, else the extra's virtualenv
+    ($LEROBOT_VENV or .venv-lerobot in the checkout). Raises CarryOnError."""
+    if importlib.util.find_spec("torch") and importlib.util.find_spec("lerobot"):
+        return sys.executable
+    venv = Path(os.environ.get("LEROBOT_VENV") or layout.repo_root() / ".venv-lerobot") / "bin" / "python"
+    if not venv.is_file():
+        raise CarryOnError(f"the learned policy needs the LeRobot extra, and {venv} does not exist: {TRAIN_HINT}")
+    return str(venv)
+
+
+def extra_env() -> dict[str, str]:
+    """This environment plus the checkout's packages on PYTHONPATH, headless rendering and
+    no Hub access (the extra's virtualenv does not have CarryOn installed)."""
+    root = layout.repo_root()
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(str(p) for p in sorted(root.glob("carryon_*")) if p.is_dir()),
+        "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"),
+        "HF_HUB_OFFLINE": "1",
+    }
+
+
+def checked_checkpoint(checkpoint: Path) -> Path:
+    """`checkpoint` when it holds a trained policy. Raises CarryOnError naming how to make one."""
+    if not (checkpoint / "config.json").is_file():
+        raise CarryOnError(f"no trained policy in {checkpoint}: {TRAIN_HINT}")
+    return checkpoint
+
+
+@contextmanager
+def served_policy(checkpoint: Path, log: Path, threads: int = 1) -> Iterator[str]:
+    """carryon_policy.lerobot_server on `checkpoint` in a child process, on a free loopback
+    port, while the block runs; yields its ws:// URI. Its output goes to `log`."""
+    command = [
+        lerobot_python(),
+        "-m",
+        "carryon_policy.lerobot_server",
+        "--checkpoint",
+        str(checked_checkpoint(checkpoint)),
+    ]
+    command += ["--port", "0", "--threads", str(threads)]
+    log.parent.mkdir(parents=True, exist_ok=True)
+    process = subprocess.Popen(
+        command, env=extra_env(), stdout=subprocess.PIPE, stderr=log.open("w", encoding="utf-8"), text=True
+    )
+    try:
+        assert process.stdout is not None
+        uri = ""
+        with selectors.DefaultSelector() as selector:
+            selector.register(process.stdout, selectors.EVENT_READ)
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while not uri and time.monotonic() < deadline and process.poll() is None:
+                if selector.select(timeout=1.0):
+                    line = process.stdout.readline()
+                    if " on ws://" in line:
+                        uri = line.rsplit(" on ", 1)[1].strip()
+        if not uri:
+            raise CarryOnError(f"the learned policy's server did not start in {START_TIMEOUT_S:.0f} s; see {log}")
+        yield uri
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10.0)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
