@@ -98,9 +98,23 @@ def test_a_strategy_revision_is_validated_too(library: SkillLibrary) -> None:
     ],
 )
 def test_invalid_proposals_are_rejected_and_write_nothing(library: SkillLibrary, reply: Any, reason: str) -> None:
-    outcome, _ = run(library, reply)
+    outcome, _ = run(library, reply, reply)  # the same answer again after the reason was sent back
     assert outcome.decision == "REJECTED" and reason in outcome.reason, outcome.reason
     assert library.versions("regrasp") == [1]
+
+
+def test_a_rejected_proposal_goes_back_once_with_the_reason(library: SkillLibrary) -> None:
+    with StubVlmServer([proposal(parameter="gripper_width_m"), proposal()]) as stub:
+        llm = OpenAiClient(base_url=stub.base_url, model="reflector", api_key="x", timeout_s=5.0, attempts=1)
+        outcome = reflect(llm, library, "regrasp", [attempt(1), attempt(2)])
+        second = "\n".join(stub.requests[1].texts())
+    assert outcome.decision == "UPDATE" and "rejected once" in outcome.reason, outcome.reason
+    assert "Rejected: unknown parameter 'gripper_width_m'" in second and library.versions("regrasp") == [1, 2]
+    with StubVlmServer([proposal(parameter="nope")] * 3) as stub:  # no more rounds than allowed
+        llm = OpenAiClient(base_url=stub.base_url, model="reflector", api_key="x", timeout_s=5.0, attempts=1)
+        outcome = reflect(llm, library, "regrasp", [attempt(1)], repair_rounds=1)
+        assert len(stub.requests) == 2
+    assert outcome.decision == "REJECTED" and "rejected once" in outcome.reason
 
 
 def test_no_update_writes_nothing(library: SkillLibrary) -> None:

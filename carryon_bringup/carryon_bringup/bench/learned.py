@@ -26,7 +26,7 @@ from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, Benc
 from carryon_common.core.errors import CarryOnError
 from carryon_sim.harness.learned import layout
 from carryon_sim.harness.learned.evaluate import summary
-from carryon_sim.harness.learned.serving import checked_checkpoint, extra_env, lerobot_python
+from carryon_sim.harness.learned.serving import checked_checkpoint, extra_env, lerobot_python, trained_summary
 
 SLUGS = {"put the carrot in the bowl": "pick_place", "open the pink cover": "open_cover"}  # the tasks, in order
 
@@ -68,15 +68,14 @@ def run(options: BenchOptions) -> BenchResult:
         note = f"lerobot_local, one CPU thread, {figures['chunks']} chunks (images resized from 256x256 included)"
         result.add("inference_p50", 1000 * figures["infer_s_p50"], "ms", note)
         result.add("inference_p99", 1000 * figures["infer_s_p99"], "ms", note)
-    trained_file = checkpoint / "carryon_policy.json"
-    trained = json.loads(trained_file.read_text(encoding="utf-8")) if trained_file.is_file() else {}
+    trained = trained_summary(checkpoint)
     if trained.get("train_seconds") is not None:
         note = f"{trained['steps']} steps at batch {trained['batch_size']} on {trained['device']}"
         note += f", seed {trained['seed']}"
         result.add("training_time", trained["train_seconds"] / 60.0, "min", note)
     result.details.update(
         checkpoint=str(checkpoint),
-        trained={k: v for k, v in trained.items() if k != "loss_log"},
+        trained=trained,
         episodes_per_task=episodes,
         tasks=figures["tasks"],
     )

@@ -347,6 +347,11 @@ def _run(options: BenchOptions, policy_uri: str) -> BenchResult:
     reflection.update(saved_row(rows, "reflection", reflect_once))
     if reflection.get("written") is not None:
         play("R2", library.load("regrasp", reflection["written"]), "reflection wrote it")
+        # Kept only when it beats its parent on the failures it was written for: every episode
+        # R2 ran had failed with the parent in R1, so the parent's count there is 0.
+        ran, resolved = rounds[-1]["ran"], rounds[-1]["resolved"]
+        reflection["kept"] = resolved > 0
+        reflection["evidence"] = f"v{reflection['written']} resolved {resolved} of {ran}; parent v{newest.version}: 0"
     else:
         # No revision (NO_UPDATE, a rejected proposal, no reflector): the version is reused as it is.
         why = f"reflection {reflection['decision']}: {reflection['reason']}"

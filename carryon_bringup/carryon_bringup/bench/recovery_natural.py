@@ -5,7 +5,6 @@ carryon_perception's masks of both cameras) in place of the SIMULATOR ORACLE jud
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -19,7 +18,7 @@ from carryon_policy.core.policy import Policy
 from carryon_sim.core.cameras import CameraRig
 from carryon_sim.core.world import World
 from carryon_sim.harness.learned import layout
-from carryon_sim.harness.learned.serving import checked_checkpoint, served_policy
+from carryon_sim.harness.learned.serving import checked_checkpoint, served_policy, trained_summary
 from carryon_sim.harness.observation import PerceivedMasks, SimObservation, observe_world
 
 
@@ -46,8 +45,7 @@ def learned_policy_server(options: BenchOptions) -> Iterator[tuple[str, dict[str
     """The checkpoint (`make policy`'s, or --set policy_node.lerobot_checkpoint_dir) served
     while the rounds run: yields its URI and how it was trained."""
     checkpoint = checked_checkpoint(checkpoint_of(options))
-    trained_file = checkpoint / "carryon_policy.json"
-    trained = json.loads(trained_file.read_text(encoding="utf-8")) if trained_file.is_file() else {}
+    trained = trained_summary(checkpoint)
     about = {"checkpoint": str(checkpoint), **{k: trained.get(k) for k in ("steps", "train_seconds", "seed")}}
     with served_policy(checkpoint, options.run_dir / "policy_server.log") as uri:
         yield uri, about

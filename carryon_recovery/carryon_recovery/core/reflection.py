@@ -173,19 +173,53 @@ def failed_attempts(attempts: Sequence[Attempt], skill: str) -> list[Attempt]:
     return [a for a in attempts if a.skill == skill and a.task_completed is False][:MAX_ATTEMPTS_REVIEWED]
 
 
+REPAIR_ROUNDS = 1  # a rejected or malformed proposal is sent back once, with the reason
+
+
 def reflect(
-    llm: LlmClient, library: SkillLibrary, skill: str, attempts: Sequence[Attempt], *, version: int | None = None
+    llm: LlmClient,
+    library: SkillLibrary,
+    skill: str,
+    attempts: Sequence[Attempt],
+    *,
+    version: int | None = None,
+    repair_rounds: int = REPAIR_ROUNDS,
 ) -> ReflectionOutcome:
     """Review the attempts of `skill` (its newest version unless `version`), ask the LLM,
-    validate, and write the next version when the proposal holds."""
+    validate, and write the next version when the proposal holds. A malformed or rejected
+    proposal goes back to the LLM with the reason, up to `repair_rounds` times (the
+    planner's repair loop); the outcome's reason says how many rounds it took."""
     current = library.load(skill, version)
     failed = failed_attempts(attempts, skill)
     if not failed:
         return ReflectionOutcome("NO_UPDATE", "no failed attempts of this skill to review", None, "")
-    try:
-        reply = llm.complete(build_messages(current, failed), Proposal.model_json_schema())
-    except LlmError as exc:
-        return ReflectionOutcome("REJECTED", f"reflector unavailable: {exc}", None, "")
+    messages = build_messages(current, failed)
+    outcome = ReflectionOutcome("REJECTED", "not asked", None, "")
+    for round_ in range(repair_rounds + 1):
+        try:
+            reply = llm.complete(messages, Proposal.model_json_schema())
+        except LlmError as exc:
+            return ReflectionOutcome("REJECTED", f"reflector unavailable: {exc}", None, "")
+        outcome = _judge_reply(library, current, reply, llm.name)
+        if outcome.decision != "REJECTED":
+            break
+        if round_ < repair_rounds:
+            messages = [
+                *messages,
+                ChatMessage("assistant", reply),
+                ChatMessage("user", f"Rejected: {outcome.reason}. Answer again with one JSON object: a revision that "
+                            "follows the rules (a listed parameter inside its range, or a strategy field), or "
+                            "NO_UPDATE."),
+            ]  # fmt: skip
+    if round_ > 0:
+        earlier = "rejected once" if round_ == 1 else f"rejected {round_} times"
+        outcome = ReflectionOutcome(outcome.decision, f"{outcome.reason} (after the proposal was {earlier})",
+                                    outcome.written, outcome.reply)  # fmt: skip
+    return outcome
+
+
+def _judge_reply(library: SkillLibrary, current: SkillVersion, reply: str, reflector: str) -> ReflectionOutcome:
+    """One reply: parsed, checked, and written as the next version when it holds."""
     try:
         proposal = Proposal.model_validate_json(reply.strip().removeprefix("```json").strip("`"))
     except ValidationError as exc:
@@ -201,7 +235,7 @@ def reflect(
             change=change,
             reason=proposal.diagnosis,
             evidence=list(proposal.evidence),
-            source=f"reflection:{llm.name}",
+            source=f"reflection:{reflector}",
         )
         written = library.write_next(current, changes, revision)
     except (ProposalRejected, ConfigError) as exc:

@@ -8,6 +8,7 @@ with `openpi_remote`, layout.remote_policy_config), on loopback.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import selectors
 import subprocess
@@ -16,6 +17,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from carryon_common.core.errors import CarryOnError
 from carryon_sim.harness.learned import layout
@@ -52,6 +54,15 @@ def checked_checkpoint(checkpoint: Path) -> Path:
     if not (checkpoint / "config.json").is_file():
         raise CarryOnError(f"no trained policy in {checkpoint}: {TRAIN_HINT}")
     return checkpoint
+
+
+def trained_summary(checkpoint: Path) -> dict[str, Any]:
+    """How `checkpoint` was trained (train.py's carryon_policy.json, without its loss log);
+    {} for a checkpoint made elsewhere."""
+    path = checkpoint / "carryon_policy.json"
+    if not path.is_file():
+        return {}
+    return {k: v for k, v in json.loads(path.read_text(encoding="utf-8")).items() if k != "loss_log"}
 
 
 @contextmanager
