@@ -2,19 +2,19 @@
 # The learned policy (issue 21), reproducible from a seed, in the LeRobot extra's virtualenv
 # (.venv-lerobot, built here when missing: see scripts/test_extra.sh):
 #   record    expert demonstrations -> a LeRobotDataset    (~11 min on 2 cores for 200 episodes)
-#   train     LeRobot ACT on them -> the checkpoint        (~45 min on 2 cores for 3000 steps)
+#   train     LeRobot ACT on them -> the checkpoint        (~46 min on 2 cores for 3500 steps)
 #   evaluate  the checkpoint alone on seeded episodes      (what `carryon bench learned` runs)
 #   all       record, then train
 # Everything is cached outside git under $CARRYON_CACHE_DIR (default ~/.cache/carryon):
 #   datasets/food_serving_demos-s<SEED>-n<EPISODES>/   policies/act_food_serving-s<SEED>/
-# Environment: SEED (0), EPISODES (200), STEPS (3000), DEVICE (cpu). Extra arguments go to
+# Environment: SEED (0), EPISODES (200), STEPS (3500), DEVICE (cpu). Extra arguments go to
 # the Python module of the step (python -m carryon_sim.harness.learned.<step> --help).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 STEP="${1:?usage: scripts/learned_policy.sh record|train|evaluate|all [args]}"
 shift
-SEED="${SEED:-0}"; EPISODES="${EPISODES:-200}"; STEPS="${STEPS:-3000}"; DEVICE="${DEVICE:-cpu}"
+SEED="${SEED:-0}"; EPISODES="${EPISODES:-200}"; STEPS="${STEPS:-3500}"; DEVICE="${DEVICE:-cpu}"
 CACHE="${CARRYON_CACHE_DIR:-$HOME/.cache/carryon}"
 DATASET="$CACHE/datasets/food_serving_demos-s$SEED-n$EPISODES"
 POLICY="$CACHE/policies/act_food_serving-s$SEED"

@@ -1,7 +1,7 @@
 """`carryon bench learned`: the learned policy alone, food scene without obstacles.
 
 The policy is a LeRobot ACT network trained on the scripted expert's demonstrations
-(`scripts/learned_policy.sh all`, or `make policy`: record ~11 min, train ~45 min on 2
+(`scripts/learned_policy.sh all`, or `make policy`: record ~11 min, train ~46 min on 2
 cores; cached under ~/.cache/carryon, never in git). Unlike the scripted stand-ins it reads
 only pixels (both cameras) and its own state, through lerobot_local, the backend
 policy_node serves it with. Episodes: "put the carrot in the bowl" (the cover lifted off

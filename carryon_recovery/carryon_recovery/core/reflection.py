@@ -204,17 +204,15 @@ def reflect(
         if outcome.decision != "REJECTED":
             break
         if round_ < repair_rounds:
-            messages = [
-                *messages,
-                ChatMessage("assistant", reply),
-                ChatMessage("user", f"Rejected: {outcome.reason}. Answer again with one JSON object: a revision that "
-                            "follows the rules (a listed parameter inside its range, or a strategy field), or "
-                            "NO_UPDATE."),
-            ]  # fmt: skip
+            again = (
+                f"Rejected: {outcome.reason}. Answer again with one JSON object: a revision that follows the rules "
+                "(a listed parameter inside its range, or a strategy field), or NO_UPDATE."
+            )
+            messages = [*messages, ChatMessage("assistant", reply), ChatMessage("user", again)]
     if round_ > 0:
         earlier = "rejected once" if round_ == 1 else f"rejected {round_} times"
-        outcome = ReflectionOutcome(outcome.decision, f"{outcome.reason} (after the proposal was {earlier})",
-                                    outcome.written, outcome.reply)  # fmt: skip
+        reason = f"{outcome.reason} (after the proposal was {earlier})"
+        outcome = ReflectionOutcome(outcome.decision, reason, outcome.written, outcome.reply)
     return outcome
 
 

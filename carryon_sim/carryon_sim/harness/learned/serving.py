@@ -78,27 +78,31 @@ def served_policy(checkpoint: Path, log: Path, threads: int = 1) -> Iterator[str
     ]
     command += ["--port", "0", "--threads", str(threads)]
     log.parent.mkdir(parents=True, exist_ok=True)
-    process = subprocess.Popen(
-        command, env=extra_env(), stdout=subprocess.PIPE, stderr=log.open("w", encoding="utf-8"), text=True
-    )
-    try:
-        assert process.stdout is not None
-        uri = ""
-        with selectors.DefaultSelector() as selector:
-            selector.register(process.stdout, selectors.EVENT_READ)
-            deadline = time.monotonic() + START_TIMEOUT_S
-            while not uri and time.monotonic() < deadline and process.poll() is None:
-                if selector.select(timeout=1.0):
-                    line = process.stdout.readline()
-                    if " on ws://" in line:
-                        uri = line.rsplit(" on ", 1)[1].strip()
-        if not uri:
-            raise CarryOnError(f"the learned policy's server did not start in {START_TIMEOUT_S:.0f} s; see {log}")
-        yield uri
-    finally:
-        process.terminate()
+    with log.open("w", encoding="utf-8") as errors:
+        process = subprocess.Popen(command, env=extra_env(), stdout=subprocess.PIPE, stderr=errors, text=True)
         try:
-            process.wait(timeout=10.0)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            yield _wait_for_uri(process, log)
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10.0)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def _wait_for_uri(process: subprocess.Popen[str], log: Path) -> str:
+    """The URI the server prints once it listens. Raises CarryOnError when it exits or
+    stays silent for START_TIMEOUT_S."""
+    assert process.stdout is not None
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline and process.poll() is None:
+            if selector.select(timeout=1.0):
+                line = process.stdout.readline()
+                if " on ws://" in line:
+                    return line.rsplit(" on ", 1)[1].strip()
+    if process.poll() is not None:
+        raise CarryOnError(f"the learned policy's server exited (code {process.returncode}); see {log}")
+    raise CarryOnError(f"the learned policy's server did not start in {START_TIMEOUT_S:.0f} s; see {log}")

@@ -3,11 +3,11 @@ trainer (`lerobot-train`), and save the checkpoint lerobot_local serves.
 
 The policy reads both cameras and the robot state (layout.py) and predicts a chunk of 16
 absolute tool targets; its ResNet-18 backbone starts from random weights (nothing is
-downloaded). Sized for the 2-core development machine: ~0.9 s per step at batch 16 and
-96x96 images (measured), so the default 3000 steps take about 45 minutes; on a GPU pass
-`--device cuda` and more steps. The same seed, dataset and arguments give the same run.
+downloaded). Sized for the 2-core development machine: ~0.8 s per step at batch 16 and
+96x96 images (measured), so the default 3500 steps take about 46 minutes; on a GPU pass
+`--device cuda` and more steps. Seeded through LeRobot's `--seed` (not checked bit for bit).
 
-    python -m carryon_sim.harness.learned.train --dataset DIR --out DIR [--steps 3000] [--seed 0]
+    python -m carryon_sim.harness.learned.train --dataset DIR --out DIR [--steps 3500] [--seed 0]
 
 Writes DIR/ (config.json, model.safetensors, the pre/post-processors with their
 normalisation statistics: what lerobot_local loads), DIR/carryon_policy.json (how it was
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--dataset", type=Path, required=True, help="the LeRobotDataset folder (record.py)")
     parser.add_argument("--out", type=Path, required=True, help="checkpoint folder (replaced)")
-    parser.add_argument("--steps", type=int, default=3000, help="training steps (default 3000, ~45 min on 2 cores)")
+    parser.add_argument("--steps", type=int, default=3500, help="training steps (default 3500, ~46 min on 2 cores)")
     parser.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
     parser.add_argument("--batch-size", type=int, default=16, help="batch size (default 16)")
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
