@@ -43,6 +43,8 @@ REPO_ID = "carryon/food_serving_demos"
 STEPS_PER_INFERENCE = 8  # policy_node's default: the expert replans every 8 steps
 MAX_STEPS = 600
 SETTLE_STEPS = 20  # frames kept after success: the policy learns to rest there
+# The serving config's gripper normalisation, read once (not per frame).
+GRIPPER_MAX_WIDTH_M = layout.policy_config("unused").vla_gripper_max_width_m
 
 
 @dataclass(frozen=True)
@@ -97,10 +99,7 @@ def robot_state(world: World) -> np.ndarray:
     """(10,) float32: the state as lerobot_local builds it from the robot state (`state_part`)."""
     position, rotation = world.ee_pose()
     robot = RobotState(position, rotation, world.arm_q(), world.gripper_width())
-    config = layout.policy_config("unused")
-    return np.concatenate([state_part(robot, p, config.vla_gripper_max_width_m) for p in layout.PARTS]).astype(
-        np.float32
-    )
+    return np.concatenate([state_part(robot, p, GRIPPER_MAX_WIDTH_M) for p in layout.PARTS]).astype(np.float32)
 
 
 def demonstrate(
