@@ -5,6 +5,7 @@
 #   train     LeRobot ACT on them -> the checkpoint        (~46 min on 2 cores for 3500 steps)
 #   evaluate  the checkpoint alone on seeded episodes      (what `carryon bench learned` runs)
 #   all       record, then train
+#   from-bag  recorder_node bags -> a LeRobotDataset (python -m carryon_policy.bag_dataset --help)
 # Everything is cached outside git under $CARRYON_CACHE_DIR (default ~/.cache/carryon):
 #   datasets/food_serving_demos-s<SEED>-n<EPISODES>/   policies/act_food_serving-s<SEED>/
 # Environment: SEED (0), EPISODES (200), STEPS (3500), DEVICE (cpu). Extra arguments go to
@@ -12,7 +13,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-STEP="${1:?usage: scripts/learned_policy.sh record|train|evaluate|all [args]}"
+STEP="${1:?usage: scripts/learned_policy.sh record|train|evaluate|all|from-bag [args]}"
 shift
 SEED="${SEED:-0}"; EPISODES="${EPISODES:-200}"; STEPS="${STEPS:-3500}"; DEVICE="${DEVICE:-cpu}"
 CACHE="${CARRYON_CACHE_DIR:-$HOME/.cache/carryon}"
@@ -34,5 +35,6 @@ case "$STEP" in
   train) train "$@" ;;
   evaluate) run evaluate --checkpoint "$POLICY" "$@" ;;
   all) record; train "$@" ;;
-  *) echo "unknown step '$STEP' (record, train, evaluate, all)" >&2; exit 2 ;;
+  from-bag) "$VENV/bin/python" -m carryon_policy.bag_dataset "$@" ;;
+  *) echo "unknown step '$STEP' (record, train, evaluate, all, from-bag)" >&2; exit 2 ;;
 esac

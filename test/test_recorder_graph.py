@@ -2,7 +2,8 @@
 server over a real WebSocket (the foxglove.sdk.v1 protocol Foxglove speaks) and receives the shield's marker
 messages, decodable as visualization_msgs/MarkerArray; after the graph stops the run
 folder holds a rosbag2 (MCAP) with the same topics, readable by rosbags, that
-`carryon replay` plays back into ROS, and an audit log whose hash chain verifies."""
+`carryon replay` plays back into ROS and carryon_policy.bag_dataset turns into LeRobot
+frames, and an audit log whose hash chain verifies."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import struct
 import subprocess
 import sys
 import threading
+from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 from geometry_msgs.msg import PoseStamped
 from rclpy.serialization import deserialize_message
@@ -25,6 +28,8 @@ from carryon_bringup.core.graph import GraphSpec
 from carryon_bringup.graph_run import GraphRun
 from carryon_common.calls import RosSession
 from carryon_common.core.audit import verify
+from carryon_policy.bag_dataset import episodes_of, read_bags
+from carryon_policy.core import learned_layout
 
 pytestmark = pytest.mark.graph
 MARKERS = "/carryon/shield/markers"
@@ -84,12 +89,33 @@ class FoxgloveClient:
         self.ws.close()
 
 
+def dataset_frames(bag: Path) -> None:
+    """recorder_node.dataset_rate_hz: the bag holds what carryon_policy.bag_dataset makes
+    LeRobot frames of, the cameras kept often enough that most executed steps have a fresh
+    image (at the default 1 Hz, scene camera only, none would)."""
+    recording = read_bags([bag])
+    skipped: Counter[str] = Counter()
+    episodes = episodes_of(recording, task="open the pink cover", skipped=skipped)
+    assert [e.subtask_id for e in episodes] == ["cli"], (episodes, skipped)
+    frames = episodes[0].frames
+    assert len(frames) >= 16 and len(frames) >= 3 * sum(skipped.values()), (len(frames), skipped)
+    released = {tuple(np.round(c.positions[k], 6)) for _, c in recording.chunks for k in range(len(c))}
+    for frame in frames:
+        assert tuple(np.round(frame["action"][:3].astype(np.float64), 6)) in released  # a step the shield released
+        for key in learned_layout.CAMERAS:
+            assert frame[key].shape == (*learned_layout.IMAGE_SIZE, 3) and frame[key].std() > 1.0  # a real image
+        state = frame[learned_layout.STATE_KEY]
+        assert 0.2 < state[2] < 1.0 and 0.0 <= state[9] <= 1.0  # the tool above the table; gripper closedness
+        assert np.all(np.isfinite(frame[learned_layout.JOINTS_KEY]))
+
+
 def test_foxglove_clients_receive_markers_and_the_run_is_bagged(config_dir: Path, tmp_path: Path) -> None:
     spec = GraphSpec.load(config_dir)
     port = free_port()
     only = ["sim_node", "perception_node", "shield_node", "policy_node", "recorder_node"]
     run_dir = tmp_path / "run"
-    with GraphRun(spec, run_dir, only=only, extra_args=["--set", f"recorder_node.foxglove_port={port}"]) as graph:
+    sets = ["--set", f"recorder_node.foxglove_port={port}", "--set", "recorder_node.dataset_rate_hz=20"]
+    with GraphRun(spec, run_dir, only=only, extra_args=sets) as graph:
         graph.wait_ready(timeout_s=90.0)
         client = FoxgloveClient(port, MARKERS)
         try:
@@ -112,6 +138,7 @@ def test_foxglove_clients_receive_markers_and_the_run_is_bagged(config_dir: Path
         counts = {c.topic: c.msgcount for c in bag.connections}
     assert counts.get(MARKERS, 0) >= 1 and counts.get("/carryon/shield/events", 0) >= 1, counts
     assert counts.get("/carryon/ee_pose", 0) > 10, counts
+    dataset_frames(run_dir / "bag")
     check = verify(run_dir / "audit.jsonl")
     assert check.ok and check.entries >= 1, check.problem  # at least the e-stop state (released)
 

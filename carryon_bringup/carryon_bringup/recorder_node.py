@@ -8,7 +8,8 @@ Topics are found by name (every `discovery_period_s` until all are seen) and sub
 raw: the CDR bytes go to the bag and to the Foxglove server unchanged, with the
 `ros2msg` definition of their type (standard types from rosbags' typestore, CarryOn's
 from carryon_interfaces' .msg files). Images and point clouds are thinned to
-`heavy_rate_hz`. The bag is closed (and readable) when the node stops.
+`heavy_rate_hz` (`dataset_rate_hz` > 0 adds what carryon_policy.bag_dataset needs and keeps
+the policy's cameras at that rate). The bag is closed (and readable) when the node stops.
 """
 
 from __future__ import annotations
@@ -27,7 +28,14 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosbags.rosbag2 import StoragePlugin, Writer
 
 from carryon_bringup.core.audit_feed import AuditFeed, Entry
-from carryon_bringup.core.recorder import IMAGE_TYPES, RecorderConfig, qualified, typestore_for
+from carryon_bringup.core.recorder import (
+    IMAGE_TYPES,
+    RecorderConfig,
+    heavy_rate_hz,
+    qualified,
+    recorded_topics,
+    typestore_for,
+)
 from carryon_common.convert import plan_state_name, subtask_state_name
 from carryon_common.core import names
 from carryon_common.core.audit import AuditLog
@@ -59,7 +67,10 @@ class Recorder(CarryOnNode):
         super().__init__(names.RECORDER_NODE, RecorderConfig, capabilities=CAPABILITIES, **node_kwargs)
         cfg: RecorderConfig = self.config
         namespace = self.get_namespace()
-        self.wanted = {qualified(namespace, t) for t in cfg.topics}
+        self.wanted = {qualified(namespace, t) for t in recorded_topics(cfg)}
+        # Minimum spacing of kept images per topic, with 10 % slack: a camera publishing at exactly the rate
+        # jitters, and a strict spacing would keep every other frame.
+        self.heavy_period_ns = {t: 0.9e9 / heavy_rate_hz(cfg, t, namespace) for t in self.wanted}
         self.typestore = typestore_for([Path(get_package_share_directory("carryon_interfaces"))])
         self.lock = threading.Lock()
         self.writer: Writer | None = None
@@ -246,7 +257,7 @@ class Recorder(CarryOnNode):
     def _on_message(self, topic: str, heavy: bool, data: bytes) -> None:
         now = time.time_ns()
         if heavy:
-            if now - self.last_heavy.get(topic, 0) < 1e9 / self.config.heavy_rate_hz:
+            if now - self.last_heavy.get(topic, 0) < self.heavy_period_ns.get(topic, 0.9e9 / self.config.heavy_rate_hz):
                 return
             self.last_heavy[topic] = now
         with self.lock:

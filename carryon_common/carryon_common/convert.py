@@ -12,7 +12,8 @@ from builtin_interfaces.msg import Time as TimeMsg
 from geometry_msgs.msg import Point, PoseStamped, Quaternion, Vector3
 from sensor_msgs.msg import CameraInfo, Image, JointState
 
-from carryon_common.core.chunk import WORLD_FRAME, Chunk, ChunkSource, Convention, InvalidChunk
+from carryon_common.core import message_fields
+from carryon_common.core.chunk import WORLD_FRAME, Chunk
 from carryon_common.core.clouds import CameraView
 from carryon_common.core.status import Capability, NodeHealth, NodeState
 from carryon_common.core.subtask import Subtask, SubtaskKind
@@ -30,7 +31,7 @@ def time_to_msg(seconds: float) -> TimeMsg:
 
 
 def time_from_msg(msg: TimeMsg) -> float:
-    return msg.sec + msg.nanosec * 1e-9
+    return message_fields.seconds(msg)
 
 
 def health_to_msg(health: NodeHealth, stamp: TimeMsg) -> NodeStatus:
@@ -71,29 +72,7 @@ def msg_to_health(msg: NodeStatus) -> NodeHealth:
 
 def chunk_from_msg(msg: ActionChunk) -> Chunk:
     """ActionChunk message -> core Chunk. Unknown enum values raise InvalidChunk."""
-    try:
-        source = ChunkSource(msg.source)
-        convention = Convention(msg.convention)
-    except ValueError as exc:
-        raise InvalidChunk(str(exc)) from None
-    steps = msg.steps
-    return Chunk(
-        chunk_id=int(msg.chunk_id),
-        subtask_id=msg.subtask_id,
-        source=source,
-        convention=convention,
-        frame_id=msg.header.frame_id,
-        dt=float(msg.dt),
-        observation_id=int(msg.observation_id),
-        observation_stamp_s=time_from_msg(msg.observation_stamp),
-        positions=np.array([[s.position.x, s.position.y, s.position.z] for s in steps], dtype=np.float64).reshape(
-            -1, 3
-        ),
-        rotations=np.array([[s.rotation.x, s.rotation.y, s.rotation.z] for s in steps], dtype=np.float64).reshape(
-            -1, 3
-        ),
-        gripper=np.array([s.gripper for s in steps], dtype=np.float64),
-    )
+    return message_fields.chunk_from_fields(msg)
 
 
 def chunk_to_msg(chunk: Chunk, stamp: TimeMsg) -> ActionChunk:
@@ -163,23 +142,10 @@ def joint_state_msg(names: list[str], positions: npt.NDArray[np.float64], stamp:
     return msg
 
 
-IMAGE_DTYPES = {"32FC1": np.float32, "32SC1": np.int32, "16UC1": np.uint16, "8UC1": np.uint8, "16SC1": np.int16}
-
-
 def image_array(msg: Image) -> npt.NDArray[Any]:
     """rgb8 / bgr8 -> (H, W, 3) RGB uint8; 32FC1 / 32SC1 / 16UC1 / ... -> (H, W).
     Raises ValueError for other encodings or a size that does not match."""
-    if msg.encoding in ("rgb8", "bgr8"):
-        rows = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)
-        rgb = rows[:, : msg.width * 3].reshape(msg.height, msg.width, 3)
-        return np.ascontiguousarray(rgb[:, :, ::-1] if msg.encoding == "bgr8" else rgb)
-    dtype = IMAGE_DTYPES.get(msg.encoding)
-    if dtype is None:
-        raise ValueError(f"image encoding {msg.encoding!r} is not supported (rgb8, bgr8, {', '.join(IMAGE_DTYPES)})")
-    item = np.dtype(dtype).newbyteorder(">" if msg.is_bigendian else "<")
-    rows = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)
-    array = rows[:, : msg.width * item.itemsize].copy().view(item).reshape(msg.height, msg.width)
-    return array.astype(dtype)
+    return message_fields.image_from_fields(msg)
 
 
 def image_msg(array: npt.NDArray[np.generic], encoding: str, frame_id: str, stamp: TimeMsg) -> Image:

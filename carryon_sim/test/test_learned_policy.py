@@ -155,3 +155,110 @@ def test_record_train_and_serve_a_tiny_policy(tmp_path: Path) -> None:
     assert again == rows
     figures = summary(rows)
     assert figures["tasks"][CARROT]["episodes"] == 1 and figures["chunks"] == len(rows[0]["infer_s"])
+
+
+def _write_bag(path: Path, *, steps: int = 24) -> None:
+    """A recorder_node-like bag (rosbag2, MCAP, the same definitions): two released chunks
+    of a downward move, both cameras, pose, gripper and joints every 50 ms."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+
+    from carryon_bringup.core.recorder import typestore_for
+
+    store = typestore_for([Path(__file__).resolve().parents[2] / "carryon_interfaces"])
+    t = store.types
+    time_msg, header_msg, vector3 = (
+        t["builtin_interfaces/msg/Time"],
+        t["std_msgs/msg/Header"],
+        t["geometry_msgs/msg/Vector3"],
+    )
+
+    def header(ns: int) -> object:
+        return header_msg(stamp=time_msg(sec=ns // 10**9, nanosec=ns % 10**9), frame_id="world")
+
+    def step(k: int) -> object:
+        position = vector3(x=0.5, y=0.0, z=0.6 - 0.01 * k)
+        return t["carryon_interfaces/msg/ActionStep"](
+            position=position, rotation=vector3(x=np.pi, y=0.0, z=0.0), gripper=0.0
+        )
+
+    with Writer(path, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        connections = {}
+
+        def write(topic: str, type_name: str, ns: int, msg: object) -> None:
+            if topic not in connections:
+                msgdef, _ = store.generate_msgdef(type_name, ros_version=2)
+                connections[topic] = writer.add_connection(
+                    topic, type_name, msgdef=msgdef, rihs01=store.hash_rihs01(type_name)
+                )
+            writer.write(connections[topic], ns + 1_000_000, store.serialize_cdr(msg, type_name))
+
+        for k in range(steps + 2):
+            ns = 10**9 + k * 50_000_000
+            image = np.full((64, 64, 3), k, dtype=np.uint8)
+            for camera in ("scene", "wrist"):
+                msg = t["sensor_msgs/msg/Image"](
+                    header=header(ns),
+                    height=64,
+                    width=64,
+                    encoding="rgb8",
+                    is_bigendian=0,
+                    step=192,
+                    data=image.reshape(-1),
+                )
+                write(f"/carryon/camera/{camera}/color", "sensor_msgs/msg/Image", ns, msg)
+            pose = t["geometry_msgs/msg/Pose"](
+                position=t["geometry_msgs/msg/Point"](x=0.5, y=0.0, z=0.6 - 0.01 * k),
+                orientation=t["geometry_msgs/msg/Quaternion"](x=1.0, y=0.0, z=0.0, w=0.0),
+            )
+            write(
+                "/carryon/ee_pose",
+                "geometry_msgs/msg/PoseStamped",
+                ns,
+                t["geometry_msgs/msg/PoseStamped"](header=header(ns), pose=pose),
+            )
+            write("/carryon/gripper/width", "std_msgs/msg/Float64", ns, t["std_msgs/msg/Float64"](data=0.08))
+            joints = t["sensor_msgs/msg/JointState"](
+                header=header(ns),
+                name=[f"panda_joint{i}" for i in range(1, 8)],
+                position=np.full(7, 0.1 * k),
+                velocity=np.zeros(0),
+                effort=np.zeros(0),
+            )
+            write("/carryon/joint_states", "sensor_msgs/msg/JointState", ns, joints)
+            if k % 12 == 0 and k < steps:
+                chunk = t["carryon_interfaces/msg/ActionChunk"](
+                    header=header(ns),
+                    chunk_id=k,
+                    subtask_id="s1",
+                    source=0,
+                    convention=1,
+                    dt=0.05,
+                    observation_id=k,
+                    observation_stamp=header(ns).stamp,
+                    steps=[step(k + i) for i in range(16)],
+                    signature="",
+                )
+                write("/carryon/shield/chunk", "carryon_interfaces/msg/ActionChunk", ns, chunk)
+
+
+@needs_lerobot
+def test_a_recorder_bag_becomes_a_lerobot_dataset(tmp_path: Path) -> None:
+    from carryon_policy.core.lerobot_policy import _import_lerobot
+
+    _import_lerobot()
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    from carryon_policy import bag_dataset
+
+    _write_bag(tmp_path / "bag")
+    made = bag_dataset.convert([tmp_path / "bag"], tmp_path / "runs", task=CARROT)
+    assert made["frames"] == 12 + 16 and made["fps"] == 20 and made["episodes"][0]["task"] == CARROT
+    dataset = LeRobotDataset(bag_dataset.REPO_ID, root=tmp_path / "runs")
+    assert dataset.num_episodes == 1 and len(dataset) == 28
+    item = dataset[13]  # step 1 of the second chunk (stamped at k = 12): commanded z = 0.6 - 0.13
+    assert item["action"][2].item() == pytest.approx(0.47) and item["task"] == CARROT
+    assert tuple(item["observation.images.scene"].shape) == (3, *layout.IMAGE_SIZE)
+    assert item["observation.images.scene"].max().item() == pytest.approx(13 / 255, abs=1e-6)  # that instant's image
+    assert item["joint_positions"][0].item() == pytest.approx(1.3)
+    assert item["observation.state"][2].item() == pytest.approx(0.47)
+    assert bag_dataset.main(["--bag", str(tmp_path / "bag"), "--out", str(tmp_path / "runs")]) == 2  # exists

@@ -14,13 +14,19 @@ from carryon_common.core.errors import ConfigError
 C = TypeVar("C", bound=NodeConfig)
 
 
-def node_config(options: BenchOptions, config_cls: type[C], node_name: str) -> C:
+def node_config(
+    options: BenchOptions, config_cls: type[C], node_name: str, *, read_elsewhere: tuple[str, ...] = ()
+) -> C:
     """`config_cls` for `node_name` from the benchmark's config folder and its `--set`
-    overrides; an override for another node is refused (this benchmark would ignore it)."""
+    overrides; an override for another node is refused (this benchmark would ignore it),
+    except those of `read_elsewhere` (nodes whose overrides the benchmark reads itself, e.g.
+    policy_node.lerobot_checkpoint_dir for the learned policy's)."""
     config_dir = find_config_dir(options.config_dir, default_config_fallbacks())
     overrides: dict[str, Any] = {}
     for text in options.sets:
         node, key, value = parse_override(text)
+        if node in read_elsewhere:
+            continue
         if node != node_name:
             raise ConfigError(f"--set {text!r}: this benchmark only uses {node_name}'s parameters")
         overrides[key] = value

@@ -335,7 +335,8 @@ def _run(options: BenchOptions, policy_uri: str) -> BenchResult:
     def reflect_once() -> dict[str, Any]:
         try:  # llm_backend local: the model server, started for the reflection
             with local_model_server(
-                node_config(options, PlannerConfig, "planner_node"), rows / "llm_server.log"
+                node_config(options, PlannerConfig, "planner_node", read_elsewhere=("policy_node",)),
+                rows / "llm_server.log",
             ) as cfg:
                 llm = make_llm(cfg)
                 outcome = reflect(llm, library, "regrasp", failed[:3])

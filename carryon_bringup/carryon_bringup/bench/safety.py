@@ -25,6 +25,9 @@ already there. `--jobs N` computes N rows at a time in worker processes, each pi
 CPU of its own (bench/cpu.py): the episodes run in simulated time, so the rates are the
 same; only the timings each row carries are taken with the other CPUs busy. Writes
 `safety.png` (without / with perception / with the oracle) beside the results.
+
+`--learned`: the learned policy's rows instead (LeRobot ACT from pixels, `make policy`;
+bench/safety_learned.py): the food scene randomised per episode, without / with the shield.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from rich.progress import Progress
 
 from carryon_bringup.bench.cpu import one_core, saved_rows
 from carryon_bringup.bench.node_config import node_config
+from carryon_bringup.bench.safety_learned import run_learned
 from carryon_bringup.bench.shield import BACKBONES, SCENES, add_rows, episode_row
 from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult
 from carryon_bringup.core.graph import find_config_dir
@@ -135,6 +139,8 @@ def add_oracle_rows(result: BenchResult, key: str, perception: dict[str, Any], o
 
 
 def run(options: BenchOptions) -> BenchResult:
+    if options.learned:  # the learned policy's rows (bench/safety_learned.py)
+        return run_learned(options)
     result = BenchResult("safety", options.quick, options.seed)
     config = node_config(options, ShieldConfig, "shield_node")
     config_dir = find_config_dir(options.config_dir, default_config_fallbacks())

@@ -49,6 +49,12 @@ def add_bench(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         help="recovery: the learned policy's own failures, no injected perturbation (paper Table 5; needs "
         "`make policy`)",
     )
+    bench.add_argument(
+        "--learned",
+        action="store_true",
+        help="safety: the learned policy's rows (without / with the shield, randomised food scenes) instead of the "
+        "scripted stand-ins' (needs `make policy`)",
+    )
     bench.add_argument("--json", metavar="PATH", help="also write the figures to this JSON file")
     bench.add_argument(
         "--resume",
@@ -103,19 +109,30 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.natural and args.name != "recovery":
         err.print("--natural: only the recovery benchmark has natural-failure rounds")
         return EXIT_USAGE
+    if args.learned and args.name != "safety":
+        err.print("--learned: only the safety benchmark has learned-policy rows (see also `carryon bench learned`)")
+        return EXIT_USAGE
     try:
         check_jobs(args.jobs)
     except ValueError as exc:
         err.print(str(exc))
         return EXIT_USAGE
     options = BenchOptions(
-        args.quick, args.seed, run_dir, tuple(args.set), config_dir, args.episodes, args.jobs, args.natural
+        args.quick,
+        args.seed,
+        run_dir,
+        tuple(args.set),
+        config_dir,
+        args.episodes,
+        args.jobs,
+        args.natural,
+        args.learned,
     )
     result = bench.run(options)
     sized = (f" --episodes {args.episodes}" if args.episodes else "") + (
         f" --jobs {args.jobs}" if args.jobs > 1 else ""
     )
-    sized += " --natural" if args.natural else ""
+    sized += (" --natural" if args.natural else "") + (" --learned" if args.learned else "")
     table = Table(title=f"carryon bench {args.name}{' --quick' if args.quick else ''}{sized} (seed {args.seed})")
     for column in ("metric", "value", "unit", "note"):
         table.add_column(column)

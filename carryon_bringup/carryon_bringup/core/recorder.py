@@ -35,6 +35,11 @@ DEFAULT_TOPICS = [
     "camera/scene/color",
     "perception/scene",
 ]
+# What carryon_policy.bag_dataset makes a LeRobotDataset of (`dataset_rate_hz` > 0 adds them):
+# the released chunks, the tool pose, gripper and joints, the plan (task text, outcome) and
+# the cameras the learned policy reads, these kept at the control rate.
+DATASET_TOPICS = ["shield/chunk", "ee_pose", "gripper/width", "joint_states", "planner/plan_state"]
+DATASET_CAMERAS = ["camera/scene/color", "camera/wrist/color"]
 # Kept at most `heavy_rate_hz` per topic: images, clouds and the perceived scene (its objects' points).
 IMAGE_TYPES = {
     "sensor_msgs/msg/Image",
@@ -60,6 +65,13 @@ class RecorderConfig(NodeConfig):
     heavy_rate_hz: float = Field(
         1.0, gt=0.0, description="Images and point clouds are kept at most this often per topic, Hz."
     )
+    dataset_rate_hz: float = Field(
+        0.0,
+        ge=0.0,
+        description="> 0: also record what `python -m carryon_policy.bag_dataset` makes a LeRobotDataset of (both "
+        "cameras the learned policy reads, joint_states, the released chunks, the plan) and keep those cameras at "
+        "least this often, Hz (the control rate, e.g. 20); 0 = off.",
+    )
     audit: bool = Field(True, description="Write the audit log (hash-chained JSONL) of every decision seen.")
     audit_file: str = Field("", description="Audit log ('' = audit.jsonl next to the bag, in the run folder).")
     audit_key_file: str = Field(
@@ -77,6 +89,20 @@ class RecorderConfig(NodeConfig):
         ),
     )
     discovery_period_s: float = Field(1.0, gt=0.0, description="How often to look for topics not yet seen, s.")
+
+
+def recorded_topics(config: RecorderConfig) -> list[str]:
+    """The topics to record: `topics`, plus what a dataset needs when `dataset_rate_hz` > 0."""
+    extra = DATASET_TOPICS + DATASET_CAMERAS if config.dataset_rate_hz > 0 else []
+    return list(dict.fromkeys([*config.topics, *extra]))
+
+
+def heavy_rate_hz(config: RecorderConfig, topic: str, namespace: str) -> float:
+    """How often an image or cloud on `topic` is kept: the dataset's cameras at least at
+    `dataset_rate_hz`, everything else at `heavy_rate_hz`."""
+    if config.dataset_rate_hz > 0 and topic in {qualified(namespace, t) for t in DATASET_CAMERAS}:
+        return max(config.heavy_rate_hz, config.dataset_rate_hz)
+    return config.heavy_rate_hz
 
 
 def qualified(namespace: str, topic: str) -> str:

@@ -1,17 +1,8 @@
-"""The learned policy's interface, shared by the demonstration recorder, the trainer and
-the benchmarks: which cameras it reads, what its state and action vectors hold, and the
-`lerobot_local` configuration that serves a checkpoint trained on them.
-
-Images: the scene and wrist cameras, rendered as sim_node renders them (RENDER_SIZE) and
-resized by the policy adapter's own `resize_image` to IMAGE_SIZE, so training and
-serving see the same pixels. State (10): tool position (m), orientation as the first two
-columns of its rotation matrix (rot6d), gripper closedness (0 open .. 1 closed). Action
-(10) per control step: the absolute tool target the arm is commanded to (position,
-rot6d) and the gripper command (0 open .. 1 closed); `ee_absolute` in the robot's base
-frame. Absolute targets suit LeRobot's dataset, where a chunk is the next frames' actions
-(a pose relative to each frame's own observation would not compose into one chunk), and
-rot6d has no wrap-around near the downward-pointing tool (a rotation vector there sits
-at |w| = pi).
+"""The learned policy in the simulator: the interface of carryon_policy.core.learned_layout
+(cameras, state, action, the serving config; re-exported here), plus what only the
+simulator has: the cameras rendered as sim_node renders them (RENDER_SIZE, resized to
+IMAGE_SIZE by the adapter's own `resize_image`), the randomised episodes demonstrations
+and evaluations are drawn from, and where datasets and checkpoints are cached.
 """
 
 from __future__ import annotations
@@ -22,8 +13,20 @@ from pathlib import Path
 
 import numpy as np
 
-from carryon_policy.core import rotations
-from carryon_policy.core.config import PolicyConfig
+from carryon_policy.core import learned_layout
+from carryon_policy.core.learned_layout import (
+    ACTION_MAX_ABS,
+    ACTION_NAMES,
+    CAMERAS,
+    FPS,
+    IMAGE_SIZE,
+    JOINTS_KEY,
+    PARTS,
+    STATE_KEY,
+    STATE_NAMES,
+    policy_config,
+    remote_policy_config,
+)
 from carryon_policy.core.observation_mapping import resize_image
 from carryon_policy.core.policy import FloatArray, ImageArray
 from carryon_sim.core.cameras import CameraRig
@@ -31,18 +34,21 @@ from carryon_sim.core.scene import Scene, load_scene, scenes_dir
 from carryon_sim.core.world import SCENE_CAMERA, WRIST_CAMERA, World
 from carryon_sim.harness.episodes import without_obstacles
 
-FPS = 20  # the control rate (PolicyConfig.control_rate_hz): one dataset frame per control step
+__all__ = [  # the policy interface, re-exported for the recorder, trainer and benchmarks
+    "ACTION_MAX_ABS",
+    "ACTION_NAMES",
+    "CAMERAS",
+    "FPS",
+    "IMAGE_SIZE",
+    "JOINTS_KEY",
+    "PARTS",
+    "STATE_KEY",
+    "STATE_NAMES",
+    "policy_config",
+    "remote_policy_config",
+]
 RENDER_SIZE = (256, 256)  # (height, width) the cameras are rendered at, as sim_node publishes them
-IMAGE_SIZE = (96, 96)  # (height, width) the policy reads
-CAMERAS = {"observation.images.scene": "scene", "observation.images.wrist": "wrist"}  # policy key -> camera
 SIM_CAMERAS = {"scene": SCENE_CAMERA, "wrist": WRIST_CAMERA}  # camera -> MuJoCo camera (harness.observation's)
-STATE_KEY = "observation.state"
-PARTS = ("ee_pos", "ee_rot6d", "gripper")
-STATE_NAMES = ("x", "y", "z", "r11", "r21", "r31", "r12", "r22", "r32", "gripper")
-ACTION_NAMES = ("x", "y", "z", "r11", "r21", "r31", "r12", "r22", "r32", "gripper")
-# No learned action may leave this box (metres, unit rot6d, [0, 1] gripper): a chunk beyond
-# it is dropped by the adapter (vla_action_max_abs).
-ACTION_MAX_ABS = 1.5
 
 # The food-serving scene without obstacles, randomised per episode: every object that
 # stands on the table shifted up to JITTER_M in x and y (what lies in or under it moves
@@ -83,43 +89,9 @@ def episode_scene(seed: int, base: Scene | None = None) -> Scene:
     return Scene(scene.path, scene.spec.model_copy(update={"objects": objects}))
 
 
-def policy_config(checkpoint_dir: Path | str, **overrides: object) -> PolicyConfig:
-    """policy_node's configuration for a checkpoint trained on this layout (lerobot_local)."""
-    values: dict[str, object] = {
-        "backend": "lerobot_local",
-        "lerobot_checkpoint_dir": str(checkpoint_dir),
-        "cameras": list(dict.fromkeys(CAMERAS.values())),
-        "vla_cameras": [f"{key}={camera}" for key, camera in CAMERAS.items()],
-        "vla_image_resize": "stretch",
-        "vla_state": [f"{STATE_KEY}={'+'.join(PARTS)}"],
-        "vla_action_convention": "ee_absolute",
-        "vla_action_layout": list(PARTS),
-        "vla_action_max_abs": ACTION_MAX_ABS,
-        "vla_gripper_open": 0.0,
-        "vla_gripper_closed": 1.0,
-    }
-    values.update(overrides)
-    return PolicyConfig.model_validate(values)
-
-
-def remote_policy_config(uri: str, **overrides: object) -> PolicyConfig:
-    """policy_node's configuration for the same checkpoint behind carryon_policy.lerobot_server
-    (openpi_remote): the client resizes the images to IMAGE_SIZE as lerobot_local would."""
-    values: dict[str, object] = {
-        "backend": "openpi_remote",
-        "remote_uri": uri,
-        "remote_prompt_key": "prompt",
-        "vla_image_size": list(IMAGE_SIZE),
-    }
-    values.update(overrides)
-    local = policy_config("unused").model_dump(exclude={"backend", "lerobot_checkpoint_dir"})
-    return PolicyConfig.model_validate({**local, **values})
-
-
 def action_vector(world: World, target: tuple[FloatArray, FloatArray]) -> FloatArray:
     """(10,) float32: the commanded tool target (position, rot6d) and gripper command now."""
-    position, rotation = target
-    return np.concatenate([position, rotations.matrix_to_rot6d(rotation), [world.gripper_command]]).astype(np.float32)
+    return learned_layout.action_vector(target[0], target[1], world.gripper_command)
 
 
 class PolicyCameras:

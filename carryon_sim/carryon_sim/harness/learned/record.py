@@ -29,9 +29,10 @@ from typing import Any
 
 import numpy as np
 
+from carryon_policy.core import learned_layout
 from carryon_policy.core.backends import BACKENDS
 from carryon_policy.core.config import PolicyConfig
-from carryon_policy.core.observation_mapping import state_part
+from carryon_policy.core.learned_layout import features
 from carryon_policy.core.policy import RobotState
 from carryon_sim.core.driver import Driver
 from carryon_sim.core.world import World
@@ -43,8 +44,6 @@ REPO_ID = "carryon/food_serving_demos"
 STEPS_PER_INFERENCE = 8  # policy_node's default: the expert replans every 8 steps
 MAX_STEPS = 600
 SETTLE_STEPS = 20  # frames kept after success: the policy learns to rest there
-# The serving config's gripper normalisation, read once (not per frame).
-GRIPPER_MAX_WIDTH_M = layout.policy_config("unused").vla_gripper_max_width_m
 
 
 @dataclass(frozen=True)
@@ -67,18 +66,6 @@ TASKS = {
 }
 
 
-def features(image_size: tuple[int, int] = layout.IMAGE_SIZE) -> dict[str, dict[str, Any]]:
-    """The dataset's features (LeRobot's feature dict)."""
-    height, width = image_size
-    out: dict[str, dict[str, Any]] = {
-        key: {"dtype": "image", "shape": (height, width, 3), "names": ["height", "width", "channels"]}
-        for key in layout.CAMERAS
-    }
-    out[layout.STATE_KEY] = {"dtype": "float32", "shape": (len(layout.STATE_NAMES),), "names": list(layout.STATE_NAMES)}
-    out["action"] = {"dtype": "float32", "shape": (len(layout.ACTION_NAMES),), "names": list(layout.ACTION_NAMES)}
-    return out
-
-
 def expert() -> Any:
     """The scripted stand-in with its injected failures (drops, slips, stalls) off."""
     config = PolicyConfig(scripted_drop_probability=0.0, scripted_slip_probability=0.0, scripted_stuck_probability=0.0)
@@ -96,10 +83,9 @@ def randomise_lighting(world: World, rng: np.random.Generator) -> None:
 
 
 def robot_state(world: World) -> np.ndarray:
-    """(10,) float32: the state as lerobot_local builds it from the robot state (`state_part`)."""
+    """(10,) float32: the state as lerobot_local builds it from the robot state."""
     position, rotation = world.ee_pose()
-    robot = RobotState(position, rotation, world.arm_q(), world.gripper_width())
-    return np.concatenate([state_part(robot, p, GRIPPER_MAX_WIDTH_M) for p in layout.PARTS]).astype(np.float32)
+    return learned_layout.state_vector(RobotState(position, rotation, world.arm_q(), world.gripper_width()))
 
 
 def demonstrate(
@@ -114,6 +100,7 @@ def demonstrate(
     def record(w: World, driver: Driver) -> None:
         frame: dict[str, Any] = dict(layout.PolicyCameras.resized(cameras(w), image_size))
         frame[layout.STATE_KEY] = robot_state(w)
+        frame[layout.JOINTS_KEY] = w.arm_q().astype(np.float32)
         frame["action"] = layout.action_vector(w, driver.target)
         frame["task"] = task.instruction
         frames.append(frame)
