@@ -99,9 +99,9 @@ def dataset_frames(bag: Path) -> None:
     assert [e.subtask_id for e in episodes] == ["cli"], (episodes, skipped)
     frames = episodes[0].frames
     assert len(frames) >= 16 and len(frames) >= 3 * sum(skipped.values()), (len(frames), skipped)
-    released = {tuple(np.round(c.positions[k], 6)) for _, c in recording.chunks for k in range(len(c))}
-    for frame in frames:
-        assert tuple(np.round(frame["action"][:3].astype(np.float64), 6)) in released  # a step the shield released
+    released = np.concatenate([c.positions for _, c in recording.chunks])
+    for frame in frames:  # each action a step the shield released (float32 in the frame)
+        assert np.min(np.linalg.norm(released - frame["action"][:3], axis=1)) < 1e-5
         for key in learned_layout.CAMERAS:
             assert frame[key].shape == (*learned_layout.IMAGE_SIZE, 3) and frame[key].std() > 1.0  # a real image
         state = frame[learned_layout.STATE_KEY]
