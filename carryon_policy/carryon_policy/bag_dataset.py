@@ -321,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-age", type=float, default=0.15, help="oldest observation a frame takes, s (0.15)")
     parser.add_argument("--namespace", default=None, help="the graph namespace (default: found from the topics)")
     args = parser.parse_args(argv)
+    from rosbags.highlevel import AnyReaderError
+
     try:
         summary = convert(
             args.bag,
@@ -331,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
             max_age_s=args.max_age,
             namespace=args.namespace,
         )
-    except (BagDatasetError, FileExistsError) as exc:
+    except (BagDatasetError, OSError, AnyReaderError) as exc:  # no bag, not one to convert, out exists
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(summary, indent=2))

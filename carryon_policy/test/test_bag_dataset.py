@@ -5,6 +5,7 @@ written as a LeRobotDataset: carryon_sim/test/test_learned_policy.py, with the L
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -107,3 +108,11 @@ def test_what_cannot_become_a_dataset_is_said() -> None:
         episodes_of(recording([(0, chunk(0.3, "x"))]))
     (episode,) = episodes_of(recording([(0, chunk(0.3, "x"))]), task="wave")
     assert episode.task == "wave" and not episode.succeeded
+
+
+def test_a_folder_that_is_no_bag_is_refused_and_nothing_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "dataset"
+    assert bag_dataset.main(["--bag", str(tmp_path), "--out", str(out)]) == 2
+    assert capsys.readouterr().err.startswith("error: ") and not out.exists()
