@@ -89,3 +89,26 @@ def test_a_row_adds_up_its_parts() -> None:
     assert row["decisions"] == {"RELEASED_ALL": 6}
     carrot, cover = (safety_learned.instruction_of(s) for s in (0, 1))
     assert row["success_per_task"] == {carrot: 1.0, cover: 0.5}
+
+
+def test_the_bench_reports_both_rows_and_draws_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_learned end to end on one episode per row, the server a fake that holds still."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def fake_server(_options: BenchOptions):  # type: ignore[no-untyped-def]
+        with FakeOpenpiServer(answer=towards(np.array([0.45, 0.25, 0.65]))) as server:
+            yield server.uri, {"checkpoint": "fake", "steps": 0}
+
+    monkeypatch.setattr(safety_learned, "learned_policy_server", fake_server)
+    options = BenchOptions(True, 0, tmp_path / "run", episodes=1, learned=True)
+    result = safety.run(options)
+    metrics = {m.name: m.value for m in result.metrics}
+    for suffix in ("without", "with"):
+        assert metrics[f"learned_food_violations_{suffix}"] == 0.0 and metrics[f"learned_food_success_{suffix}"] == 0.0
+    assert result.details["episodes_per_row"] == 1 and (tmp_path / "run" / "safety.png").is_file()
+    saved = sorted(p.name for p in (tmp_path / "run" / "rows" / "learned_1_per_row").iterdir())
+    assert saved == [
+        f"learned_food_{label}_{safety_learned.episode_seeds(0, 1).start}.json"
+        for label in ("with_perception", "without")
+    ]

@@ -30,6 +30,7 @@ from rich.progress import Progress
 
 from carryon_bringup.bench.cpu import saved_rows
 from carryon_bringup.bench.node_config import node_config
+from carryon_bringup.bench.plots import bar_chart
 from carryon_bringup.bench.recovery_natural import learned_policy, learned_policy_server
 from carryon_bringup.bench.shield import add_rows, episode_record, rates_of
 from carryon_bringup.core.bench import BenchOptions, BenchResult, percentile
@@ -51,6 +52,7 @@ KEY = "learned_food"  # the row's name beside the stand-ins' (<backbone>_<scene>
 PART = 20  # episodes per saved part of a row
 SEED_OFFSET = 70_000  # episode seeds: layout.EVAL_SEED_BASE + SEED_OFFSET + 1000 * seed + i
 ROWS = {"without": False, "with_perception": True}
+LEGEND = {"without": "without shield", "with_perception": "with shield (perception)"}
 
 
 def episode_seeds(seed: int, n: int) -> range:
@@ -171,5 +173,19 @@ def run_learned(options: BenchOptions) -> BenchResult:
         masks={"with_shield": "carryon_perception on the rendered colour + depth (the graph's grounder 'masks')"},
         rows={KEY: {"without_shield": rows["without"], "with_shield": rows["with_perception"]}},
         first_seed=seeds.start,
+    )
+    metrics = {
+        "violations (contact)": "violation_rate",
+        "violations (displacement)": "displacement_rate",
+        "success": "success",
+        "violation-free success": "violation_free_success",
+    }
+    bar_chart(
+        options.run_dir / "safety.png",
+        f"learned policy, food scene with its bottle: {n} episodes per row (seed {options.seed})",
+        list(metrics),
+        {name: [100 * rows[label][m] for m in metrics.values()] for label, name in LEGEND.items()},
+        unit="%",
+        ylim=(0, 105),
     )
     return result
