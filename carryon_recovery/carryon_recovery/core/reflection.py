@@ -38,6 +38,9 @@ Rules:
 5. Answer NO_UPDATE when the evidence is insufficient, contradictory, or no listed
    parameter or strategy can reasonably address what was measured.
 6. evidence: quote the attempt ids and the measurements your diagnosis rests on.
+7. `resume` hands the arm back to the VLA, holding the object at the stand-off pose above
+   the destination, and the VLA finishes the task from there. An attempt that resumed with
+   every operation passed, yet whose task was not completed, failed after the hand-back.
 """
 
 
