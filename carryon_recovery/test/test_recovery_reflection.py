@@ -108,7 +108,7 @@ def test_a_rejected_proposal_goes_back_once_with_the_reason(library: SkillLibrar
         llm = OpenAiClient(base_url=stub.base_url, model="reflector", api_key="x", timeout_s=5.0, attempts=1)
         outcome = reflect(llm, library, "regrasp", [attempt(1), attempt(2)])
         second = "\n".join(stub.requests[1].texts())
-    assert outcome.decision == "UPDATE" and "rejected once" in outcome.reason, outcome.reason
+    assert outcome.decision == "UPDATE" and "rejected once: unknown parameter 'gripper_width_m'" in outcome.reason
     assert "Rejected: unknown parameter 'gripper_width_m'" in second and library.versions("regrasp") == [1, 2]
     with StubVlmServer([proposal(parameter="nope")] * 3) as stub:  # no more rounds than allowed
         llm = OpenAiClient(base_url=stub.base_url, model="reflector", api_key="x", timeout_s=5.0, attempts=1)

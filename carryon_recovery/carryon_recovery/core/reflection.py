@@ -198,6 +198,7 @@ def reflect(
         return ReflectionOutcome("NO_UPDATE", "no failed attempts of this skill to review", None, "")
     messages = build_messages(current, failed)
     outcome = ReflectionOutcome("REJECTED", "not asked", None, "")
+    rejected: list[str] = []  # why each earlier proposal was sent back
     for round_ in range(repair_rounds + 1):
         try:
             reply = llm.complete(messages, Proposal.model_json_schema())
@@ -207,6 +208,7 @@ def reflect(
         if outcome.decision != "REJECTED":
             break
         if round_ < repair_rounds:
+            rejected.append(outcome.reason)
             again = (
                 f"Rejected: {outcome.reason}. Answer again with one JSON object: a revision that follows the rules "
                 "(a listed parameter inside its range, or a strategy field), or NO_UPDATE."
@@ -214,7 +216,7 @@ def reflect(
             messages = [*messages, ChatMessage("assistant", reply), ChatMessage("user", again)]
     if round_ > 0:
         earlier = "rejected once" if round_ == 1 else f"rejected {round_} times"
-        reason = f"{outcome.reason} (after the proposal was {earlier})"
+        reason = f"{outcome.reason} (after the proposal was {earlier}: {'; '.join(rejected)})"
         outcome = ReflectionOutcome(outcome.decision, reason, outcome.written, outcome.reply)
     return outcome
 
