@@ -96,11 +96,44 @@ def test_rounds_rerun_failures_and_reflect_between_them(tmp_path: Path, monkeypa
     assert sorted(ablation) == [1, 1, 3, 3] and metrics["R1_sim_truth_completion"] == 75.0
     assert metrics["R1_completion_delta_vs_sim_truth"] == -25.0
     assert [v for _, v in runs].count(None) == 8 and all(seed % 2 == 1 for seed, v in runs if v is not None)
-    assert result.details["reflection"]["decision"] == "UPDATE"
+    reflection = result.details["reflection"]
+    assert reflection["decision"] == "UPDATE" and reflection["kept"]  # v1 re-run on v2's episodes: none
+    assert reflection["evidence"] == "v2 resolved 2 of 4; parent v1: 0"
     assert (tmp_path / "run" / "skills" / "recovery" / "regrasp" / "v2.yaml").is_file()
     assert not (CONFIG / "skills" / "recovery" / "regrasp" / "v2.yaml").exists()  # config/ untouched
     assert metrics["recovery_success_v1"] == 0.0 and metrics["recovery_success_v2"] == 50.0
     assert (tmp_path / "run" / "recovery.png").stat().st_size > 0
+
+
+def test_a_written_version_no_better_than_its_parent_rerun_is_not_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parent re-run on R2's episodes is the control: v2 finishes seed 3, but so does v1 on
+    its second try there, so v2 is not kept, and the control changes no episode's state."""
+    tries: dict[tuple[str, int], int] = {}
+
+    def fake_episode(
+        episode: recovery.Episode, version: SkillVersion | None, masks: object = None, policy_uri: str = ""
+    ) -> tuple[bool, list[Attempt]]:
+        if version is None or masks is None:  # R0: nothing finishes; the R1_sim_truth ablation: not counted
+            return False, []
+        if version.version == 1:
+            tries[episode.kind, episode.seed] = tries.get((episode.kind, episode.seed), 0) + 1
+        done = episode.seed == 3 and (version.version == 2 or tries[episode.kind, episode.seed] == 2)
+        return done, [fake_attempt(version, episode.seed)]
+
+    monkeypatch.setattr(recovery, "run_episode", fake_episode)
+    monkeypatch.setattr(recovery, "_perceived", lambda _config_dir: object())  # masks given: not the ablation
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    reply = {"decision": "UPDATE", "kind": "parameter", "parameter": "grasp_height_m", "value": 0.02,
+             "diagnosis": "slipped after the lift", "evidence": ["e1: check_holding width 0.001"]}  # fmt: skip
+    with StubVlmServer([json.dumps(reply)]) as stub:
+        sets = ("planner_node.llm_backend=openai", f"planner_node.llm_base_url={stub.base_url}")
+        result = recovery.run(BenchOptions(True, 0, tmp_path / "run", sets, CONFIG))
+    reflection = result.details["reflection"]
+    assert reflection["written"] == 2 and not reflection["kept"]
+    assert reflection["evidence"] == "v2 resolved 2 of 8; parent v1: 2"
+    assert {m.name: m.value for m in result.metrics}["R2_completion"] == 25.0  # v2's, not the control's
 
 
 def test_without_a_revision_r2_reuses_the_version_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -26,12 +26,13 @@ episodes R0 left failed; then reflection reviews up to three failed R1 attempts 
 the planner's configured LLM (`--set planner_node.llm_backend=openai ...`); R2 re-runs
 the episodes still failed with the version reflection wrote, or — when it wrote none
 (NO_UPDATE, a rejected proposal, no usable LLM) — with the R1 version reused, which the
-report says. Every episode of every round (and the reflection) is saved under `rows/` as
-it finishes; `--resume RUN_DIR` continues an interrupted run; `--jobs N` plays N episodes
-of a round at a time in worker processes (bench/cpu.py: the same outcomes, in simulated
-time). Versions are written into the run folder's copy of the library, never into
-config/. Completion is cumulative; "reuse" is the recovery success rate per version
-(attempts that ended holding at the stand-off pose).
+report says. A written version is kept only when it resolves more of those episodes than
+its parent re-run on them (`R2_parent`, a control that counts nothing). Every episode of
+every round (and the reflection) is saved under `rows/` as it finishes; `--resume RUN_DIR`
+continues an interrupted run; `--jobs N` plays N episodes of a round at a time in worker
+processes (bench/cpu.py: the same outcomes, in simulated time). Versions are written into
+the run folder's copy of the library, never into config/. Completion is cumulative; "reuse"
+is the recovery success rate per version (attempts ending held at the stand-off pose).
 """
 
 from __future__ import annotations
@@ -347,12 +348,16 @@ def _run(options: BenchOptions, policy_uri: str) -> BenchResult:
 
     reflection.update(saved_row(rows, "reflection", reflect_once))
     if reflection.get("written") is not None:
+        todo = [e for e in episodes if not e.completed]
         play("R2", library.load("regrasp", reflection["written"]), "reflection wrote it")
-        # Kept only when it beats its parent on the failures it was written for: every episode
-        # R2 ran had failed with the parent in R1, so the parent's count there is 0.
+        # Kept only when it beats its parent on the failures it was written for, the parent re-run
+        # on the same episodes as the control (a re-run is not exactly repeatable); counts nothing.
+        parent = sum(done for done, _ in played("R2_parent", todo, newest, config_dir))
         ran, resolved = rounds[-1]["ran"], rounds[-1]["resolved"]
-        reflection["kept"] = resolved > 0
-        reflection["evidence"] = f"v{reflection['written']} resolved {resolved} of {ran}; parent v{newest.version}: 0"
+        reflection["kept"] = resolved > parent
+        reflection["evidence"] = (
+            f"v{reflection['written']} resolved {resolved} of {ran}; parent v{newest.version}: {parent}"
+        )
     else:
         # No revision (NO_UPDATE, a rejected proposal, no reflector): the version is reused as it is.
         why = f"reflection {reflection['decision']}: {reflection['reason']}"
