@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from carryon_bringup.bench import recovery
-from carryon_bringup.core.bench import BenchOptions
+from carryon_bringup.core.bench import BenchOptions, BenchResult
 from carryon_recovery.core.library import SkillVersion
 from carryon_recovery.core.reflection import Attempt, Operation
 from carryon_sim.harness.fakes.openai_server import StubVlmServer
@@ -61,6 +61,16 @@ def fake_attempt(version: SkillVersion, seed: int) -> Attempt:
                    operations=[check])  # fmt: skip
 
 
+def rounds_with_a_higher_grasp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> BenchResult:
+    """The rounds, reflection (a stub LLM over HTTP) proposing grasp_height_m 0.02 (v2)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    reply = {"decision": "UPDATE", "kind": "parameter", "parameter": "grasp_height_m", "value": 0.02,
+             "diagnosis": "slipped after the lift", "evidence": ["e1: check_holding width 0.001"]}  # fmt: skip
+    with StubVlmServer([json.dumps(reply)]) as stub:
+        sets = ("planner_node.llm_backend=openai", f"planner_node.llm_base_url={stub.base_url}")
+        return recovery.run(BenchOptions(True, 0, tmp_path / "run", sets, CONFIG))
+
+
 def test_rounds_rerun_failures_and_reflect_between_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Fake physics: the VLA alone finishes even seeds; v1 finishes none of the rest (with the
     simulator's masks, the ablation, it finishes seed 1); v2 (a higher grasp) finishes seeds
@@ -82,12 +92,7 @@ def test_rounds_rerun_failures_and_reflect_between_them(tmp_path: Path, monkeypa
         return done, [fake_attempt(version, episode.seed).model_copy(update=update)]
 
     monkeypatch.setattr(recovery, "run_episode", fake_episode)
-    monkeypatch.setenv("OPENAI_API_KEY", "x")
-    reply = {"decision": "UPDATE", "kind": "parameter", "parameter": "grasp_height_m", "value": 0.02,
-             "diagnosis": "slipped after the lift", "evidence": ["e1: check_holding width 0.001"]}  # fmt: skip
-    with StubVlmServer([json.dumps(reply)]) as stub:
-        sets = ("planner_node.llm_backend=openai", f"planner_node.llm_base_url={stub.base_url}")
-        result = recovery.run(BenchOptions(True, 0, tmp_path / "run", sets, CONFIG))
+    result = rounds_with_a_higher_grasp(tmp_path, monkeypatch)
     metrics = {m.name: m.value for m in result.metrics}
     # 8 episodes (4 drop + 4 displace, seeds 0-3): R0 finishes 0 and 2 of each kind.
     assert metrics["R0_completion"] == 50.0 and metrics["R1_completion"] == 50.0
@@ -124,12 +129,7 @@ def test_a_written_version_no_better_than_its_parent_rerun_is_not_kept(
 
     monkeypatch.setattr(recovery, "run_episode", fake_episode)
     monkeypatch.setattr(recovery, "_perceived", lambda _config_dir: object())  # masks given: not the ablation
-    monkeypatch.setenv("OPENAI_API_KEY", "x")
-    reply = {"decision": "UPDATE", "kind": "parameter", "parameter": "grasp_height_m", "value": 0.02,
-             "diagnosis": "slipped after the lift", "evidence": ["e1: check_holding width 0.001"]}  # fmt: skip
-    with StubVlmServer([json.dumps(reply)]) as stub:
-        sets = ("planner_node.llm_backend=openai", f"planner_node.llm_base_url={stub.base_url}")
-        result = recovery.run(BenchOptions(True, 0, tmp_path / "run", sets, CONFIG))
+    result = rounds_with_a_higher_grasp(tmp_path, monkeypatch)
     reflection = result.details["reflection"]
     assert reflection["written"] == 2 and not reflection["kept"]
     assert reflection["evidence"] == "v2 resolved 2 of 8; parent v1: 2"
