@@ -31,7 +31,7 @@ from carryon_bringup.core.audit_feed import AuditFeed, Entry
 from carryon_bringup.core.recorder import (
     IMAGE_TYPES,
     RecorderConfig,
-    heavy_rate_hz,
+    keep_period_ns,
     qualified,
     recorded_topics,
     typestore_for,
@@ -68,9 +68,7 @@ class Recorder(CarryOnNode):
         cfg: RecorderConfig = self.config
         namespace = self.get_namespace()
         self.wanted = {qualified(namespace, t) for t in recorded_topics(cfg)}
-        # Minimum spacing of kept images per topic, with 10 % slack: a camera publishing at exactly the rate
-        # jitters, and a strict spacing would keep every other frame.
-        self.heavy_period_ns = {t: 0.9e9 / heavy_rate_hz(cfg, t, namespace) for t in self.wanted}
+        self.keep_period_ns = {t: keep_period_ns(cfg, t, namespace) for t in self.wanted}
         self.typestore = typestore_for([Path(get_package_share_directory("carryon_interfaces"))])
         self.lock = threading.Lock()
         self.writer: Writer | None = None
@@ -257,7 +255,7 @@ class Recorder(CarryOnNode):
     def _on_message(self, topic: str, heavy: bool, data: bytes) -> None:
         now = time.time_ns()
         if heavy:
-            if now - self.last_heavy.get(topic, 0) < self.heavy_period_ns.get(topic, 0.9e9 / self.config.heavy_rate_hz):
+            if now - self.last_heavy.get(topic, 0) < self.keep_period_ns[topic]:
                 return
             self.last_heavy[topic] = now
         with self.lock:

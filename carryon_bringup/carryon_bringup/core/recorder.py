@@ -97,12 +97,15 @@ def recorded_topics(config: RecorderConfig) -> list[str]:
     return list(dict.fromkeys([*config.topics, *extra]))
 
 
-def heavy_rate_hz(config: RecorderConfig, topic: str, namespace: str) -> float:
-    """How often an image or cloud on `topic` is kept: the dataset's cameras at least at
-    `dataset_rate_hz`, everything else at `heavy_rate_hz`."""
+def keep_period_ns(config: RecorderConfig, topic: str, namespace: str) -> float:
+    """The least time between two kept images or clouds on `topic`: 1 / `heavy_rate_hz`;
+    for the dataset's cameras 0.9 / `dataset_rate_hz` when that is more often (the slack: a
+    camera publishing at exactly that rate jitters, and a strict spacing would keep every
+    other frame)."""
+    period = 1e9 / config.heavy_rate_hz
     if config.dataset_rate_hz > 0 and topic in {qualified(namespace, t) for t in DATASET_CAMERAS}:
-        return max(config.heavy_rate_hz, config.dataset_rate_hz)
-    return config.heavy_rate_hz
+        return min(period, 0.9e9 / config.dataset_rate_hz)
+    return period
 
 
 def qualified(namespace: str, topic: str) -> str:
