@@ -37,6 +37,7 @@ from carryon_arm.core.cameras import load_camera_map
 from carryon_bringup.core.graph import GraphSpec
 from carryon_bringup.graph_run import GraphRun
 from carryon_common.calls import RosSession
+from carryon_common.core.processes import stop_process
 from carryon_common.node import latched_qos
 from carryon_common.qos_audit import qos_mismatches
 from carryon_interfaces.msg import ActionChunk, EstopState, PerceivedScene, ShieldEvent, Subtask, Verdict
@@ -96,13 +97,7 @@ def real_world(graph: GraphRun, tmp_path: Path, config_dir: Path, cameras_file: 
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    stop_process(process)
 
 
 class Probe:

@@ -55,14 +55,16 @@ class BagDatasetError(ValueError):
 
 @dataclass
 class Series:
-    """Stamped values (ns, sorted on `freeze`)."""
+    """Stamped values (ns, in stamp order once `freeze`d)."""
 
     stamps: list[int] = field(default_factory=list)
     values: list[Any] = field(default_factory=list)
+    _array: np.ndarray | None = field(default=None, repr=False)  # the stamps for lookups, made once
 
     def add(self, stamp_ns: int, value: Any) -> None:
         self.stamps.append(stamp_ns)
         self.values.append(value)
+        self._array = None
 
     def freeze(self) -> Series:
         order = np.argsort(np.asarray(self.stamps, dtype=np.int64), kind="stable")
@@ -70,7 +72,9 @@ class Series:
 
     def at(self, stamp_ns: int, max_age_ns: int) -> Any | None:
         """The newest value stamped at or before `stamp_ns`, None when none is that fresh."""
-        index = int(np.searchsorted(np.asarray(self.stamps, dtype=np.int64), stamp_ns, side="right")) - 1
+        if self._array is None:
+            self._array = np.asarray(self.stamps, dtype=np.int64)
+        index = int(np.searchsorted(self._array, stamp_ns, side="right")) - 1
         if index < 0 or stamp_ns - self.stamps[index] > max_age_ns:
             return None
         return self.values[index]

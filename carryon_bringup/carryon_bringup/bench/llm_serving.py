@@ -19,6 +19,7 @@ from pathlib import Path
 
 from carryon_bringup.core.bench import free_port
 from carryon_common.core.errors import ConfigError
+from carryon_common.core.processes import stop_process
 from carryon_planner.core.config import PlannerConfig
 
 LOAD_TIMEOUT_S = 300.0  # the 1.5B model loads in seconds; the first run assembles it from its parts
@@ -61,9 +62,4 @@ def local_model_server(config: PlannerConfig, log_path: Path) -> Iterator[Planne
             time.sleep(0.5)
         yield config.model_copy(update={"llm_local_url": url})
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10.0)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop_process(server)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from carryon_common.core.errors import CarryOnError
+from carryon_common.core.processes import stop_process
 from carryon_sim.harness.learned import layout
 
 TRAIN_HINT = "train it with `make policy` (scripts/learned_policy.sh all: ~1 h on 2 cores)"
@@ -83,12 +84,7 @@ def served_policy(checkpoint: Path, log: Path, threads: int = 1) -> Iterator[str
         try:
             yield _wait_for_uri(process, log)
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10.0)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop_process(process)
 
 
 def _wait_for_uri(process: subprocess.Popen[str], log: Path) -> str:
