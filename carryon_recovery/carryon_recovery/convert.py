@@ -10,11 +10,12 @@ from carryon_recovery.core.types import RecoveryResult
 
 
 def plan_view(msg: PlanState) -> PlanView:
-    """What recovery needs of a plan state: its id, state and each subtask's state, by name."""
+    """What recovery needs of a plan state: its id, state, each subtask's state (by name) and message."""
     return PlanView(
         msg.plan_id,
         plan_state_name(msg.state),
         {s.subtask.id: subtask_state_name(s.state) for s in msg.subtasks},
+        {s.subtask.id: s.message for s in msg.subtasks},
     )
 
 

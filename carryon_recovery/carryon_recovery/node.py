@@ -210,7 +210,7 @@ class RecoveryNode(CarryOnNode):
             new_attempt_id=new_attempt_id,
             cancelled=cancelled,
             on_phase=on_phase,
-            record=lambda attempt: self._record(attempt, subtask.id),
+            record=lambda attempt: self._record(attempt, subtask.id, goal.failure_reason),
             log=self.get_logger().info,
             look=self._look,
         )
@@ -225,9 +225,9 @@ class RecoveryNode(CarryOnNode):
                 return Outcome.ABORTED, f"look: {exc}"
         return run_look(io, location, self._locations, tool_height_m=cfg.look_tool_height_m)
 
-    def _record(self, attempt: Attempt, subtask_id: str) -> None:
+    def _record(self, attempt: Attempt, subtask_id: str, failure_reason: str) -> None:
         with self._pending_lock:
-            ready = self.pending.add(attempt, subtask_id)
+            ready = self.pending.add(attempt, subtask_id, failure_reason)
         for done in ready:
             self._write(done)
 

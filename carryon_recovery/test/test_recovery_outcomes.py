@@ -22,20 +22,22 @@ def test_an_attempt_waits_for_its_subtask_and_carries_how_it_ended() -> None:
     assert pending.add(attempt("s4-1"), "s4") == []  # held: the resumed instruction is still running
     assert pending.update(executing("p1", s1="succeeded", s4="active")) == []
     [done] = pending.update(executing("p1", s1="succeeded", s4="succeeded"))
-    assert done.attempt_id == "s4-1" and done.task_completed is True
+    assert done.attempt_id == "s4-1" and done.task_completed is True and done.after_resume == ""
     assert pending.held == {}
 
     pending.add(attempt("s4-2"), "s4")  # the same subtask id, still executing in p1: held
-    [failed] = pending.update(executing("p1", s4="failed"))
-    assert failed.task_completed is False
+    why = "carrot not in any container, not yet released inside bowl"
+    [failed] = pending.update(PlanView("p1", "executing", {"s4": "failed"}, {"s4": why}))
+    assert failed.task_completed is False and failed.after_resume == why  # what happened after the hand-back
 
 
 def test_a_second_recovery_of_the_subtask_means_the_first_did_not_complete_it() -> None:
     pending = PendingAttempts()
     pending.update(executing("p1", s4="recovering"))
     assert pending.add(attempt("s4-1"), "s4") == []
-    [first] = pending.add(attempt("s4-2"), "s4")  # judged failed again after the first
+    [first] = pending.add(attempt("s4-2"), "s4", "carrot held by the gripper")  # judged failed again
     assert first.attempt_id == "s4-1" and first.task_completed is False
+    assert first.after_resume == "carrot held by the gripper"  # the reason the second goal gave
     [second] = pending.update(executing("p1", s4="succeeded"))
     assert second.attempt_id == "s4-2" and second.task_completed is True
 

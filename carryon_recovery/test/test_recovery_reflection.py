@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from carryon_common.core.errors import ConfigError
-from carryon_common.core.openai_client import OpenAiClient
+from carryon_common.core.openai_client import OpenAiClient, ResponseFormat
 from carryon_recovery.core.library import SkillLibrary, diff
 from carryon_recovery.core.reflection import Attempt, reflect
 from carryon_sim.harness.fakes.openai_server import StubReply, StubVlmServer
@@ -37,6 +37,7 @@ def attempt(number: int, completed: bool = False) -> Attempt:
             {"op": "check_holding", "ok": False, "measured": {"gripper_width_m": 0.0},
              "note": "fingers closed below the bottle's shoulder and slipped off"},
         ],
+        "after_resume": "" if completed else f"bottle not in any container; no progress for {8 + number}.0 s",
     })  # fmt: skip
 
 
@@ -72,12 +73,22 @@ def test_a_valid_proposal_writes_the_next_version_with_lineage(library: SkillLib
     # The reflector saw the rules, the allowed ranges and at most three attempts.
     assert "Selected target masks are unverified" in prompt and "allowed 0.0 .. 0.12" in prompt
     assert "### a3" in prompt and "### a4" not in prompt and "PLANNED" in prompt
+    # What the judge said after each hand-back, as measured evidence.
+    assert "after resume (judge, MEASURED): bottle not in any container; no progress for 11.0 s" in prompt
 
 
 def test_a_strategy_revision_is_validated_too(library: SkillLibrary) -> None:
     outcome, _ = run(library, proposal(kind="strategy", parameter="", value=None,
                                        strategy={"retries_with_renewed_perception": 2}))  # fmt: skip
     assert outcome.decision == "UPDATE" and library.load("regrasp").strategy.retries_with_renewed_perception == 2
+
+
+def test_the_revision_kind_is_what_the_proposal_changes(library: SkillLibrary) -> None:
+    # A small model's kind often disagrees with what it changes: the change decides.
+    outcome, _ = run(library, proposal(kind="strategy"))
+    assert outcome.decision == "UPDATE" and library.load("regrasp").revisions[-1].kind == "parameter"
+    outcome, _ = run(library, proposal(kind="", parameter="", value=None, strategy={"candidate_order": ["side"]}))
+    assert outcome.decision == "UPDATE" and library.load("regrasp").revisions[-1].kind == "strategy"
 
 
 @pytest.mark.parametrize(
@@ -88,9 +99,9 @@ def test_a_strategy_revision_is_validated_too(library: SkillLibrary) -> None:
         (proposal(parameter="finger_strength"), "unknown parameter 'finger_strength'"),
         (proposal(value=0.5), "outside its allowed range [0.0, 0.12]"),
         (proposal(value=0.008), "nothing changes"),
-        (proposal(value=None), "no value given"),
+        (proposal(value=None), "no value or direction given"),
         (proposal(evidence=[]), "must cite evidence"),
-        (proposal(kind=""), "kind 'parameter' or 'strategy'"),
+        (proposal(parameter="", value=None), "must name a parameter with a new value, or a strategy change"),
         (proposal(kind="strategy", strategy={"teleport": True}), "unknown field(s) ['teleport']"),
         (proposal(kind="strategy", strategy={"retries_with_renewed_perception": 9}), "strategy:"),
         (proposal(kind="strategy", strategy={"candidate_order": ["side", "side"]}), "strategy:"),
@@ -147,3 +158,75 @@ def test_carryon_reflect_writes_a_version_and_diffs_it(library: SkillLibrary, tm
     assert main(["reflect", "regrasp", "--skills-dir", str(library.root), "--diff", "1", "2"]) == 0
     attempts.write_text("{not json\n")
     assert main(["reflect", "regrasp", "--skills-dir", str(library.root), "--attempts", str(attempts)]) == 2
+
+
+def handed_back(number: int) -> Attempt:
+    """A re-grasp that restored the state; the VLA then held the carrot and never let go."""
+    return Attempt.model_validate(
+        {
+            "attempt_id": f"h{number}",
+            "skill": "regrasp",
+            "version": 1,
+            "instruction": "put the carrot in the bowl",
+            "target": "carrot",
+            "outcome": "resumed",
+            "task_completed": False,
+            "operations": [
+                {"op": "nudge", "ok": False, "note": "no room for the hand beside it"},
+                {
+                    "op": "grasp",
+                    "ok": True,
+                    "planned": {"tcp": [0.5, 0.2, 0.43]},
+                    "measured": {"gripper_width_m": 0.029},
+                },
+                {
+                    "op": "transport_standoff",
+                    "ok": True,
+                    "planned": {"tcp": [0.6, -0.26, 0.565]},
+                    "measured": {"tcp": [0.6, -0.26, 0.565]},
+                },
+            ],
+            "after_resume": "carrot held by the gripper, not yet released inside bowl",
+        }
+    )
+
+
+def test_a_revision_must_address_the_operation_the_attempts_failed_at(library: SkillLibrary) -> None:
+    reviewed = [handed_back(1), attempt(1), handed_back(2)]  # most failed after the hand-back
+    with StubVlmServer([proposal(), proposal(parameter="standoff_m", direction="lower", value=None)]) as stub:
+        schema_in_request = ResponseFormat.JSON_OBJECT_SCHEMA
+        llm = OpenAiClient(
+            stub.base_url, model="reflector", api_key="x", timeout_s=5.0, attempts=1, response_format=schema_in_request
+        )
+        outcome = reflect(llm, library, "regrasp", reviewed)
+        first = stub.requests[0]
+    # Reviewed: the two hand-back failures only, focused on where they failed.
+    prompt = "\n".join(first.texts())
+    assert "### h1" in prompt and "### h2" in prompt and "### a1" not in prompt
+    shaped = "failed after the hand-back (resume: the skill had restored the state); parameters that shape resume"
+    assert f"{shaped}: standoff_m" in prompt
+    assert "- passed: grasp" in prompt and "- also failed before, retried: nudge (no room" in prompt
+    assert '- transport_standoff: ok; planned {"tcp": [0.6, -0.26, 0.565]}' in prompt
+    # The schema the server decodes with names only what shapes `resume`, and no strategy change.
+    schema = first.body["response_format"]["schema"]
+    update = schema["anyOf"][0]["properties"]
+    assert update["parameter"] == {"enum": ["standoff_m"]} and len(schema["anyOf"]) == 2
+    # grasp_height_m shapes none of it: sent back; a direction without a value moves a quarter of the range.
+    why = "parameter 'grasp_height_m' shapes none of the operations the attempts failed at (resume)"
+    assert f"rejected once: {why}; those are shaped by: standoff_m" in outcome.reason
+    assert outcome.decision == "UPDATE" and library.load("regrasp").value("standoff_m") == 0.05
+
+
+@pytest.mark.parametrize(
+    ("direction", "value", "expected"),
+    [("raise", None, 0.15), ("raise", 0.12, 0.12), ("raise", 0.08, 0.15), ("lower", 0.1, 0.05), ("", 0.2, 0.2)],
+)
+def test_a_direction_sets_the_value_when_the_value_does_not_go_that_way(
+    library: SkillLibrary, direction: str, value: float | None, expected: float
+) -> None:
+    reply = proposal(parameter="standoff_m", direction=direction, value=value)
+    with StubVlmServer([reply]) as stub:
+        llm = OpenAiClient(base_url=stub.base_url, model="reflector", api_key="x", timeout_s=5.0, attempts=1)
+        outcome = reflect(llm, library, "regrasp", [handed_back(1)])
+    assert outcome.decision == "UPDATE", outcome.reason
+    assert library.load("regrasp").value("standoff_m") == expected

@@ -45,7 +45,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from rich.console import Console
 from rich.progress import Progress
 
@@ -53,6 +52,7 @@ from carryon_arm.core.kinematics import load_robot
 from carryon_bringup.bench.cpu import saved_rows
 from carryon_bringup.bench.llm_serving import local_model_server
 from carryon_bringup.bench.node_config import node_config
+from carryon_bringup.bench.perturbations import PERTURBATIONS, perturbation
 from carryon_bringup.bench.plots import bar_chart
 from carryon_bringup.bench.recovery_natural import geometric_judge, judge_view, learned_policy, learned_policy_server
 from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, saved_row
@@ -73,9 +73,8 @@ from carryon_recovery.core.library import SkillLibrary, SkillVersion
 from carryon_recovery.core.motion import CartesianIk, builtin_motion
 from carryon_recovery.core.reflection import Attempt, reflect
 from carryon_sim.core.cameras import CameraRig
-from carryon_sim.core.contacts import grasped_objects
 from carryon_sim.core.predicates import inside_of
-from carryon_sim.core.scene import TABLE_TOP_Z, Scene, load_scene, scenes_dir
+from carryon_sim.core.scene import Scene, load_scene, scenes_dir
 from carryon_sim.core.world import World
 from carryon_sim.harness.dispatch import SimDispatch, SimPlant, resume_only
 from carryon_sim.harness.episodes import without_obstacles
@@ -85,7 +84,6 @@ from carryon_sim.harness.oracle import SimOracleJudge
 from carryon_sim.harness.recovery_io import base_skill_recovery
 from carryon_sim.harness.shield_gate import scene_perception
 
-PERTURBATIONS = ("drop", "displace")
 NATURAL = "natural"  # --natural: the learned policy's own failures
 BUDGET = 600
 SUBTASK = PlannedSubtask(
@@ -97,38 +95,6 @@ SUBTASK = PlannedSubtask(
     source="kitchen_counter",
     destination="bowl",
 )
-
-
-def perturbation(kind: str, seed: int) -> Callable[[World], None]:
-    """Fires once, while the carrot is held 3 cm above where it was grasped."""
-    rng = np.random.default_rng(seed)
-    angle = float(rng.uniform(0, 2 * np.pi))
-    state = {"fired": False, "grasp_z": None}
-
-    def perturb(world: World) -> None:
-        if state["fired"]:
-            return
-        held = "carrot" in grasped_objects(world.model, world.data, world.object_of_body)
-        z = float(world.object_position("carrot")[2])
-        if not held:
-            return
-        if state["grasp_z"] is None:
-            state["grasp_z"] = z
-            return
-        if z < float(state["grasp_z"]) + 0.03:  # type: ignore[arg-type]
-            return
-        state["fired"] = True
-        if kind == "drop":
-            world.drop(0.5)
-            return
-        x, y, _ = world.object_position("carrot")
-        dx, dy = 0.12 * np.cos(angle), 0.12 * np.sin(angle)
-        dx = float(np.clip(x + dx, 0.35, 0.75) - x)  # stay on the table, off the robot base
-        dy = float(np.clip(y + dy, -0.35, 0.35) - y)
-        world.displace("carrot", dx, dy, TABLE_TOP_Z + 0.002 - z)
-        world.drop(0.3)
-
-    return perturb
 
 
 @dataclass
@@ -186,8 +152,7 @@ def run_episode(
         observer = functools.partial(judge_view, rig=judge_rig, masks=masks.fresh())
     perturb = None if natural else perturbation(episode.kind, episode.seed)
     plant = SimPlant(world, policy, judge, shapes, seed=episode.seed, perturb=perturb, cameras=eyes, observer=observer)
-    rig = None
-    attempts: list[Attempt] = []
+    rig, attempts = None, []
     if recover_with is not None:
         rig = CameraRig(world.model, world.object_of_body, 256, 256)
         recover = base_skill_recovery(recover_with, rig, _motion(), masks.fresh() if masks is not None else None)
@@ -203,6 +168,8 @@ def run_episode(
             if renderer is not None:
                 renderer.close()
     done = report.succeeded and inside_of(world, "carrot") == "bowl"
+    if attempts and not report.succeeded:  # as recovery_node: the failed subtask's message
+        attempts[-1] = attempts[-1].model_copy(update={"after_resume": report.message})
     return done, [a.model_copy(update={"task_completed": done}) for a in attempts]
 
 
@@ -236,7 +203,11 @@ def _round(
         for e in todo
     }
     played = saved_rows(rows, computes, jobs, done=advance)
-    return [(bool(row["done"]), [Attempt.model_validate(a) for a in row["attempts"]]) for row in played.values()]
+
+    def attempts(key: str, row: dict[str, Any]) -> list[Attempt]:  # ids unique across episodes and rounds
+        return [Attempt.model_validate({**a, "attempt_id": f"{key}/{a['attempt_id']}"}) for a in row["attempts"]]
+
+    return [(bool(row["done"]), attempts(key, row)) for key, row in played.items()]
 
 
 def run(options: BenchOptions) -> BenchResult:
@@ -354,10 +325,11 @@ def _run(options: BenchOptions, policy_uri: str) -> BenchResult:
         # on the same episodes as the control (a re-run is not exactly repeatable); counts nothing.
         parent = sum(done for done, _ in played("R2_parent", todo, newest, config_dir))
         ran, resolved = rounds[-1]["ran"], rounds[-1]["resolved"]
-        reflection["kept"] = resolved > parent
-        reflection["evidence"] = (
-            f"v{reflection['written']} resolved {resolved} of {ran}; parent v{newest.version}: {parent}"
-        )
+        written, kept = reflection["written"], resolved > parent
+        reflection["kept"] = kept
+        reflection["evidence"] = f"v{written} resolved {resolved} of {ran}; parent v{newest.version}: {parent}"
+        verdict = f"v{written} {'kept' if kept else 'not kept'}"
+        result.add("R2_parent_resolved", parent, "episodes", f"control: v{newest.version} on R2's {ran}; {verdict}")
     else:
         # No revision (NO_UPDATE, a rejected proposal, no reflector): the version is reused as it is.
         why = f"reflection {reflection['decision']}: {reflection['reason']}"

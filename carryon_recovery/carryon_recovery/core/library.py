@@ -56,6 +56,9 @@ class Parameter(_Strict):
     min: float
     max: float
     description: str = ""
+    # The operations this parameter shapes: reflection's index from the operation an attempt
+    # failed at to the parameters that may fix it.
+    shapes: list[Literal[OPERATIONS]] = Field(default_factory=list)  # type: ignore[valid-type]
 
     @model_validator(mode="after")
     def _in_range(self) -> Parameter:

@@ -7,6 +7,8 @@ subtask is held until that subtask ends (succeeded: `task_completed` true; faile
 or cancelled: false) or the plan ends without it (false). An attempt outside a plan (an
 operator's or a benchmark's Recover goal), or still held when the node stops, is written
 with `task_completed` null: nobody knows, and reflection reviews only known failures.
+A failed attempt also carries what the judge said after the hand-back (`after_resume`):
+the next Recover goal's failure reason, or the failed subtask's message.
 """
 
 from __future__ import annotations
@@ -24,11 +26,12 @@ PLAN_ENDED = ("succeeded", "failed", "refused", "cancelled")
 
 @dataclass
 class PlanView:
-    """The latest plan state the node saw: its id, state and subtask states by id."""
+    """The latest plan state the node saw: its id, state, subtask states and messages by id."""
 
     plan_id: str = ""
     state: str = ""
     subtasks: Mapping[str, str] = field(default_factory=dict)
+    messages: Mapping[str, str] = field(default_factory=dict)  # the judge's reason, when a subtask failed
 
     @property
     def executing(self) -> bool:
@@ -42,15 +45,17 @@ class PendingAttempts:
     plan: PlanView = field(default_factory=PlanView)
     held: dict[tuple[str, str], list[Attempt]] = field(default_factory=dict)
 
-    def add(self, attempt: Attempt, subtask_id: str) -> list[Attempt]:
+    def add(self, attempt: Attempt, subtask_id: str, failure_reason: str = "") -> list[Attempt]:
         """The attempts to write now: this one with task_completed null when no executing
         plan holds its subtask, else it waits; an earlier attempt on the same subtask is
-        written as not completed (the task failed again after it)."""
+        written as not completed (the task failed again after it: `failure_reason`, the
+        judge's reason that asked for this attempt)."""
         if self.plan.executing and subtask_id in self.plan.subtasks:
             key = (self.plan.plan_id, subtask_id)
             earlier = self.held.pop(key, [])
             self.held[key] = [attempt]
-            return [a.model_copy(update={"task_completed": False}) for a in earlier]
+            again = {"task_completed": False, "after_resume": failure_reason}
+            return [a.model_copy(update=again) for a in earlier]
         return [attempt.model_copy(update={"task_completed": None})]
 
     def update(self, plan: PlanView) -> list[Attempt]:
@@ -67,7 +72,8 @@ class PendingAttempts:
                 completed = False
             else:
                 continue
-            done += [a.model_copy(update={"task_completed": completed}) for a in attempts]
+            after = "" if completed or plan_id != plan.plan_id else plan.messages.get(subtask_id, "")
+            done += [a.model_copy(update={"task_completed": completed, "after_resume": after}) for a in attempts]
             del self.held[(plan_id, subtask_id)]
         return done
 

@@ -124,6 +124,7 @@ class SimPlant:
         self._tracker: ProgressTracker | None = None
         self.completed: list[Subtask] = []
         self.log: list[str] = []
+        self.last_reason = ""  # the judge's latest reason (a recovery's: why it was asked for)
 
     # -- VlaPlant ------------------------------------------------------------------
     def set_task(self, subtask: PlannedSubtask, permitted: tuple[str, ...] = ()) -> None:  # noqa: ARG002 - no monitor here
@@ -166,6 +167,7 @@ class SimPlant:
         )
         verdict = self.judge.judge(request)
         result = _VERDICTS[verdict.status]
+        self.last_reason = verdict.reason
         if result == Verdict.SUCCESS:
             self.completed.append(subtask.as_subtask())
         return result, verdict.reason

@@ -121,11 +121,15 @@ def base_skill_recovery(
 ) -> Callable[[Any, Any], tuple[bool, str]]:
     """`recover(plant, subtask)` for `harness.dispatch.SimPlant`: runs the base
     skill on the plant's world and driver, through the plant's gate (the shield), and
-    keeps each attempt's record in `recover.attempts` (for reflection). `masks`: whose
-    segmentation re-localises the target (None: the simulator's, a SIMULATOR ORACLE)."""
+    keeps each attempt's record in `recover.attempts` (for reflection; an attempt followed
+    by another carries the judge's reason that asked for it in `after_resume`, as
+    recovery_node records it). `masks`: whose segmentation re-localises the target (None:
+    the simulator's, a SIMULATOR ORACLE)."""
     attempts: list[Attempt] = []
 
     def recover(plant: Any, subtask: Any) -> tuple[bool, str]:
+        if attempts:  # the task failed again after the last hand-back
+            attempts[-1] = attempts[-1].model_copy(update={"after_resume": plant.last_reason})
         io = SimRecoveryIO(plant.world, plant.driver, rig, motion, gate=plant.gate, masks=masks, subtask_id=subtask.id)
         result = run_base_skill(
             version,
