@@ -104,6 +104,9 @@ def test_rounds_rerun_failures_and_reflect_between_them(tmp_path: Path, monkeypa
     reflection = result.details["reflection"]
     assert reflection["decision"] == "UPDATE" and reflection["kept"]  # v1 re-run on v2's episodes: none
     assert reflection["evidence"] == "v2 resolved 2 of 4; parent v1: 0"
+    # What was reviewed (ids unique per round and episode) and the reflector's own reply, for the chain.
+    assert reflection["reviewed_attempts"] == ["R1-drop-1/e1", "R1-drop-3/e3", "R1-displace-1/e1"]
+    assert json.loads(reflection["reply"])["parameter"] == "grasp_height_m"
     assert (tmp_path / "run" / "skills" / "recovery" / "regrasp" / "v2.yaml").is_file()
     assert not (CONFIG / "skills" / "recovery" / "regrasp" / "v2.yaml").exists()  # config/ untouched
     assert metrics["recovery_success_v1"] == 0.0 and metrics["recovery_success_v2"] == 50.0

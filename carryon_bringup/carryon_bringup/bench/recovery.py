@@ -71,7 +71,7 @@ from carryon_policy.core.config import PolicyConfig
 from carryon_policy.core.policy import Policy
 from carryon_recovery.core.library import SkillLibrary, SkillVersion
 from carryon_recovery.core.motion import CartesianIk, builtin_motion
-from carryon_recovery.core.reflection import Attempt, reflect
+from carryon_recovery.core.reflection import Attempt, failed_attempts, reflect
 from carryon_sim.core.cameras import CameraRig
 from carryon_sim.core.predicates import inside_of
 from carryon_sim.core.scene import Scene, load_scene, scenes_dir
@@ -301,7 +301,8 @@ def _run(options: BenchOptions, policy_uri: str) -> BenchResult:
     failed = [
         a for e in episodes if not e.completed for a in e.attempts if a.version == library.versions("regrasp")[-1]
     ]
-    reflection: dict[str, Any] = {"reviewed": min(3, len(failed))}
+    reviewed = [a.attempt_id for a in failed_attempts(failed, "regrasp")]  # what reflect() picks of them
+    reflection: dict[str, Any] = {"reviewed": len(reviewed), "reviewed_attempts": reviewed}
     newest = library.load("regrasp")
 
     def reflect_once() -> dict[str, Any]:
@@ -311,11 +312,12 @@ def _run(options: BenchOptions, policy_uri: str) -> BenchResult:
                 rows / "llm_server.log",
             ) as cfg:
                 llm = make_llm(cfg)
-                outcome = reflect(llm, library, "regrasp", failed[:3])
+                outcome = reflect(llm, library, "regrasp", failed)
         except CarryOnError as exc:
             return {"decision": "NOT_RUN", "reason": str(exc)}
         written = outcome.written.version if outcome.written is not None else None
-        return {"decision": outcome.decision, "reason": outcome.reason, "reflector": llm.name, "written": written}
+        about = {"reflector": llm.name, "reply": outcome.reply}
+        return {"decision": outcome.decision, "reason": outcome.reason, "written": written, **about}
 
     reflection.update(saved_row(rows, "reflection", reflect_once))
     if reflection.get("written") is not None:
