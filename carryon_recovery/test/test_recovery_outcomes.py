@@ -46,8 +46,8 @@ def test_a_plan_that_ends_or_is_replaced_first_means_not_completed() -> None:
     pending = PendingAttempts()
     pending.update(executing("p1", s2="recovering"))
     pending.add(attempt("s2-1"), "s2")
-    [ended] = pending.update(PlanView("p1", "cancelled", {"s2": "recovering"}))
-    assert ended.task_completed is False
+    [ended] = pending.update(PlanView("p1", "cancelled", {"s2": "recovering"}, {"s2": "recovering: regrasp"}))
+    assert ended.task_completed is False and ended.after_resume == ""  # no verdict after the hand-back
     pending.update(executing("p1", s2="recovering"))
     pending.add(attempt("s2-2"), "s2")
     [replaced] = pending.update(executing("p2", s1="pending"))

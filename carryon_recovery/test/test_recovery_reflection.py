@@ -14,7 +14,7 @@ import pytest
 from carryon_common.core.errors import ConfigError
 from carryon_common.core.openai_client import OpenAiClient, ResponseFormat
 from carryon_recovery.core.library import SkillLibrary, diff
-from carryon_recovery.core.reflection import Attempt, reflect
+from carryon_recovery.core.reflection import Attempt, Operation, proposal_schema, reflect
 from carryon_sim.harness.fakes.openai_server import StubReply, StubVlmServer
 
 SEED = Path(__file__).resolve().parents[2] / "config" / "skills" / "recovery"
@@ -230,3 +230,10 @@ def test_a_direction_sets_the_value_when_the_value_does_not_go_that_way(
         outcome = reflect(llm, library, "regrasp", [handed_back(1)])
     assert outcome.decision == "UPDATE", outcome.reason
     assert library.load("regrasp").value("standoff_m") == expected
+
+
+def test_with_nothing_that_shapes_the_failed_operation_only_a_strategy_change_or_no_update_fits() -> None:
+    lost = attempt(1).model_copy(update={"operations": [Operation(op="relocalize", ok=False, note="target not seen")]})
+    schema = proposal_schema(SkillLibrary(SEED).load("regrasp"), [lost])
+    shapes = [sorted(s["required"]) for s in schema["anyOf"]]
+    assert shapes == [["decision", "diagnosis", "evidence", "strategy"], ["decision", "diagnosis"]]

@@ -152,7 +152,8 @@ def run_episode(
         observer = functools.partial(judge_view, rig=judge_rig, masks=masks.fresh())
     perturb = None if natural else perturbation(episode.kind, episode.seed)
     plant = SimPlant(world, policy, judge, shapes, seed=episode.seed, perturb=perturb, cameras=eyes, observer=observer)
-    rig, attempts = None, []
+    rig = None
+    attempts: list[Attempt] = []
     if recover_with is not None:
         rig = CameraRig(world.model, world.object_of_body, 256, 256)
         recover = base_skill_recovery(recover_with, rig, _motion(), masks.fresh() if masks is not None else None)

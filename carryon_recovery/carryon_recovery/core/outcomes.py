@@ -72,7 +72,8 @@ class PendingAttempts:
                 completed = False
             else:
                 continue
-            after = "" if completed or plan_id != plan.plan_id else plan.messages.get(subtask_id, "")
+            failed = state in SUBTASK_ENDED and not completed  # its message says why
+            after = plan.messages.get(subtask_id, "") if failed else ""
             done += [a.model_copy(update={"task_completed": completed, "after_resume": after}) for a in attempts]
             del self.held[(plan_id, subtask_id)]
         return done

@@ -116,8 +116,8 @@ def revisable(version: SkillVersion, attempts: Sequence[Attempt]) -> tuple[list[
 
 def proposal_schema(version: SkillVersion, attempts: Sequence[Attempt] = ()) -> dict[str, Any]:
     """The JSON Schema a reply must follow: one of a parameter revision (a parameter that may
-    address the attempts' failures, `revisable`; every parameter when none is given), a
-    strategy revision (when one may), or NO_UPDATE — each with what it needs required. A
+    address the attempts' failures, `revisable`; any parameter when no attempts are given),
+    a strategy revision (when one may), or NO_UPDATE — each with what it needs required. A
     server that constrains decoding to the schema (llama.cpp's) cannot answer otherwise;
     check_proposal still checks every reply."""
     names, strategy_ok = revisable(version, attempts) if attempts else (sorted(version.parameters), True)
@@ -134,11 +134,11 @@ def proposal_schema(version: SkillVersion, attempts: Sequence[Attempt] = ()) -> 
 
     update = ["diagnosis", "evidence"]
     change = {
-        "parameter": {"enum": names or sorted(version.parameters)},
+        "parameter": {"enum": names},
         "direction": {"enum": ["raise", "lower"]},
         "value": fields["value"],
     }
-    shapes = [shape("UPDATE", [*update, "parameter", "direction"], **why, **change)]
+    shapes = [shape("UPDATE", [*update, "parameter", "direction"], **why, **change)] if names else []
     if strategy_ok:
         strategy = Strategy.model_json_schema()["properties"]
         revision = {"type": "object", "properties": strategy, "minProperties": 1, "additionalProperties": False}
