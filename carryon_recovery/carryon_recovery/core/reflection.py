@@ -163,7 +163,7 @@ def _operation_lines(version: SkillVersion, attempt: Attempt) -> list[str]:
     where = f"at {failed_at}"
     if failed_at == "resume":
         where = "after the hand-back (resume: the skill had restored the state)"
-    shaping = sorted(name for name, p in version.parameters.items() if failed_at in p.shapes)
+    shaping, _ = revisable(version, [attempt])
     shaped = {failed_at} | {op for name in shaping for op in version.parameters[name].shapes}
     lines = [f"- failed {where}; parameters that shape {failed_at}: {', '.join(shaping) or 'none'}"]
     passed = [op.op for op in attempt.operations if op.ok and op.op not in shaped]
