@@ -151,3 +151,11 @@ def test_the_freshness_limit_is_the_drivers_setting(tmp_path: Path) -> None:
     late, later = b"chunk 1", b"chunk 2"
     assert g.admit_chunk(late, sign(KEY, late), 1.0, now_s=3.5) is None  # 2.5 s old: within 3 s
     assert "+3.500 s from the driver's clock (limit 3 s)" in (g.admit_chunk(later, sign(KEY, later), 1.0, 4.5) or "")
+
+
+@pytest.mark.parametrize("signature", ["é" * 64, "\udcff", "x" * 10_000, "\x00"])
+def test_any_text_as_a_signature_is_refused_never_raised(tmp_path: Path, signature: str) -> None:
+    """A signature field holding non-ASCII text made hmac.compare_digest raise TypeError,
+    which killed the driver's process (issue 43)."""
+    g = guard(tmp_path)
+    assert "does not match" in (g.admit_chunk(b"chunk", signature, 1.0, now_s=1.0) or "")

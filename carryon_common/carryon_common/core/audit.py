@@ -89,7 +89,9 @@ def verify(path: Path, expect_last: str = "", key: bytes | None = None) -> Verif
                 return Verification(False, seq, f"line {number}: sequence {entry['seq']}, expected {seq + 1}", prev)
             if _digest(entry) != entry["hash"]:
                 return Verification(False, seq, f"line {number}: content changed (hash mismatch)", prev)
-            if key is not None and not hmac.compare_digest(str(entry.get("mac", "")), _mac(key, entry["hash"])):
+            if key is not None and not hmac.compare_digest(
+                str(entry.get("mac", "")).encode("utf-8", "surrogatepass"), _mac(key, entry["hash"]).encode()
+            ):
                 why = "no MAC" if "mac" not in entry else "MAC mismatch"
                 return Verification(False, seq, f"line {number}: {why} (rewritten without the audit key?)", prev)
             prev, seq = entry["hash"], entry["seq"]

@@ -71,7 +71,9 @@ def sign(key: bytes, payload: bytes) -> str:
 
 
 def verify(key: bytes, payload: bytes, signature: str) -> bool:
-    return hmac.compare_digest(sign(key, payload), signature)
+    """Whether `signature` is the HMAC of `payload`. Any text may arrive as a signature (a
+    non-ASCII one made `hmac.compare_digest` raise on str): it is compared as UTF-8 bytes."""
+    return hmac.compare_digest(sign(key, payload).encode(), signature.encode("utf-8", "surrogatepass"))
 
 
 @dataclass(frozen=True)
