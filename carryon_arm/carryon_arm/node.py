@@ -8,6 +8,12 @@ step it refuses (reason on `driver/rejections`); and publishes what the graph re
 `joint_states`, `ee_pose` (forward kinematics of the measured joints), `gripper/width`,
 and — from a cameras file — your camera drivers' images as `camera/<name>/...`.
 
+Only joint states the executor's JointStateGate accepted are used (core/joint_states.py): one
+that jumps further than the arm can move is refused, reported on `driver/rejections` (at most
+once a second) and counted in the status. While more than `max_joint_state_publishers`
+publishers are matched on the joint-states topic (a second joint_state_publisher, a GUI
+slider, another robot's driver) chunks are refused, the arm holds and the node is DEGRADED.
+
 Stamps are the instants things were measured: joint states and ee_pose keep your
 controller's stamp (the node clock on receipt only when it sends none), and each camera's
 pose is published at its image's stamp, a tool-mounted camera placed at the tool pose
@@ -19,11 +25,13 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from typing import Any
 
 import numpy as np
 from geometry_msgs.msg import PoseStamped
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.event_handler import QoSSubscriptionMatchedInfo, SubscriptionEventCallbacks
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Float64, String
 from trajectory_msgs.msg import JointTrajectory
@@ -31,7 +39,8 @@ from trajectory_msgs.msg import JointTrajectory
 from carryon_arm import convert
 from carryon_arm.core.cameras import CameraSource, depth_in_metres, load_camera_map
 from carryon_arm.core.config import ArmAdapterConfig
-from carryon_arm.core.executor import ChunkExecutor, Command, RobotState
+from carryon_arm.core.executor import ChunkExecutor, Command, RobotState, StateVerdict
+from carryon_arm.core.joint_states import StateStatus
 from carryon_arm.core.kinematics import load_robot
 from carryon_common import convert as common_convert
 from carryon_common.core import names
@@ -50,14 +59,22 @@ CAPABILITIES = (
     implemented("arm.pose_target", "released steps → PoseStamped tool targets in the controller's base frame"),
     implemented(
         "arm.safety",
-        "watchdog, its own latched e-stop (driver/estop/set), the shield's heartbeat, stale joint states and "
-        "refused steps hold the arm; with a command key only chunks the shield signed execute",
+        "watchdog, its own latched e-stop (driver/estop/set), the shield's heartbeat, stale joint states, extra "
+        "joint-state publishers and refused steps hold the arm at its last command; with a command key only chunks "
+        "the shield signed execute",
     ),
-    implemented("arm.state", "joint_states, ee_pose (forward kinematics), gripper/width from your driver"),
+    implemented(
+        "arm.state",
+        "joint_states, ee_pose (forward kinematics), gripper/width from your driver; joint states that jump "
+        "beyond the arm's speed are refused",
+    ),
     implemented("arm.cameras", "camera topics and frames bridged from a YAML file (depth to 32FC1 metres)"),
 )
 _GRIPPER_DEADBAND_M = 0.0005  # a new width is sent only when it changes by more
 _TOOL_POSES = 500  # measured tool poses kept to place a tool camera at its image's instant (seconds at 100 Hz)
+# A forger or a second driver sends refused joint states at its own rate: one report a second.
+_STATE_REPORT_PERIOD_S = 1.0
+_STATE_DEGRADED_S = 5.0  # the node is DEGRADED this long after its last refused joint state
 
 
 class ArmAdapterNode(CarryOnNode):
@@ -72,6 +89,9 @@ class ArmAdapterNode(CarryOnNode):
         self._warned_joints = False
         self._width = float("nan")  # measured finger width, metres
         self._last_joint_msg: JointState | None = None
+        self._state_publishers = 0  # publishers matched on the joint-states topic
+        self._last_refusal: tuple[float, StateVerdict] | None = None  # (monotonic s, verdict)
+        self._last_refusal_report = -float("inf")
         self._gripper_sent: float | None = None
         if cfg.interface == "joint_trajectory":
             self.command_pub = self.create_publisher(JointTrajectory, cfg.command_topic, qos_of(TopicKind.COMMAND))
@@ -91,7 +111,7 @@ class ArmAdapterNode(CarryOnNode):
             ActionChunk, names.SHIELD_CHUNK, self._on_chunk, qos_for(names.SHIELD_CHUNK), callback_group=control
         )
         self.link = DriverLink(self, cfg, self.now_s, self._reject, on_engage=self._hold_now)
-        self.executor_.blocked, self.executor_.paused = self.link.blocked, self.link.paused
+        self.executor_.blocked, self.executor_.paused = self._blocked, self.link.paused
         self.create_subscription(
             # The controller's own topic: best effort connects to any publisher.
             JointState,
@@ -99,7 +119,9 @@ class ArmAdapterNode(CarryOnNode):
             self._on_joint_state,
             qos_of(TopicKind.SENSOR),
             callback_group=control,
+            event_callbacks=SubscriptionEventCallbacks(matched=self._on_state_publishers),
         )
+        self.add_readiness_check(self._joint_state_problems)
         self._tool_poses: StampedQueue[tuple[np.ndarray, np.ndarray]] = StampedQueue(_TOOL_POSES)
         self._tool_mounted = False  # a bridged camera rides on the tool (set by _bridge_camera)
         self.create_timer(1.0 / cfg.control_rate_hz, self._on_tick, callback_group=control)
@@ -113,23 +135,78 @@ class ArmAdapterNode(CarryOnNode):
     def _on_joint_state(self, msg: JointState) -> None:
         """Arm and fingers may come in one message or in separate ones (arm and gripper drivers)."""
         fingers = common_convert.joint_positions(msg, self.robot.gripper_joints) if self.robot.gripper_joints else None
-        if fingers is not None:
-            self._width = float(fingers.sum())
         q = common_convert.joint_positions(msg, self.robot.joint_names)
         if q is None:
-            if fingers is None and not self._warned_joints:
+            if fingers is not None:
+                self._width = float(fingers.sum())
+            elif not self._warned_joints:
                 topic = self.config.joint_states_topic
                 self._reject(f"joint states on {topic} lack the arm joints {self.robot.joint_names}; ignored")
                 self._warned_joints = True
             return
         now = self.now_s()
-        # Forward kinematics per measurement only when a camera rides on the tool.
-        tool = self.kinematics.forward(q) if self._tool_mounted else None
+        stamp = common_convert.time_from_msg(msg.header.stamp) or None  # 0: the driver does not stamp
+        width = float(fingers.sum()) if fingers is not None else self._width
         with self.lock:
-            self.executor_.update_state(RobotState(q, self._width, now))
-            self._last_joint_msg = msg
-            if tool is not None:  # stamp 0: the driver does not stamp, the receipt time stands in
-                self._tool_poses.add(common_convert.time_from_msg(msg.header.stamp) or now, tool)
+            verdict = self.executor_.update_state(
+                RobotState(q, width, now, stamp), may_reanchor=self._too_many_publishers() is None
+            )
+            if verdict.used:
+                self._last_joint_msg = msg  # relayed with the state it gave
+        if not verdict.used:
+            if verdict.status == StateStatus.REFUSED:
+                self._refused_state(verdict)
+            return
+        if verdict.status == StateStatus.ANCHORED and self._last_refusal is not None:
+            self._tell(f"joint states on {self.config.joint_states_topic}: {verdict.reason}")
+        self._width = width  # the fingers of a refused message are not believed either
+        if self._tool_mounted:  # forward kinematics per measurement only when a camera rides on the tool
+            tool = self.kinematics.forward(q)
+            with self.lock:
+                self._tool_poses.add(stamp or now, tool)  # unstamped: the receipt time stands in
+
+    def _refused_state(self, verdict: StateVerdict) -> None:
+        """Count it for the status; report it at most once a second (a forger sends at its own rate)."""
+        now = time.monotonic()
+        self._last_refusal = (now, verdict)
+        if now - self._last_refusal_report >= _STATE_REPORT_PERIOD_S:
+            self._last_refusal_report = now
+            self._tell(
+                f"joint state on {self.config.joint_states_topic} refused, not used: {verdict.reason} "
+                f"({self.executor_.gate.refused} refused since start)"
+            )
+
+    def _on_state_publishers(self, info: QoSSubscriptionMatchedInfo) -> None:
+        was = self._too_many_publishers()
+        self._state_publishers = info.current_count
+        reason = self._too_many_publishers()
+        if reason is not None:
+            self._tell(reason)
+        elif was is not None:
+            self.get_logger().info(f"{info.current_count} publisher(s) on {self.config.joint_states_topic} again")
+
+    def _too_many_publishers(self) -> str | None:
+        cfg: ArmAdapterConfig = self.config
+        count = self._state_publishers
+        if count <= cfg.max_joint_state_publishers:
+            return None
+        return (
+            f"{count} publishers on {cfg.joint_states_topic} (limit {cfg.max_joint_state_publishers}, "
+            "max_joint_state_publishers): which one is the arm is unknown; chunks refused, the arm holds"
+        )
+
+    def _blocked(self, now_s: float) -> str | None:
+        """Why no step may run now: the e-stop and heartbeat (DriverLink), or extra joint-state publishers."""
+        reason = self.link.blocked(now_s)
+        return reason if reason is not None else self._too_many_publishers()
+
+    def _joint_state_problems(self) -> str | None:
+        """The status: extra publishers on the joint-states topic, joint states refused lately."""
+        problems = [self._too_many_publishers()]
+        last = self._last_refusal
+        if last is not None and time.monotonic() - last[0] < _STATE_DEGRADED_S:
+            problems.append(f"{self.executor_.gate.refused} joint states refused since start (last: {last[1].reason})")
+        return "; ".join(p for p in problems if p) or None
 
     def _on_chunk(self, msg: ActionChunk) -> None:
         try:
@@ -210,6 +287,11 @@ class ArmAdapterNode(CarryOnNode):
     def _reject(self, reason: str) -> None:
         self.get_logger().warning(f"command refused, arm holds: {reason}")
         self.reject_pub.publish(String(data=reason))
+
+    def _tell(self, line: str) -> None:
+        """What is not a refused command but belongs on driver/rejections: refused joint states."""
+        self.get_logger().warning(line)
+        self.reject_pub.publish(String(data=line))
 
     # -- cameras --------------------------------------------------------------------------
     def _bridge_cameras(self, cameras_file: str) -> None:

@@ -102,8 +102,15 @@ def test_bad_models_are_reported_clearly(panda: RobotDescription, tmp_path: Path
 # -- executor -----------------------------------------------------------------------------
 def executor(kinematics: ArmKinematics, **overrides: object) -> ChunkExecutor:
     run = ChunkExecutor(kinematics, ArmAdapterConfig(**overrides))  # type: ignore[arg-type]
-    run.update_state(RobotState(HOME.copy(), 0.08, 0.0))
+    anchor(run, HOME, 0.0)
     return run
+
+
+def anchor(run: ChunkExecutor, q: np.ndarray, now: float) -> None:
+    """The first position: as many consistent joint states as the executor needs to take one."""
+    for _ in range(run.config.joint_state_anchor_count):
+        run.update_state(RobotState(q.copy(), 0.08, now))
+    assert run.state is not None
 
 
 def follow(run: ChunkExecutor, now: float, q: np.ndarray) -> None:
@@ -171,7 +178,7 @@ def test_stale_or_missing_joint_states_refuse_and_hold(kinematics: ArmKinematics
     run = ChunkExecutor(kinematics, ArmAdapterConfig())
     with pytest.raises(InvalidChunk, match="no joint states yet"):
         run.submit(chunk([[0.5, 0.0, 0.8]]), 0.0)
-    run.update_state(RobotState(HOME, 0.08, 0.0))
+    anchor(run, HOME, 0.0)
     with pytest.raises(InvalidChunk, match="stale"):
         run.submit(chunk([[0.5, 0.0, 0.8]]), 2.0)
     start, _ = kinematics.forward(HOME)

@@ -49,6 +49,40 @@ class ArmAdapterConfig(DriverCommandConfig):
     max_joint_step_rad: float = Field(
         0.5, gt=0.0, description="A step whose joint targets jump further from the measured joints is refused, rad."
     )
+    max_joint_speed_rad_s: float = Field(
+        2.6,
+        gt=0.0,
+        description="The fastest any joint of the arm can move (the Panda's: 2.175-2.61): a joint state in which a "
+        "joint moved further since the last accepted one than this speed allows (plus joint_state_tolerance_rad) "
+        "is refused and never used, rad/s.",
+    )
+    joint_state_tolerance_rad: float = Field(
+        0.03,
+        ge=0.0,
+        description="Measurement noise and stamp jitter allowed on top of max_joint_speed_rad_s times the time "
+        "between two joint states, and beyond the URDF's joint limits, rad.",
+    )
+    joint_state_anchor_count: int = Field(
+        5,
+        ge=1,
+        description="Consecutive joint states that agree with each other needed before the first position is taken "
+        "after start (a single stray message is no position), count.",
+    )
+    joint_state_reanchor_count: int = Field(
+        0,
+        ge=0,
+        description="After the joint states jumped (refused), take the new position once this many consecutive "
+        "ones agree with each other, while no chunk executes and no extra publisher is on joint_states_topic "
+        "(0 = never: a jump may be a second source, not the arm; restart arm_adapter_node after moving the arm by "
+        "hand), count.",
+    )
+    max_joint_state_publishers: int = Field(
+        1,
+        ge=1,
+        description="Publishers allowed on joint_states_topic: with more (a second joint_state_publisher, a GUI "
+        "slider, another robot's driver) chunks are refused and the arm holds. Set 2 when your arm and gripper "
+        "drivers both publish on this topic, count.",
+    )
     workspace_min: list[float] = Field(
         default_factory=lambda: list(WORKSPACE_MIN), description="Lower corner of the allowed TCP box in 'world', m."
     )

@@ -3,12 +3,29 @@
 Every control period `tick` takes the next step of the current chunk as an absolute tool
 target (delta steps add to the last commanded target), checks it (workspace box, step
 length and speed from the last target as MotionLimits allow, IK error, joint jump from
-the measured joints) and returns the command for the controller. The arm holds — the
-command becomes the measured joints / tool pose — when a step fails a check, when no step
-arrived for `watchdog_s`, when the joint states go stale, on e-stop and whenever `blocked`
-says so (the e-stop latch and shield heartbeat of the node's CommandGuard); while `paused`
-(a late heartbeat, not yet the timeout) it stops where it is and the chunk waits. A new
-chunk replaces what is left of the previous one. Times are seconds on one clock.
+the measured joints) and returns the command for the controller. A new chunk replaces what
+is left of the previous one. Times are seconds on one clock.
+
+The arm holds when a step fails a check, when no step arrived for `watchdog_s` after the
+chunk's last one (the watchdog), when the joint states go stale, on e-stop (which also
+refuses every chunk until released) and whenever `blocked` says so (the e-stop latch and
+shield heartbeat of the node's CommandGuard, too many joint-state publishers); while
+`paused` (a late heartbeat, not yet the timeout) it stops and the chunk waits.
+
+What a hold (and a pause) sends — never a place the driver did not choose itself:
+
+* while a chunk executes: the driver's own last command (the joints, or the tool target,
+  the controller is tracking), as a hold with zero velocity: the arm ends the step in
+  progress (at most one step, 5 cm) and stops there. Only before any command was sent: the
+  last *accepted* measurement;
+* while no chunk executes: nothing. The controller already holds the driver's last target
+  (or its own at start-up); nothing of the driver's is moving, and re-sending an old target
+  would move an arm that was jogged since;
+* with stale (or no) joint states: nothing. The controller keeps its last target.
+
+Measurements reach `state` only through the JointStateGate (core/joint_states.py): a joint
+state that jumps beyond what the arm can move is refused and never becomes a hold, an IK
+seed or a published pose.
 """
 
 from __future__ import annotations
@@ -21,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from carryon_arm.core.config import ArmAdapterConfig
+from carryon_arm.core.joint_states import JointStateGate, JointStateLimits, RobotState, StateStatus, StateVerdict
 from carryon_arm.core.kinematics import ArmKinematics
 from carryon_common.core.chunk import Chunk, InvalidChunk, ToolTarget, tool_targets
 from carryon_common.core.driver import DriverState, Rejection, check_executable, step_beyond_limits
@@ -28,13 +46,7 @@ from carryon_common.core.driver import DriverState, Rejection, check_executable,
 FloatArray = npt.NDArray[np.float64]
 
 
-@dataclass(frozen=True)
-class RobotState:
-    """Measured joints (in the configured order), gripper width (m, NaN = unknown), stamp (s)."""
-
-    q: FloatArray
-    gripper_width_m: float
-    stamp_s: float
+__all__ = ["ChunkExecutor", "Command", "RobotState", "StateVerdict"]
 
 
 @dataclass(frozen=True)
@@ -61,7 +73,18 @@ class ChunkExecutor:
         # Why steps must wait now (a late heartbeat): the arm stops, the chunk is kept.
         self.paused: Callable[[float], str | None] = lambda _now_s: None
         self.pausing = False
-        self.state: RobotState | None = None
+        self.gate = JointStateGate(
+            JointStateLimits(
+                tuple(kinematics.joint_names),
+                kinematics.lower,
+                kinematics.upper,
+                config.max_joint_speed_rad_s,
+                config.joint_state_tolerance_rad,
+                config.state_timeout_s,
+                config.joint_state_anchor_count,
+                config.joint_state_reanchor_count,
+            )
+        )
         self.rejections: list[Rejection] = []
         self.steps_sent = 0
         self._queue: collections.deque[ToolTarget] = collections.deque()
@@ -69,12 +92,24 @@ class ChunkExecutor:
         self._last_step_s = 0.0
         self._target: tuple[FloatArray, FloatArray] | None = None  # last commanded tool pose
         self._q_command: FloatArray | None = None  # last commanded joints (IK seed)
+        self._sent: Command | None = None  # the last command sent: what the controller is tracking
         self._lo = np.asarray(config.workspace_min)
         self._hi = np.asarray(config.workspace_max)
 
     # -- inputs ---------------------------------------------------------------------------
-    def update_state(self, state: RobotState) -> None:
-        self.state = state
+    @property
+    def state(self) -> RobotState | None:
+        """The newest accepted measurement (None before the first position was taken)."""
+        return self.gate.accepted
+
+    def update_state(self, state: RobotState, *, may_reanchor: bool = True) -> StateVerdict:
+        """Offer a measurement to the JointStateGate; only an accepted one becomes `state`.
+        `may_reanchor`: the caller sees no reason against re-anchoring (one joint-state
+        publisher); it never happens while a chunk executes."""
+        verdict = self.gate.check(state, may_reanchor=may_reanchor and self.mode != DriverState.EXECUTING)
+        if verdict.status == StateStatus.ANCHORED:
+            self._sent = self._target = self._q_command = None  # going back to them would move the arm
+        return verdict
 
     def stale_reason(self, now_s: float) -> str | None:
         if self.state is None:
@@ -133,6 +168,7 @@ class ChunkExecutor:
         self._target = (step.position, step.rotation)
         self._last_step_s = now_s
         self.steps_sent += 1
+        self._sent = command
         return command
 
     def guard(self, now_s: float) -> Command | None:
@@ -189,22 +225,34 @@ class ChunkExecutor:
         assert self.state is not None
         return self.kinematics.forward(self.state.q)
 
-    def _pause_command(self) -> Command | None:
-        """Stop at the measured joints and pose, keeping the queue and the last target (the
-        next step's limits are checked from it, as if no pause had happened)."""
+    def _stop_command(self) -> Command | None:
+        """Stop at the driver's own last command (zero velocity), or at the last accepted
+        measurement when nothing was sent yet; None without a fresh state to judge by."""
+        if self._sent is not None:
+            sent = self._sent
+            return Command(True, sent.q.copy(), sent.position, sent.rotation, None, self._dt)
         if self.state is None:
             return None
         return Command(True, self.state.q.copy(), *self.measured_pose(), None, self._dt)
 
+    def _pause_command(self) -> Command | None:
+        """Stop at the last command, keeping the queue and the last target (the next step's
+        limits are checked from it, as if no pause had happened)."""
+        return self._stop_command()
+
     def hold(self, now_s: float) -> Command | None:
-        """Stop where the arm is: the target becomes the measured joints and tool pose. With
-        stale (or no) joint states nothing is sent — an old measurement is no place to go
-        back to; the controller keeps its last target, at most one step ahead."""
+        """Stop the chunk. While one executes, the arm ends the step in progress: the hold
+        is the last command (module docstring). Otherwise, and with stale (or no) joint
+        states, nothing is sent: the controller keeps the last target, and an old or
+        received position is no place to go."""
+        executing = self.mode == DriverState.EXECUTING
         self._queue.clear()
         self.mode = DriverState.HOLDING
         self._q_command = None
-        if self.state is None or self.stale_reason(now_s) is not None:
-            self._target = None
+        if not executing or self.stale_reason(now_s) is not None:
             return None
-        self._target = self.measured_pose()
-        return Command(True, self.state.q.copy(), *self._target, None, self._dt)
+        command = self._stop_command()
+        if command is not None:
+            self._target = (command.position, command.rotation)
+            self._sent = command
+        return command
