@@ -11,9 +11,10 @@ import numpy.typing as npt
 from builtin_interfaces.msg import Time as TimeMsg
 from geometry_msgs.msg import Point, PoseStamped, Quaternion, Vector3
 from sensor_msgs.msg import CameraInfo, Image, JointState
+from std_msgs.msg import Float64
 
-from carryon_common.core import message_fields
-from carryon_common.core.chunk import WORLD_FRAME, Chunk
+from carryon_common.core import message_checks, message_fields
+from carryon_common.core.chunk import WORLD_FRAME, Chunk, InvalidChunk
 from carryon_common.core.clouds import CameraView
 from carryon_common.core.status import Capability, NodeHealth, NodeState
 from carryon_common.core.subtask import Subtask, SubtaskKind
@@ -71,7 +72,14 @@ def msg_to_health(msg: NodeStatus) -> NodeHealth:
 
 
 def chunk_from_msg(msg: ActionChunk) -> Chunk:
-    """ActionChunk message -> core Chunk. Unknown enum values raise InvalidChunk."""
+    """ActionChunk message -> core Chunk. Raises InvalidChunk naming the field for a malformed
+    message (every field checked: message_checks.check_fields) and unknown enum values."""
+    try:
+        message_checks.check_fields(msg, message_checks.limits_for(ActionChunk))
+    except InvalidChunk:
+        raise
+    except ValueError as exc:
+        raise InvalidChunk(str(exc)) from None
     return message_fields.chunk_from_fields(msg)
 
 
@@ -129,9 +137,12 @@ def pose_msg(
 
 
 def joint_positions(msg: JointState, names: Sequence[str]) -> npt.NDArray[np.float64] | None:
-    """Positions of `names` from a joint state (None when one is missing)."""
+    """Positions of `names` from a joint state, radians or metres (None when one is missing).
+    Raises InvalidMessage for names and positions that differ in count, a name listed twice
+    or a position that is not finite (message_checks.check_joint_state)."""
+    message_checks.check_joint_state(msg.name, msg.position)
     index = {name: i for i, name in enumerate(msg.name)}
-    if any(name not in index or index[name] >= len(msg.position) for name in names):
+    if any(name not in index for name in names):
         return None
     return np.array([msg.position[index[name]] for name in names], dtype=np.float64)
 
@@ -144,7 +155,7 @@ def joint_state_msg(names: list[str], positions: npt.NDArray[np.float64], stamp:
 
 def image_array(msg: Image) -> npt.NDArray[Any]:
     """rgb8 / bgr8 -> (H, W, 3) RGB uint8; 32FC1 / 32SC1 / 16UC1 / ... -> (H, W).
-    Raises ValueError for other encodings or a size that does not match."""
+    Raises InvalidMessage (a ValueError) for other encodings or sizes that do not match."""
     return message_fields.image_from_fields(msg)
 
 
@@ -201,10 +212,12 @@ def subtask_from_msg(msg: SubtaskMsg) -> Subtask:
 
 
 def pose_matrix(msg: PoseStamped) -> npt.NDArray[np.float64]:
-    """4x4 homogeneous transform of a pose (world_from_frame); the quaternion is normalised."""
+    """4x4 homogeneous transform of a pose (world_from_frame), metres; the quaternion is
+    normalised. Raises InvalidMessage for a position that is not finite (or beyond
+    message_checks.MAX_ABS) and a quaternion that is not a rotation (norm far from 1)."""
     p, q = msg.pose.position, msg.pose.orientation
-    norm = math.sqrt(q.x * q.x + q.y * q.y + q.z * q.z + q.w * q.w) or 1.0
-    x, y, z, w = q.x / norm, q.y / norm, q.z / norm, q.w / norm
+    message_checks.check_numbers([p.x, p.y, p.z], "pose.position")
+    x, y, z, w = message_checks.check_quaternion(q.x, q.y, q.z, q.w, "pose.orientation")
     out = np.eye(4)
     out[:3, :3] = [
         [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
@@ -216,15 +229,26 @@ def pose_matrix(msg: PoseStamped) -> npt.NDArray[np.float64]:
 
 
 def intrinsics(msg: CameraInfo) -> npt.NDArray[np.float64]:
-    """The 3x3 pinhole matrix K (pixels)."""
-    return np.array(msg.k, dtype=np.float64).reshape(3, 3)
+    """The 3x3 pinhole matrix K (pixels); InvalidMessage when it is not one (not finite,
+    focal lengths not positive)."""
+    return message_checks.check_intrinsics(msg.k)
 
 
 def labels_from_msg(msg: SegmentationLabels) -> dict[int, str]:
-    """Instance id -> name; raises ValueError when ids and names differ in count."""
-    if len(msg.ids) != len(msg.names):
-        raise ValueError(f"label table has {len(msg.ids)} ids but {len(msg.names)} names")
-    return {int(i): str(n) for i, n in zip(msg.ids, msg.names, strict=True)}
+    """Instance id -> name; raises InvalidMessage (a ValueError) when ids and names differ in
+    count, an id is listed twice or a name is not printable text."""
+    return message_checks.check_labels(msg.ids, msg.names)
+
+
+# A gripper opening outside this is no measurement (metres; slightly negative: finger sensor noise).
+GRIPPER_WIDTH_RANGE_M = (-0.01, 1.0)
+
+
+def gripper_width(msg: Float64) -> float:
+    """A measured gripper opening, metres (gripper/width); InvalidMessage outside
+    GRIPPER_WIDTH_RANGE_M or not finite."""
+    low, high = GRIPPER_WIDTH_RANGE_M
+    return message_checks.check_number(msg.data, "gripper_width", low=low, high=high)
 
 
 # The message type of each camera stream (camera/<name>/<stream>).

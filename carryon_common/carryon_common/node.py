@@ -24,12 +24,13 @@ from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.clock import Clock, ClockType
-from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
+from rclpy.executors import Executor, ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 
 from carryon_common import __version__, convert, scheduling
 from carryon_common.actions import ActionClient
+from carryon_common.barrier import CallbackBarrier, guarded_executor
 from carryon_common.core import names
 from carryon_common.core.config import ROS_BUILTIN_PARAMETERS, NodeConfig, build_config, param_fields
 from carryon_common.core.errors import CarryOnError, ConfigError
@@ -84,8 +85,9 @@ class ServiceUnavailable(CarryOnError):
     """A service another node should offer did not appear or did not answer in time."""
 
 
-class CarryOnNode(Node):
-    """A node with a validated config, a readiness check and an honest capability list."""
+class CarryOnNode(CallbackBarrier, Node):
+    """A node with a validated config, a readiness check and an honest capability list; no
+    message it takes can crash it (carryon_common.barrier)."""
 
     def __init__(
         self,
@@ -190,7 +192,7 @@ class CarryOnNode(Node):
             message=self._message,
             uptime_s=time.monotonic() - self._started,
             version=__version__,
-            backends=self._backends,
+            backends=(*self._backends, *self.refusals.lines()),
             profile=os.environ.get(names.PROFILE_ENV, ""),
             capabilities=self._capabilities,
         )
@@ -366,7 +368,7 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None, *, thre
     rclpy.init(args=args if args is not None else sys.argv)
     exit_with_launcher()  # after rclpy.init: its SIGTERM handler turns the signal into a clean shutdown
     node: Node | None = None
-    executor: Executor = MultiThreadedExecutor(num_threads=threads) if threads > 1 else SingleThreadedExecutor()
+    executor: Executor = guarded_executor(threads)
     code = EXIT_OK
     try:
         node = factory()

@@ -18,8 +18,10 @@ from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 from carryon_common import convert
+from carryon_common.core import message_checks
 from carryon_common.core.chunk import Chunk, ChunkSource, Convention, InvalidChunk
 from carryon_common.core.driver import LIMITS, MotionLimits, check_executable, step_beyond_limits
+from carryon_common.core.errors import InvalidMessage
 from carryon_interfaces.msg import ActionChunk, ActionStep
 
 NAN, INF = math.nan, math.inf
@@ -172,14 +174,24 @@ def messages(draw: st.DrawFn) -> ActionChunk:
     return msg
 
 
+def _fields_refused(msg: ActionChunk) -> bool:
+    try:
+        message_checks.check_fields(msg, message_checks.limits_for(ActionChunk))
+    except InvalidMessage:
+        return True
+    return False
+
+
 @settings(max_examples=1000)
 @given(msg=messages())
 def test_a_message_converts_or_is_refused_as_an_invalid_chunk(msg: ActionChunk) -> None:
     try:
         chunk = convert.chunk_from_msg(msg)
-    except InvalidChunk:
+    except InvalidChunk as exc:
         event("not converted")
-        assert msg.source not in list(ChunkSource) or msg.convention not in list(Convention)
+        # Only an unknown enum or a field that is not sane (NaN, an invalid stamp: message_checks).
+        unknown = msg.source not in list(ChunkSource) or msg.convention not in list(Convention)
+        assert unknown or _fields_refused(msg), exc
         return
     problems, _ = limit_problems(chunk)
     accepted = executable(chunk)

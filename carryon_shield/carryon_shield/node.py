@@ -236,7 +236,7 @@ class ShieldNode(CarryOnNode):
         super().destroy_node()
 
     def _on_width(self, msg: Float64) -> None:
-        self._width = (float(msg.data), self.now_s())
+        self._width = (common_convert.gripper_width(msg), self.now_s())  # InvalidMessage: refused, counted
 
     def _on_ee_pose(self, msg: PoseStamped) -> None:
         if msg.header.frame_id != self.config.world_frame or self._width is None:

@@ -9,6 +9,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy.spatial.transform import Rotation
 
+from carryon_common.core.errors import InvalidMessage
+
 
 class Convention(enum.IntEnum):
     """How a chunk's steps are read; mirrors ActionChunk.CONVENTION_*."""
@@ -26,8 +28,9 @@ class ChunkSource(enum.IntEnum):
     OPERATOR = 3
 
 
-class InvalidChunk(ValueError):
-    """A chunk that no consumer may execute (empty, non-finite, wrong shapes, bad dt)."""
+class InvalidChunk(InvalidMessage):
+    """A chunk that no consumer may execute (empty, non-finite, wrong shapes, bad dt); a
+    malformed ActionChunk message is one too (convert.chunk_from_msg)."""
 
 
 @dataclass(frozen=True)

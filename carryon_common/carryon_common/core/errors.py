@@ -20,3 +20,8 @@ class UnknownNameError(CarryOnError, KeyError):
 
     def __str__(self) -> str:  # KeyError would wrap the message in quotes
         return str(self.args[0]) if self.args else ""
+
+
+class InvalidMessage(ValueError):
+    """A message (or a field of one) that must not be used: its text says which field and why,
+    e.g. `steps[3].position.x: NaN`. Nodes refuse such a message and say so (issue 43)."""

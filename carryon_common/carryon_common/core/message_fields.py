@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from carryon_common.core import message_checks
 from carryon_common.core.chunk import Chunk, ChunkSource, Convention, InvalidChunk
 
 IMAGE_DTYPES = {"32FC1": np.float32, "32SC1": np.int32, "16UC1": np.uint16, "8UC1": np.uint8, "16SC1": np.int16}
@@ -25,10 +26,18 @@ def nanoseconds(stamp: Any) -> int:
 
 
 def chunk_from_fields(msg: Any) -> Chunk:
-    """An ActionChunk message -> core Chunk. Unknown enum values raise InvalidChunk."""
+    """An ActionChunk message -> core Chunk. Unknown enum values and more steps than
+    message_checks.MAX_SEQUENCE raise InvalidChunk (Chunk.validate checks the values)."""
     try:
         source = ChunkSource(msg.source)
+    except ValueError as exc:
+        raise InvalidChunk(f"source: {exc}") from None
+    try:
         convention = Convention(msg.convention)
+    except ValueError as exc:
+        raise InvalidChunk(f"convention: {exc}") from None
+    try:
+        message_checks.check_length(msg.steps, "steps")
     except ValueError as exc:
         raise InvalidChunk(str(exc)) from None
     steps = msg.steps
@@ -53,14 +62,14 @@ def chunk_from_fields(msg: Any) -> Chunk:
 
 def image_from_fields(msg: Any) -> npt.NDArray[Any]:
     """A sensor_msgs/Image: rgb8 / bgr8 -> (H, W, 3) RGB uint8; 32FC1 / 32SC1 / 16UC1 / ...
-    -> (H, W). Raises ValueError for other encodings or a size that does not match."""
+    -> (H, W). Raises InvalidMessage (a ValueError) for other encodings, sizes out of bounds
+    or data that does not match them (message_checks.check_image)."""
+    message_checks.check_image(msg.height, msg.width, msg.step, msg.encoding, len(msg.data))
     if msg.encoding in ("rgb8", "bgr8"):
         rows = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)
         rgb = rows[:, : msg.width * 3].reshape(msg.height, msg.width, 3)
         return np.ascontiguousarray(rgb[:, :, ::-1] if msg.encoding == "bgr8" else rgb)
-    dtype = IMAGE_DTYPES.get(msg.encoding)
-    if dtype is None:
-        raise ValueError(f"image encoding {msg.encoding!r} is not supported (rgb8, bgr8, {', '.join(IMAGE_DTYPES)})")
+    dtype = IMAGE_DTYPES[msg.encoding]
     item = np.dtype(dtype).newbyteorder(">" if msg.is_bigendian else "<")
     rows = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)
     array = rows[:, : msg.width * item.itemsize].copy().view(item).reshape(msg.height, msg.width)
