@@ -15,6 +15,15 @@ done
 source "$ros_setup"
 # shellcheck disable=SC1090
 source "$ws_setup"
+# CARRYON_DDS_INTERFACE=eth1: DDS crosses the network only on the robot's own interface (its
+# UDP transport limited to that address, discovery on its subnet); unset, the image keeps DDS on
+# this PC (ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST). docker/README.md.
+if [ -n "${CARRYON_DDS_INTERFACE:-}" ]; then
+  profile="$(python3 "$(dirname "$0")/dds_interface.py" "$CARRYON_DDS_INTERFACE" \
+    "${FASTDDS_DEFAULT_PROFILES_FILE:?}" "${CARRYON_DDS_PROFILE_OUT:-/tmp/carryon_fastdds.xml}")" || exit 2
+  export FASTDDS_DEFAULT_PROFILES_FILE="$profile"
+  export ROS_AUTOMATIC_DISCOVERY_RANGE=SUBNET
+fi
 if [ $# -eq 0 ]; then
   set -- bash
 fi

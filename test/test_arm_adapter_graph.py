@@ -26,13 +26,13 @@ from std_msgs.msg import Float64, String
 from trajectory_msgs.msg import JointTrajectory
 
 from carryon_bringup.core.graph import GraphSpec
+from carryon_bringup.core.run_keys import COMMAND_KEY
 from carryon_bringup.graph_run import GraphRun
 from carryon_common import convert as common_convert
 from carryon_common import signing
 from carryon_common.calls import RosSession
 from carryon_common.core.chunk import Chunk, ChunkSource, Convention
 from carryon_common.core.command_auth import load_key
-from carryon_common.core.names import RUN_COMMAND_KEY
 from carryon_common.node import latched_qos
 from carryon_interfaces.msg import ActionChunk, EstopState
 from carryon_interfaces.srv import SetEstop
@@ -49,8 +49,8 @@ class Probe:
         node = session.node
         self.session = session
         self.key = key
+        self.signer = signing.CommandSigner(key)  # the test plays the shield: one session, one sequence
         self.beating = True  # send the shield's heartbeat while spinning
-        self.sequence = 0
         self.heartbeat = node.create_publisher(EstopState, "/carryon/shield/heartbeat", 10)
         self.estop_active = False
         self.chunks = node.create_publisher(ActionChunk, "/carryon/shield/chunk", 10)
@@ -89,14 +89,14 @@ class Probe:
                       np.full(n, gripper))  # fmt: skip
         self.next_id += 1
         msg = common_convert.chunk_to_msg(chunk, self.session.node.get_clock().now().to_msg())
+        self.signer.number(msg)
         key = self.key if key is None else key
         self.chunks.publish(signing.sign_msg(key or None, msg, "shield/chunk"))
 
     def state(self, active: bool, topic: str = "estop/state") -> EstopState:
-        self.sequence += 1
-        msg = EstopState(active=active, reason="test", source="test_shield", sequence=self.sequence)
+        msg = EstopState(active=active, reason="test", source="test_shield")
         msg.header.stamp = self.session.node.get_clock().now().to_msg()
-        return signing.sign_msg(self.key, msg, topic)
+        return self.signer.sign(msg, topic)
 
     def refused(self, positions: np.ndarray, reason: str, *, frame: str = "world", timeout_s: float = 15.0) -> bool:
         """Send the chunk (again every 0.5 s: on a loaded machine a refusal for another
@@ -188,7 +188,7 @@ def test_joint_trajectories_estop_refusals_stale_state_and_cameras(config_dir: P
     topic = "/joint_trajectory_controller/joint_trajectory"
     with adapter_and_controller(config_dir, tmp_path, "joint_trajectory", topic) as (graph, controller), \
             RosSession("arm_probe", domain_id=graph.domain_id) as session:  # fmt: skip
-        probe = Probe(session, JointTrajectory, topic, load_key(graph.run_dir / RUN_COMMAND_KEY))
+        probe = Probe(session, JointTrajectory, topic, load_key(graph.keys_dir / COMMAND_KEY))
         assert probe.spin(30.0, lambda: len(probe.poses) > 5), "no ee_pose from arm_adapter_node"
         assert np.abs(probe.tool() - HOME_TOOL).max() < 2e-3  # forward kinematics of the controller's joints
         assert probe.widths and probe.widths[-1] == pytest.approx(0.08, abs=1e-3)
@@ -324,7 +324,7 @@ def test_pose_targets_move_a_cartesian_controller(config_dir: Path, tmp_path: Pa
     topic = "/cartesian_motion_controller/target_frame"
     with adapter_and_controller(config_dir, tmp_path, "pose_target", topic) as (graph, _controller), \
             RosSession("arm_probe", domain_id=graph.domain_id) as session:  # fmt: skip
-        probe = Probe(session, PoseStamped, topic, load_key(graph.run_dir / RUN_COMMAND_KEY))
+        probe = Probe(session, PoseStamped, topic, load_key(graph.keys_dir / COMMAND_KEY))
         assert probe.spin(30.0, lambda: len(probe.poses) > 5), "no ee_pose from arm_adapter_node"
         goal = HOME_TOOL + np.array([0.05, -0.08, -0.04])
         probe.send(line(HOME_TOOL, goal, 16))

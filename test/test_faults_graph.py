@@ -9,6 +9,10 @@ never reaches a node, no plan or summary writes anything of bob's into dave's or
 memory while their own facts are stored, and memory writes, Assist goals and e-stop
 releases sent unsigned or by an operator the run does not know are refused. Messages forged
 on the decision topics reach the audit log as forged, never as their node's decisions.
+Issue 43's probes: a rogue shield task exempts nothing, a reset and replay move nothing, a
+second publisher on a shield input fails closed, malformed messages kill no node (sim_node,
+shield_node, arm_adapter_node), forged joint states with refused chunks leave the robot
+profile's arm still, and the robot profile does not start without its keys.
 (The stop and exit times are the benchmark's to report, not this test's to bound.)"""
 
 from __future__ import annotations
@@ -56,3 +60,18 @@ def test_the_fault_probes_hold_against_the_running_graph(config_dir: Path, tmp_p
     answers = memory["cross_user"]["answers"]
     assert "no_foreign_facts" in answers["bob's value for dave"], answers
     assert "no_other_users" in answers["section bob in dave's file"], answers
+    # Issue 43's rows (bench/faults_inputs.py, bench/faults_robot.py).
+    for name in (
+        "rogue_task_steps_into_obstacle",
+        "replay_after_reset_moved",
+        "second_publisher_released",
+        "malformed_killed_sim_shield",
+        "malformed_killed_arm_adapter",
+        "forged_joint_state_moved",
+        "robot_profile_started_without_keys",
+    ):
+        assert metrics[name].value == 0, (name, metrics[name].note, result.details["inputs"], result.details["robot"])
+    inputs = result.details["inputs"]
+    assert all(row["set_task"][0] == 7 for row in inputs["rogue_task"]), inputs["rogue_task"]
+    assert all(row["refused_as_replay"] for row in inputs["replay"]), inputs["replay"]
+    assert inputs["malformed"]["sent"] > 300 and result.details["robot"]["malformed"]["sent"] > 100

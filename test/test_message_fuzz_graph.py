@@ -1,8 +1,8 @@
 """Issue 43: nothing a message holds crashes a node. sim_node and shield_node (sim profile)
 and arm_adapter_node (robot profile, with the fake controller) run in their own processes;
-a probe (message_fuzz_probe.py) finds every topic and service they take by graph
+a probe (carryon_bringup/bench/fuzz_probe.py) finds every topic and service they take by graph
 introspection and sends each malformed variants of its type, made generically from the
-message definitions (malformed_messages.py): non-ASCII, very long, NUL and control-character
+message definitions (bench/fuzz_messages.py): non-ASCII, very long, NUL and control-character
 strings, NaN / infinite / huge numbers and integer limits, empty, oversized and mismatched
 sequences, unknown image encodings, and raw payloads with invalid UTF-8 or cut short.
 
@@ -29,21 +29,12 @@ from carryon_interfaces.msg import ShieldEvent
 
 pytestmark = pytest.mark.graph
 
-PROBE = Path(__file__).with_name("message_fuzz_probe.py")
 SIM_NODES = ("sim_node", "shield_node")
-
-
-def _arm_args() -> list[str]:
-    """The robot profile wants the command keys installed on the PC (`carryon up --insecure`
-    runs it without, where that option exists): malformed messages are this test's subject."""
-    command = [sys.executable, "-m", "carryon_bringup.cli", "up", "--help"]
-    usage = subprocess.run(command, capture_output=True, text=True, check=False, timeout=60).stdout
-    return ["--insecure"] if "--insecure" in usage else []
 
 
 def _fuzz(graph: GraphRun, namespace: str, nodes: tuple[str, ...], objects: str, log: Path) -> dict[str, Any]:
     pids = graph.node_pids()
-    command = [sys.executable, str(PROBE), "--namespace", namespace, "--objects", objects]
+    command = [sys.executable, "-m", "carryon_bringup.bench.fuzz_probe", "--namespace", namespace, "--objects", objects]
     command += [arg for name in nodes for arg in ("--node", f"{name}={pids[name]}")]
     done = subprocess.run(command, env=graph.env, capture_output=True, text=True, timeout=240, check=False)
     log.write_text(done.stderr)
@@ -70,9 +61,7 @@ def test_malformed_messages_of_every_type_leave_every_node_alive(config_dir: Pat
     spec = GraphSpec.load(config_dir)
     with ExitStack() as stack:
         sim = stack.enter_context(GraphRun(spec, tmp_path / "sim", only=list(SIM_NODES)))
-        arm = stack.enter_context(
-            GraphRun(spec, tmp_path / "arm", profile="robot", only=["arm_adapter_node"], extra_args=_arm_args())
-        )
+        arm = stack.enter_context(GraphRun(spec, tmp_path / "arm", profile="robot", only=["arm_adapter_node"]))
         controller_log = stack.enter_context((tmp_path / "controller.log").open("wb"))
         controller = subprocess.Popen(
             [sys.executable, "-m", "carryon_arm.fake_controller"],

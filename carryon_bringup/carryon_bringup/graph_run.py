@@ -21,8 +21,10 @@ from typing import IO, Any
 from carryon_bringup.core import shm
 from carryon_bringup.core.domain import reserve_domain_id
 from carryon_bringup.core.graph import GraphSpec
+from carryon_bringup.core.run_keys import KEYS_DIR_ENV, make_keys, signers
 from carryon_bringup.up import plan_launches
 from carryon_common.core.errors import CarryOnError
+from carryon_common.core.names import RUN_COMMAND_KEY
 
 
 def _callers_domain() -> list[int]:
@@ -58,6 +60,12 @@ class GraphRun:
         self.domain_id = domain_id if domain_id is not None else self._reservation.domain_id
         self.env = dict(os.environ if env is None else env)
         self.env.update(ROS_DOMAIN_ID=str(self.domain_id), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
+        if spec.profile(profile).keys == "installed" and KEYS_DIR_ENV not in self.env:
+            # A robot PC's keys (`carryon keys init`), made for this run: tests and benches of the
+            # robot profile start it with its keys, never with the developer's own.
+            folder = self.run_dir / "installed_keys"
+            make_keys(folder, signers(spec.config_classes(profile)))
+            self.env[KEYS_DIR_ENV] = str(folder)
         self.command = [
             sys.executable,
             "-m",
@@ -76,6 +84,14 @@ class GraphRun:
         self.output_path = run_dir / "launcher.out"
         self._output: IO[bytes] | None = None
         self.shm_before: set[Path] = set()
+
+    @property
+    def keys_dir(self) -> Path:
+        """The folder this graph's keys come from (core/run_keys.py): the run folder's, or the
+        installed set of a robot profile."""
+        if self.spec.profile(self.profile).keys == "installed":
+            return Path(self.env[KEYS_DIR_ENV])
+        return (self.run_dir / RUN_COMMAND_KEY).parent
 
     def start(self) -> GraphRun:
         self.run_dir.mkdir(parents=True, exist_ok=True)

@@ -28,9 +28,8 @@ import yaml
 
 from carryon_bringup.core import shm
 from carryon_bringup.core.graph import GraphSpec, NodeLaunch, find_config_dir
-from carryon_bringup.core.run_keys import give_operator_keys
+from carryon_bringup.core.run_keys import prepare_keys
 from carryon_bringup.core.supervisor import Supervisor
-from carryon_common.core.command_auth import create_key_file
 from carryon_common.core.config import config_as_params, parse_override
 from carryon_common.core.errors import CarryOnError, ConfigError
 from carryon_common.core.names import PROFILE_ENV, REALTIME_PRIORITY_ENV, RUN_COMMAND_KEY, RUN_DIR_ENV
@@ -116,26 +115,15 @@ def split_overrides(texts: Sequence[str], launches: Sequence[NodeLaunch]) -> dic
     return by_node
 
 
-def give_command_key(resolved: Mapping[str, Any], overrides: dict[str, dict[str, Any]], key_file: Path) -> bool:
-    """The per-run command key: made in `key_file` (readable by its owner only) and given as
-    `command_key_file` to every node that has the field but no file configured (the shield
-    and the robot driver). False when no node needs one."""
-    users = [name for name, cfg in resolved.items() if getattr(cfg, "command_key_file", None) == ""]
-    if not users:
-        return False
-    path = str(create_key_file(key_file).resolve())
-    for name in users:
-        overrides.setdefault(name, {})["command_key_file"] = path
-    return True
-
-
-def command_key_params(resolved: Mapping[str, Any], folder: Path) -> dict[str, Path]:
-    """For the launch file: the per-launch keys in `folder` (the command key, the operators
-    file, the signing nodes' keys, like `carryon up`) and a params file per node that needs
-    them."""
+def command_key_params(
+    spec: GraphSpec, profile: str, resolved: Mapping[str, Any], folder: Path, *, insecure: bool = False
+) -> dict[str, Path]:
+    """For the launch file: the keys as `carryon up` gives them (a new set in `folder` for a
+    per-run profile, the installed set for the robot; run_keys.py) as a params file per node
+    that needs them."""
     overrides: dict[str, dict[str, Any]] = {}
-    give_command_key(resolved, overrides, folder / "command.key")
-    give_operator_keys(resolved, overrides, folder)
+    keys = spec.profile(profile).keys
+    prepare_keys(keys, resolved, overrides, folder, spec.config_classes(profile), insecure=insecure)
     paths = {}
     for name, params in overrides.items():
         paths[name] = folder / f"{name}_keys.yaml"
@@ -222,6 +210,7 @@ def run_up(
     log_level: str | None,
     ready_timeout_s: float,
     stop_timeout_s: float,
+    insecure: bool = False,
 ) -> int:
     try:
         spec = load_spec(config_dir)
@@ -231,9 +220,11 @@ def run_up(
         folder.mkdir(parents=True, exist_ok=True)
         # E-stop latches survive a node's restart within this run, not a new run in the same folder.
         shutil.rmtree(folder / "state", ignore_errors=True)
-        keyed = give_command_key(resolved, overrides, folder / RUN_COMMAND_KEY)
-        if give_operator_keys(resolved, overrides, (folder / RUN_COMMAND_KEY).parent) or keyed:
-            resolved = validate(launches, overrides)
+        keys_dir = (folder / RUN_COMMAND_KEY).parent
+        prepare_keys(
+            spec.profile(profile).keys, resolved, overrides, keys_dir, spec.config_classes(profile), insecure=insecure
+        )
+        resolved = validate(launches, overrides)
         launches = _with_override_files(launches, overrides, folder)
         commands = {launch.name: command_for(launch, log_level) for launch in launches}
     except CarryOnError as exc:  # config errors, unknown profile or node names

@@ -35,10 +35,12 @@ def _nodes(context, *_args, **_kwargs):
     # Like `carryon up`: nodes started for another node's setting (llm_server_node for a local planner model).
     launches = spec.needed(launches, resolved, named=only)
     resolved = {launch.name: resolved[launch.name] for launch in launches}
-    # Like `carryon up`: a new command key for this launch, shared by the shield and the driver,
-    # and the authorized operators file and planner_node's signing key (nodes that name files
-    # of their own keep them; docs/security.md).
-    key_params = command_key_params(resolved, Path(tempfile.mkdtemp(prefix="carryon-launch-")))
+    # Like `carryon up`: the keys (carryon_bringup/core/run_keys.py): a new set for this launch
+    # (sim), or the robot PC's installed ones, whose absence stops the launch here; nodes that
+    # name files of their own keep them; insecure:=true runs without keys on purpose.
+    insecure = LaunchConfiguration("insecure").perform(context).lower() in ("1", "true", "yes")
+    folder = Path(tempfile.mkdtemp(prefix="carryon-launch-"))
+    key_params = command_key_params(spec, profile, resolved, folder, insecure=insecure)
     return [
         Node(
             package=launch.package,
@@ -75,6 +77,11 @@ def generate_launch_description():
                 description="folder with graph.yaml ('' = $CARRYON_CONFIG_DIR, ./config, or the installed share copy)",
             ),
             DeclareLaunchArgument("only", default_value="", description="comma-separated node names to start"),
+            DeclareLaunchArgument(
+                "insecure",
+                default_value="false",
+                description="true: run without keys on purpose (nothing signed or checked; every node says INSECURE)",
+            ),
             OpaqueFunction(function=_nodes),
         ]
     )

@@ -58,3 +58,20 @@ def test_the_status_table_lists_what_degraded_nodes_lack(capsys: pytest.CaptureF
     out = capsys.readouterr().out
     assert "shield_node degraded: every chunk fails closed: no frames [scene]" in out
     assert "judge_node ready" not in out and "judge_node degraded" not in out
+
+
+def test_a_node_run_insecure_on_purpose_is_named_and_the_graph_not_secured(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ROS_SECURITY_ENABLE", raising=False)
+    nodes = {
+        "shield_node": health(
+            "shield_node",
+            "security=INSECURE (security: insecure; not verified: command_key_file)",
+            "commands=signed (HMAC-SHA256)",
+            "operators=authenticated",
+            "inputs=8 topics and /clock, at most 1 publisher(s) each",
+        ),
+        "sim_node": health("sim_node", "commands=signed by the shield (key /k)"),
+    }
+    secured, line = security_summary(nodes)
+    assert not secured and line.startswith("NOT secured: INSECURE on purpose at shield_node")
+    assert "sensor inputs: one publisher each or fail closed (shield_node)" in line

@@ -27,7 +27,7 @@ def test_profiles_select_nodes_in_start_order(config_dir: Path) -> None:
     assert sim[-1] == "sim_node" and len(sim) == 10 and "perception_node" in sim
     assert "sim_node" not in robot
     policy = next(launch for launch in spec.launches("robot") if launch.name == "policy_node")
-    assert [p.name for p in policy.params_files] == ["policy_node.yaml", "policy_node.yaml"]
+    assert [p.name for p in policy.params_files] == ["policy_node.yaml", "security.yaml", "policy_node.yaml"]
     assert policy.params_files[-1].parent.name == "robot"  # profile overlay applied last
     assert policy.load_config().backend == "openpi_remote"
 

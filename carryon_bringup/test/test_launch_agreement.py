@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from carryon_bringup.core.graph import GraphSpec
+from carryon_bringup.core.run_keys import KEYS_DIR_ENV, make_keys, signers
 from carryon_bringup.up import command_for, plan_launches
 from carryon_common.core.names import REALTIME_PRIORITY_ENV
 
@@ -89,33 +90,41 @@ def _parse_up_command(cmd: list[str]) -> tuple[str, str, str, str, list[str], st
 
 @pytest.mark.parametrize("profile", ["sim", "robot"])
 def test_launch_file_and_carryon_up_start_the_same_processes(
-    monkeypatch: pytest.MonkeyPatch, config_dir: Path, profile: str
+    monkeypatch: pytest.MonkeyPatch, config_dir: Path, profile: str, tmp_path: Path
 ) -> None:
     monkeypatch.delenv("CARRYON_PROFILE", raising=False)
-    launched = _launched_nodes(monkeypatch, {"profile": profile, "config_dir": str(config_dir)})
+    # The robot profile's keys are installed on the PC (`carryon keys init`), not made per launch.
+    monkeypatch.setenv(KEYS_DIR_ENV, str(tmp_path / "installed"))
     spec = GraphSpec.load(config_dir)
+    if profile == "robot":
+        make_keys(tmp_path / "installed", signers(spec.config_classes("robot")))
+    launched = _launched_nodes(monkeypatch, {"profile": profile, "config_dir": str(config_dir)})
     started = plan_launches(spec, profile, (), ())[0]  # as `carryon up` selects them (and nices them)
     up = [_parse_up_command(command_for(launch)) for launch in started]
-    # Both give the shield and the robot driver a new command key, the nodes that check operators
-    # the run's authorized operators file, the nodes whose decisions are audited a signing key of
-    # their own (only planner_node's may sign requests) and the recorder their public keys
-    # (`carryon up` as --set overrides, the launch file as one more params file): the rest is the same.
+    # Both give the shield and the robot driver the command key, the nodes that check operators
+    # the authorized principals, the signing nodes a key of their own (planner_node's and
+    # perception_node's may sign requests) and the recorder their public keys (`carryon up` as
+    # --set overrides, the launch file as one more params file): the rest is the same.
     keyed = {
         node["name"]: yaml.safe_load(Path(node["parameters"].pop()).read_text())["/**"]["ros__parameters"]
         for node in launched
         if node["parameters"][-1].endswith("_keys.yaml")
     }
     driver = "sim_node" if profile == "sim" else "arm_adapter_node"
-    assert set(keyed) == {"shield_node", driver, "memory_node", "planner_node", "judge_node", "recorder_node"}
+    checkers = {"shield_node", "memory_node", "planner_node", "policy_node", "recovery_node"}
+    checkers |= {"sim_node"} if profile == "sim" else set()
+    assert set(keyed) == {driver, "judge_node", "recorder_node", "perception_node"} | checkers
     key_file = Path(keyed[driver]["command_key_file"])
     assert key_file == Path(keyed["shield_node"]["command_key_file"])
     assert key_file.stat().st_mode & 0o777 == 0o600 and len(bytes.fromhex(key_file.read_text())) == 32
-    operators = {keyed[name]["operators_file"] for name in ("shield_node", "memory_node", "planner_node")}
+    assert (key_file.parent == tmp_path / "installed") == (profile == "robot")
+    operators = {keyed[name]["operators_file"] for name in checkers}
     authorized = Path(operators.pop()).read_text()
-    assert len(operators) == 0 and "node:planner_node " in authorized and "node:shield_node" not in authorized
-    signers = ("planner_node", "shield_node", "judge_node", "memory_node")  # their decisions are audited
+    assert len(operators) == 0 and "node:shield_node" not in authorized
+    assert "node:planner_node " in authorized and "node:perception_node " in authorized
+    signers_ = ("planner_node", "shield_node", "judge_node", "memory_node", "perception_node")
     publishers = Path(keyed["recorder_node"]["publishers_file"]).read_text()
-    for name in signers:
+    for name in signers_:
         assert Path(keyed[name]["identity_file"]).stat().st_mode & 0o777 == 0o600
         assert f"node:{name} " in publishers
     assert [_as_command(node) for node in launched] == up
@@ -158,6 +167,23 @@ def test_both_default_to_the_same_profile(monkeypatch: pytest.MonkeyPatch, confi
     launched = _launched_nodes(monkeypatch, {"config_dir": str(config_dir)})
     assert [n["name"] for n in launched] == [launch.name for launch in spec.launches(spec.resolve_profile(None))]
     monkeypatch.setenv("CARRYON_PROFILE", "robot")
-    launched = _launched_nodes(monkeypatch, {"config_dir": str(config_dir)})
+    launched = _launched_nodes(monkeypatch, {"config_dir": str(config_dir), "insecure": "true"})
     assert "sim_node" not in [n["name"] for n in launched]
     assert spec.resolve_profile(None) == "robot"
+
+
+def test_the_robot_profile_does_not_start_without_its_installed_keys(
+    monkeypatch: pytest.MonkeyPatch, config_dir: Path, tmp_path: Path
+) -> None:
+    """Secure by default (issue 43): no command key or authorized principals on the robot PC
+    stops the launch before any node starts, naming each file and `carryon keys init`;
+    insecure:=true starts it without keys on purpose, every node saying so."""
+    from carryon_common.core.errors import ConfigError
+
+    monkeypatch.setenv(KEYS_DIR_ENV, str(tmp_path / "nothing here"))
+    with pytest.raises(ConfigError, match=r"(?s)arm_adapter_node.command_key_file.*carryon keys init"):
+        _launched_nodes(monkeypatch, {"profile": "robot", "config_dir": str(config_dir)})
+    launched = _launched_nodes(monkeypatch, {"profile": "robot", "config_dir": str(config_dir), "insecure": "true"})
+    for node in launched:
+        params = yaml.safe_load(Path(node["parameters"][-1]).read_text())["/**"]["ros__parameters"]
+        assert params == {"security": "insecure"}, node["name"]

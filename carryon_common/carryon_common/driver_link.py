@@ -1,7 +1,7 @@
 """A robot driver's link to the shield (sim_node, arm_adapter_node): its own latched e-stop
 (estop/state from the shield, and its own driver/estop/set service to engage), the
-shield's signature on every released chunk and state, and the shield's heartbeat
-(carryon_common.core.command_auth)."""
+shield's signature and sequence on every released chunk and state, the shield's heartbeat,
+and its own clock, which must not jump back (carryon_common.core.command_auth)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 
 from carryon_common import convert, signing
 from carryon_common.core import names
-from carryon_common.core.command_auth import CommandGuard, EstopLatch, LatchState, latch_path, load_key
+from carryon_common.core.command_auth import CommandGuard, EstopLatch, LatchState, latch_path, load_key, order_path
 from carryon_common.core.driver import DriverCommandConfig
+from carryon_common.core.replay import SenderOrder
+from carryon_common.core.security import INSECURE, insecure
 from carryon_common.node import CarryOnNode
 from carryon_common.qos import qos_for
 from carryon_interfaces.msg import ActionChunk, EstopState
@@ -54,11 +56,18 @@ class DriverLink:
             config.shield_heartbeat_timeout_s,
             max_age_s=config.command_max_age_s,
             heartbeat_pause_s=config.shield_heartbeat_pause_s,
+            order=SenderOrder(order_path(path)),
+            max_clock_jump_back_s=config.max_clock_jump_back_s,
         )
+        if self.guard.order.load_error:
+            node.get_logger().error(f"{self.guard.order.load_error}: e-stop engaged until an operator releases it")
+        # Said in every line about what is not verified: on purpose (security: insecure) or not.
+        self._unverified = f"{INSECURE} (security: insecure): " if insecure(config) else ""
         if key is None:
             node.get_logger().warning(
-                "no command_key_file: released chunks and e-stop states are NOT verified (any process on the "
-                "DDS domain can command this driver); `carryon up` and the launch file give the driver a key"
+                f"{self._unverified}no command_key_file: released chunks and e-stop states are NOT verified (any "
+                "process on the DDS domain can command this driver); `carryon up` and the launch file give the "
+                "driver a key"
             )
         if latch.state.active:
             node.get_logger().warning(f"e-stop latch engaged at start-up: {latch.state.reason} ({path})")
@@ -78,16 +87,39 @@ class DriverLink:
 
     def admit(self, msg: ActionChunk) -> str | None:
         """Why a chunk on shield/chunk must not be queued (None: queue it)."""
-        payload, stamp_s = signing.payload(msg, names.SHIELD_CHUNK), convert.time_from_msg(msg.header.stamp)
+        received = signing.signed(msg, names.SHIELD_CHUNK)
+        if self.guard.key is None:
+            self.node.get_logger().warning(
+                f"{self._unverified}chunk {msg.chunk_id} taken without verifying who sent it (no command key)",
+                throttle_duration_sec=10.0,
+            )
         with self.lock:
-            reason = self.guard.admit_chunk(payload, msg.signature, stamp_s, self.now_s())
+            now_s = self._observe_clock()
+            reason = self.guard.admit_chunk(received, now_s, time.monotonic())
             return reason if reason is not None else self.guard.blocked(time.monotonic())
 
     def blocked(self, _now_s: float) -> str | None:
-        """Why no step may run now (the e-stop, the shield's heartbeat), or None. The
-        heartbeat's age is on the monotonic clock, whatever the driver's clock."""
+        """Why no step may run now (the e-stop, the shield's heartbeat, the driver's clock
+        jumping back), or None. The heartbeat's age is on the monotonic clock, whatever the
+        driver's clock."""
         with self.lock:
+            self._observe_clock()
             return self.guard.blocked(time.monotonic())
+
+    def clock_reset(self) -> None:
+        """The driver is setting its own clock back (a simulator reset an operator asked
+        for): not a jump. Call it with the clock already set back, holding `lock`."""
+        self.guard.clock_reset()
+
+    def _observe_clock(self) -> float:
+        """The driver's clock now, checked against its last reading (call with the lock held):
+        a jump back engages the e-stop, said once in the log and on driver/rejections."""
+        now_s = self.now_s()
+        jumped = self.guard.observe_clock(now_s)
+        if jumped is not None:
+            self.node.get_logger().error(f"emergency stop ENGAGED: {jumped}")
+            self.report(jumped)
+        return now_s
 
     def paused(self, _now_s: float) -> str | None:
         """Why steps must wait now (a late heartbeat, not yet the timeout), or None. Each
@@ -107,17 +139,17 @@ class DriverLink:
         return reason
 
     def _on_heartbeat(self, msg: EstopState) -> None:
-        payload, stamp_s = signing.payload(msg, names.SHIELD_HEARTBEAT), convert.time_from_msg(msg.header.stamp)
+        received = signing.signed(msg, names.SHIELD_HEARTBEAT)
         with self.lock:
-            ignored = self.guard.on_heartbeat(payload, msg.signature, stamp_s, self.now_s(), time.monotonic())
+            ignored = self.guard.on_heartbeat(received, self._observe_clock(), time.monotonic())
         if ignored is not None:
             self._report_throttled(f"heartbeat from {msg.source or 'unknown'} ignored: {ignored}")
 
     def _on_state(self, msg: EstopState) -> None:
-        payload, state = signing.payload(msg, names.ESTOP_STATE), signing.latch_state(msg)
+        received, state = signing.signed(msg, names.ESTOP_STATE), signing.latch_state(msg)
         with self.lock:
             was = self.guard.estop
-            ignored = self.guard.on_state(payload, msg.signature, state, self.now_s())
+            ignored = self.guard.on_state(received, state, self._observe_clock(), time.monotonic())
             engaged = self.guard.estop and not was
             write_error = self.guard.latch.write_error
         if engaged and self.on_engage is not None:

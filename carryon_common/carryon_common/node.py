@@ -20,24 +20,26 @@ from typing import Any, TypeVar
 
 import rclpy
 from builtin_interfaces.msg import Time as TimeMsg
-from rcl_interfaces.msg import ParameterDescriptor
+from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.executors import Executor, ExternalShutdownException
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile
 
 from carryon_common import __version__, convert, scheduling
-from carryon_common.actions import ActionClient
+from carryon_common.actions import ActionClient, GoalRun, ServiceUnavailable
 from carryon_common.barrier import CallbackBarrier, guarded_executor
 from carryon_common.core import names
 from carryon_common.core.config import ROS_BUILTIN_PARAMETERS, NodeConfig, build_config, param_fields
 from carryon_common.core.errors import CarryOnError, ConfigError
 from carryon_common.core.operator_auth import Identity
+from carryon_common.core.security import check_security
 from carryon_common.core.status import Capability, NodeHealth, NodeState
 from carryon_common.qos import TopicKind, qos_of
-from carryon_common.request_auth import load_node_identity, sign_request
+from carryon_common.request_auth import RequestGate, load_node_identity, sign_request
 from carryon_interfaces.srv import GetStatus
 
 C = TypeVar("C", bound=NodeConfig)
@@ -81,10 +83,6 @@ def declare_config(node: Node, config_cls: type[C]) -> C:
     return build_config(config_cls, values, {}, f"node {node.get_fully_qualified_name()} parameters")
 
 
-class ServiceUnavailable(CarryOnError):
-    """A service another node should offer did not appear or did not answer in time."""
-
-
 class CarryOnNode(CallbackBarrier, Node):
     """A node with a validated config, a readiness check and an honest capability list; no
     message it takes can crash it (carryon_common.barrier)."""
@@ -100,6 +98,8 @@ class CarryOnNode(CallbackBarrier, Node):
         super().__init__(node_name, **node_kwargs)
         self._started = time.monotonic()
         self.config: Any = declare_config(self, config_cls)
+        # Without its keys a node refuses to start on the robot profile (core/security.py).
+        self.security = check_security(self.config, node_name)
         self._capabilities = tuple(capabilities)
         self._backends: tuple[str, ...] = ()
         self._state = NodeState.STARTING
@@ -110,9 +110,24 @@ class CarryOnNode(CallbackBarrier, Node):
         # What this node signs its requests and published decisions with (request_auth): its
         # identity_file when its config has one (NodeIdentityConfig), else nothing.
         self.identity: Identity | None = load_node_identity(getattr(self.config, "identity_file", ""), node_name)
+        # Who may ask this node (the signed requests it serves): its operators_file when its config
+        # has one (OperatorAuthConfig), else None.
+        self.requests = RequestGate(self.config.operators_file) if hasattr(self.config, "operators_file") else None
+        # use_sim_time decides which clock every stamp and age check reads: fixed at start, so no
+        # parameter call switches a running node onto a /clock someone else publishes.
+        self.add_on_set_parameters_callback(self._fixed_at_start)
         self.create_service(
             GetStatus, names.GET_STATUS, self._on_get_status, callback_group=MutuallyExclusiveCallbackGroup()
         )
+
+    def _fixed_at_start(self, parameters: list[Parameter[Any]]) -> SetParametersResult:
+        """Refuse a run-time change of use_sim_time (the others are read-only: declare_config)."""
+        for parameter in parameters:
+            if parameter.name == "use_sim_time":
+                return SetParametersResult(
+                    successful=False, reason="use_sim_time is fixed when the node starts (docs/security.md)"
+                )
+        return SetParametersResult(successful=True)
 
     # -- time -------------------------------------------------------------------
     def now_s(self) -> float:
@@ -192,7 +207,12 @@ class CarryOnNode(CallbackBarrier, Node):
             message=self._message,
             uptime_s=time.monotonic() - self._started,
             version=__version__,
-            backends=(*self._backends, *self.refusals.lines()),
+            backends=(
+                f"security={self.security}",
+                *(() if self.requests is None else (f"operators={self.requests.describe()}",)),
+                *self._backends,
+                *self.refusals.lines(),
+            ),
             profile=os.environ.get(names.PROFILE_ENV, ""),
             capabilities=self._capabilities,
         )
@@ -229,7 +249,8 @@ class CarryOnNode(CallbackBarrier, Node):
         """Send an action goal from inside a callback without blocking on its result (the
         client gets its own reentrant callback group). Raises ServiceUnavailable when the
         server does not appear, or does not accept the goal, within `timeout_s`."""
-        return GoalRun(self.action_client(action_type, name), name, goal, timeout_s, feedback)
+        signed = sign_request(self.identity, goal)
+        return GoalRun(self.action_client(action_type, name), name, signed, timeout_s, feedback)
 
     def action_client(self, action_type: Any, name: str) -> Any:
         """This node's client of action `name` (made once, with its own reentrant callback
@@ -284,44 +305,6 @@ class CarryOnNode(CallbackBarrier, Node):
             cancel_callback=lambda _handle: CancelResponse.ACCEPT,
             callback_group=self.service_group,
         )
-
-
-class GoalRun:
-    """One action goal in flight, waited on from a worker thread (see `start_goal`)."""
-
-    def __init__(
-        self, client: Any, name: str, goal: Any, timeout_s: float, feedback: Callable[[Any], None] | None
-    ) -> None:
-        self.name = name
-        if not client.wait_for_server(timeout_sec=timeout_s):
-            raise ServiceUnavailable(f"action server {name} is not available after {timeout_s:.1f} s")
-        accepted = threading.Event()
-        send = client.send_goal_async(goal, feedback_callback=(lambda m: feedback(m.feedback)) if feedback else None)
-        send.add_done_callback(lambda _f: accepted.set())
-        if not accepted.wait(timeout_s):
-            raise ServiceUnavailable(f"action server {name} did not answer the goal within {timeout_s:.1f} s")
-        self.handle = send.result()
-        if not self.handle.accepted:
-            raise ServiceUnavailable(f"action server {name} rejected the goal")
-        self._done = threading.Event()
-        self._result = self.handle.get_result_async()
-        self._result.add_done_callback(lambda _f: self._done.set())
-
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    def wait(self, timeout_s: float) -> tuple[int, Any] | None:
-        """(GoalStatus code, result) once the goal has ended; None on timeout."""
-        if not self._done.wait(timeout_s):
-            return None
-        wrapped = self._result.result()
-        return int(wrapped.status), wrapped.result
-
-    def cancel(self, timeout_s: float) -> tuple[int, Any] | None:
-        """Ask the server to cancel, then wait for the goal's result (None: it did not end in time)."""
-        if not self.done():
-            self.handle.cancel_goal_async()
-        return self.wait(timeout_s)
 
 
 _PR_SET_PDEATHSIG = 1
@@ -393,5 +376,10 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None, *, thre
         executor.shutdown(timeout_sec=2.0)
         if node is not None:
             node.destroy_node()
-        rclpy.try_shutdown()
+        try:
+            rclpy.try_shutdown()
+        except Exception:  # noqa: BLE001 - a node that failed half-way through its constructor (reported above)
+            if code == EXIT_OK:  # cannot always be destroyed by the context; only news if all else went well
+                traceback.print_exc()
+                code = EXIT_ERROR
     return code

@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from carryon_common import convert
+from carryon_common.core import names
 from carryon_common.core.errors import ConfigError
 from carryon_common.core.operator_auth import (
+    EVERY_USER,
     Identity,
     RequestVerifier,
     Unauthorized,
@@ -33,6 +35,11 @@ from carryon_common.core.operator_auth import (
     operator_key_path,
 )
 from carryon_common.signing import payload
+
+# Who may make the requests that only an operator or the planner's executive makes (RunPolicy,
+# Recover goals, memory reads, the simulator's contact task): RequestGate.principal's `allowed`.
+OPERATOR_OR_PLANNER = ("operator:", f"node:{names.PLANNER_NODE}")
+OPERATORS = ("operator:",)
 
 _PURPOSE = "carryon-request"
 _DECISION = "carryon-decision:"
@@ -112,9 +119,13 @@ class RequestGate:
             return "operators NOT authenticated (no operators_file): anyone on the DDS domain may ask"
         return f"operators authenticated ({len(self.verifier.keys)} principals in {self.operators_file})"
 
-    def principal(self, request: Any, allowed: tuple[str, ...] = ("operator:", "node:")) -> str:
+    def principal(
+        self, request: Any, allowed: tuple[str, ...] = ("operator:", "node:"), *, user: str | None = None
+    ) -> str:
         """Who signed `request` ("" when not secured); Unauthorized says why it is refused.
-        `allowed`: the principal kinds that may make this request."""
+        `allowed`: who may make this request, principal kinds ("operator:") or principals
+        ("node:planner_node"). `user`: whose memory or requests it concerns (EVERY_USER:
+        everyone's), which the principal's `users=` must grant."""
         if self.verifier is None:
             return ""
         auth = request.auth
@@ -125,9 +136,40 @@ class RequestGate:
             auth.signature,
             time.time(),
         )
-        if not who.startswith(allowed):
+        if not any(who == a or (a.endswith(":") and who.startswith(a)) for a in allowed):
             raise Unauthorized(f"{who} may not make this request (only {', '.join(allowed)})")
+        granted = self.verifier.keys[who]
+        if user is not None and not granted.may_act_for(user):
+            whom = "every user" if user == EVERY_USER else f"user {user!r}"
+            raise Unauthorized(
+                f"{who} may not act for {whom} (its line in {self.operators_file} grants: {granted.describe_users()}; "
+                "add users=... to it)"
+            )
         return who
+
+
+def authorize(
+    gate: RequestGate | None,
+    request: Any,
+    allowed: tuple[str, ...],
+    what: str,
+    logger: Any,
+    *,
+    user: str | None = None,
+) -> tuple[str | None, str]:
+    """A node's check of one signed request: (who signed it, "" when the node checks nobody;
+    or None when refused, with the reason to answer and log). A refusal is logged as a
+    warning naming `what`, an authenticated request as info naming who asked."""
+    if gate is None:
+        return "", ""
+    try:
+        who = gate.principal(request, allowed, user=user)
+    except Unauthorized as exc:
+        logger.warning(f"{what} REFUSED: {exc}")
+        return None, f"refused: {exc}"
+    if who:
+        logger.info(f"{what} by {who}")
+    return who, ""
 
 
 class DecisionCheck:
@@ -168,9 +210,13 @@ def load_node_identity(path: str, node_name: str) -> Identity | None:
 
 
 __all__ = [
+    "EVERY_USER",
+    "OPERATORS",
+    "OPERATOR_OR_PLANNER",
     "DecisionCheck",
     "RequestGate",
     "Unauthorized",
+    "authorize",
     "client_identity",
     "decision_payload",
     "load_node_identity",

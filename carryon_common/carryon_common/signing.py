@@ -8,13 +8,15 @@ with their length, sequences with their length, nested messages recursively."""
 
 from __future__ import annotations
 
+import itertools
+import secrets
 import struct
 from typing import Any
 
 import numpy as np
 
 from carryon_common import convert
-from carryon_common.core.command_auth import LatchState, sign
+from carryon_common.core.command_auth import LatchState, Signed, sign
 
 _DOUBLE = struct.Struct("<d")
 _FLOAT = struct.Struct("<f")
@@ -75,3 +77,39 @@ def sign_msg(key: bytes | None, msg: Any, topic: str) -> Any:
 def latch_state(msg: Any) -> LatchState:
     """An EstopState message as a LatchState."""
     return LatchState(bool(msg.active), str(msg.reason), str(msg.source), convert.time_from_msg(msg.header.stamp))
+
+
+def signed(msg: Any, topic: str) -> Signed:
+    """A received ActionChunk or EstopState as the driver's guard checks it."""
+    return Signed(
+        topic,
+        payload(msg, topic),
+        str(msg.signature),
+        convert.time_from_msg(msg.header.stamp),
+        int(msg.session),
+        int(msg.sequence),
+    )
+
+
+class CommandSigner:
+    """The shield's side of the command key: every message it signs for the driver carries
+    its session (random, drawn when it starts) and the next number of one sequence shared by
+    its chunks, e-stop states and heartbeats, so a driver takes each once and in order
+    (core/replay.py SenderOrder). Without a key messages are numbered, not signed."""
+
+    def __init__(self, key: bytes | None) -> None:
+        self.key = key
+        self.session = secrets.randbits(63) | 1  # never 0: 0 is "no session"
+        self._sequence = itertools.count(1)  # next() is atomic: the heartbeat thread and callbacks share it
+
+    def number(self, msg: Any) -> Any:
+        """Give `msg` this shield's session and the next sequence number; returns it. Call it
+        before anything else signs the message (the audit's signature covers both)."""
+        msg.session, msg.sequence = self.session, next(self._sequence)
+        return msg
+
+    def sign(self, msg: Any, topic: str) -> Any:
+        """Number `msg` (unless `number` did) and sign it for `topic`; returns it."""
+        if not msg.sequence:
+            self.number(msg)
+        return sign_msg(self.key, msg, topic)

@@ -65,7 +65,7 @@ def test_status_service_reports_state_and_missing_capabilities(ros, monkeypatch)
         health = msg_to_health(session.call(GetStatus, "/carryon/toy_node/get_status", GetStatus.Request(), 5.0).status)
     assert health.ready
     assert health.node_name == "/carryon/toy_node"
-    assert health.backends == ("policy=toy",)
+    assert health.backends == ("security=optional, every key given", "policy=toy")
     assert health.profile == "robot"
     assert [c.name for c in health.missing] == ["toy.context"]
     assert "not implemented yet: toy.context" in health.message
@@ -172,3 +172,12 @@ def test_a_failing_readiness_check_is_a_reason_not_a_crash(ros) -> None:  # type
     node.set_ready()
     assert node.health().state == NodeState.DEGRADED
     assert node.health().message == "readiness check failed: ZeroDivisionError: division by zero"
+
+
+def test_use_sim_time_is_fixed_once_the_node_runs(ros) -> None:  # type: ignore[no-untyped-def]
+    """A parameter call must not switch a running node onto a /clock someone else publishes
+    (issue 43: on a robot, rclpy's use_sim_time stayed writable)."""
+    node = make_node(ros)
+    result = node.set_parameters([Parameter("use_sim_time", value=True)])[0]
+    assert not result.successful and "fixed" in result.reason
+    assert node.get_parameter("use_sim_time").value is False and not node.get_clock().ros_time_is_active

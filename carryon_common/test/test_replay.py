@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from carryon_common.core.command_auth import CommandGuard, EstopLatch, LatchState, sign
-from carryon_common.core.replay import SeenSignatures
+from carryon_common.core.command_auth import CommandGuard, EstopLatch, LatchState, Signed, sign
+from carryon_common.core.replay import SeenSignatures, SenderOrder
 
 KEY = bytes(range(32))
 
@@ -36,13 +36,28 @@ def test_the_last_ones_survive_a_clock_set_back_and_the_limit_bounds_memory() ->
 
 def test_the_driver_refuses_a_replayed_chunk_after_many_heartbeats_of_a_slow_simulation(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The CI case behind this: 256 heartbeats (6.4 s at 40 Hz) pushed the released chunk's
-    signature out of the driver's memory while the slow simulation's clock moved < 1 s."""
+    signature out of the driver's memory while the slow simulation's clock moved < 1 s. The
+    sequence numbers the shield puts on every signed message hold however many come between."""
     latch = EstopLatch(tmp_path / "estop.json", LatchState(False, "not engaged since start-up", "driver"))
     guard = CommandGuard(KEY, latch, heartbeat_timeout_s=0.2)
-    chunk = b"chunk 7"
-    assert guard.admit_chunk(chunk, sign(KEY, chunk), 5.0, now_s=5.0) is None
+
+    def signed(topic: str, data: bytes, stamp: float, sequence: int) -> Signed:
+        return Signed(topic, data, sign(KEY, data), stamp, 7, sequence)
+
+    chunk = signed("shield/chunk", b"chunk 7", 5.0, 1)
+    assert guard.admit_chunk(chunk, now_s=5.0, mono_s=0.0) is None
     for i in range(400):  # 10 s of heartbeats at 40 Hz while sim time moves 0.6 s
-        beat = f"beat {i}".encode()
         stamp = 5.0 + i * 0.0015
-        assert guard.on_heartbeat(beat, sign(KEY, beat), stamp, now_s=stamp, mono_s=100.0 + i / 40) is None
-    assert "replay" in (guard.admit_chunk(chunk, sign(KEY, chunk), 5.0, now_s=5.6) or "")
+        beat = signed("shield/heartbeat", f"beat {i}".encode(), stamp, i + 2)
+        assert guard.on_heartbeat(beat, now_s=stamp, mono_s=100.0 + i / 40) is None
+    assert "replay" in (guard.admit_chunk(chunk, now_s=5.6, mono_s=110.0) or "")
+
+
+def test_the_sender_order_bounds_the_sessions_it_remembers(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    order = SenderOrder(tmp_path / "order.json")
+    for session in range(1, 200):
+        assert order.check("shield/chunk", session, 1) is None
+        order.take("shield/chunk", session, 1, mono_s=float(session))
+    assert len(order.retired) == SenderOrder.RETIRED_KEPT and 198 in order.retired and 1 not in order.retired
+    again = SenderOrder(tmp_path / "order.json")
+    assert again.newest == {"shield/chunk": (199, 1)} and "earlier run" in (again.check("shield/chunk", 198, 5) or "")

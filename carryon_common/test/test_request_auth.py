@@ -84,3 +84,46 @@ def test_a_decision_verifies_only_from_its_node_unchanged_and_once(tmp_path: Pat
         check.check(EstopState(active=False, source="intruder"), "estop/state", "shield_node")
     assert not DecisionCheck("").secured
     DecisionCheck("").check(EstopState(active=False), "estop/state", "shield_node")  # unverified: passes
+
+
+def test_an_operator_acts_only_for_the_users_its_line_grants(tmp_path: Path) -> None:
+    """Operators are bound to users (issue 43): 'users=' on their line; none means no user.
+    Nodes act for everyone (the planner checks the operator behind each request)."""
+    from carryon_common.request_auth import EVERY_USER
+
+    carer = load_identity(create_identity(tmp_path / "carer.key"), "operator:carer")
+    admin = load_identity(create_identity(tmp_path / "admin.key"), "operator:admin")
+    guest = load_identity(create_identity(tmp_path / "guest.key"), "operator:guest")
+    planner = load_identity(create_identity(tmp_path / "planner.key"), "node:planner_node")
+    lines = [carer.public_line("alice,bob"), admin.public_line("*"), guest.public_line(), planner.public_line()]
+    (tmp_path / "principals").write_text("\n".join(lines) + "\n")
+    gate = RequestGate(str(tmp_path / "principals"))
+
+    def write(identity, user: str):  # type: ignore[no-untyped-def]
+        fact = MemoryFact(entity="diet", key="allergy", value="peanuts")
+        return sign_request(identity, UpdateUser.Request(user_id=user, facts=[fact]))
+
+    assert gate.principal(write(carer, "alice"), user="alice") == "operator:carer"
+    with pytest.raises(Unauthorized, match=r"may not act for user 'dave'.*grants: alice, bob"):
+        gate.principal(write(carer, "dave"), user="dave")
+    with pytest.raises(Unauthorized, match="may not act for every user"):
+        gate.principal(write(carer, "alice"), user=EVERY_USER)
+    assert gate.principal(write(admin, "dave"), user="dave") == "operator:admin"
+    assert gate.principal(write(admin, "dave"), user=EVERY_USER) == "operator:admin"
+    with pytest.raises(Unauthorized, match="grants: no user"):
+        gate.principal(write(guest, "guest"), user="guest")
+    assert gate.principal(sign_request(guest, SetEstop.Request(active=False)), ("operator:",)) == "operator:guest"
+    assert gate.principal(write(planner, "dave"), user="dave") == "node:planner_node"
+    with pytest.raises(Unauthorized, match="only node:shield_node"):  # a principal named exactly
+        gate.principal(write(planner, "dave"), ("node:shield_node",))
+
+
+def test_a_users_option_that_does_not_parse_names_its_line(tmp_path: Path) -> None:
+    from carryon_common.core.errors import ConfigError
+    from carryon_common.core.operator_auth import parse_authorized
+
+    carer = load_identity(create_identity(tmp_path / "carer.key"), "operator:carer")
+    with pytest.raises(ConfigError, match="principals:2: users=: 'Alice' is not a user id"):
+        parse_authorized("\n" + carer.public_line() + " users=Alice,bob", "principals")
+    with pytest.raises(ConfigError, match="principals:1: unknown option 'user=alice'"):
+        parse_authorized(carer.public_line() + " user=alice", "principals")

@@ -22,7 +22,7 @@ import dataclasses
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -32,7 +32,7 @@ from carryon_common.core.errors import CarryOnError
 from carryon_common.core.status import NodeState, ServiceStatus, implemented
 from carryon_common.node import CarryOnNode, run_node
 from carryon_common.qos import qos_for
-from carryon_common.request_auth import RequestGate, Unauthorized, sign_decision
+from carryon_common.request_auth import EVERY_USER, OPERATOR_OR_PLANNER, Unauthorized, sign_decision
 from carryon_interfaces.msg import MemoryChange, MemoryFact, SceneLocation
 from carryon_interfaces.srv import (
     GetContext,
@@ -45,7 +45,7 @@ from carryon_interfaces.srv import (
 from carryon_memory import convert
 from carryon_memory.core.config import MemoryConfig, resolve_seed_dir
 from carryon_memory.core.errors import InvalidArgument, LockTimeout, NotFound, ReadOnly
-from carryon_memory.core.files import user_file
+from carryon_memory.core.files import SCENE_FILE, USERS_DIR, user_file
 from carryon_memory.core.others import others
 from carryon_memory.core.seed import seed_from
 from carryon_memory.core.store import MemoryStore
@@ -126,9 +126,9 @@ class MemoryNode(CarryOnNode):
         self._log_recoveries()
         self._seed(resolve_seed_dir(config.seed_dir))
 
-        # Who may write: the principals in operators_file (operators, planner_node), proven by signature.
-        self.requests = RequestGate(config.operators_file)
-        self.add_backend("operators", "authenticated" if self.requests.secured else "NOT authenticated")
+        # Who may read and write (operators_file: self.requests, CarryOnNode): operators for the users their
+        # line grants, planner_node (and perception_node for reference images) for every user.
+        assert self.requests is not None
         if not self.requests.secured:
             self.get_logger().warning(self.requests.describe())
         self.changed_pub = self.create_publisher(MemoryChange, names.MEMORY_CHANGED, qos_for(names.MEMORY_CHANGED))
@@ -218,6 +218,7 @@ class MemoryNode(CarryOnNode):
 
     def _on_get_context(self, request: GetContext.Request, response: GetContext.Response) -> GetContext.Response:
         def handle() -> str:
+            self.requests.principal(request, OPERATOR_OR_PLANNER, user=request.user_id or None)
             temporary = [convert.fact_from_msg(m) for m in request.temporary_facts]
             context = self.store.context(request.user_id, temporary)
             cached = self._converted.get(request.user_id)
@@ -257,7 +258,7 @@ class MemoryNode(CarryOnNode):
 
     def _on_update_user(self, request: UpdateUser.Request, response: UpdateUser.Response) -> UpdateUser.Response:
         def handle() -> str:
-            source = _by(request.source, self.requests.principal(request))
+            source = _by(request.source, self.requests.principal(request, user=request.user_id))
             facts = [convert.fact_from_msg(m) for m in request.facts]
             changes = self.store.update_user(request.user_id, facts, source, time.time())
             self._publish(changes)
@@ -293,7 +294,7 @@ class MemoryNode(CarryOnNode):
                 key=request.key,
                 image_format=request.image.format,
                 data=bytes(request.image.data),
-                source=_by(request.source, self.requests.principal(request)),
+                source=_by(request.source, self.requests.principal(request, user=request.user_id)),
                 now=time.time(),
             )
             self._publish(changes)
@@ -307,6 +308,7 @@ class MemoryNode(CarryOnNode):
         self, request: GetReferenceImages.Request, response: GetReferenceImages.Response
     ) -> GetReferenceImages.Response:
         def handle() -> str:
+            self.requests.principal(request, _IMAGE_READERS, user=request.user_id or EVERY_USER)
             found = self.store.reference_images(request.user_id)
             response.images = [convert.stored_image_to_msg(image) for image in found.images]
             response.left_out = [str(problem) for problem in found.problems]
@@ -326,8 +328,10 @@ class MemoryNode(CarryOnNode):
     def _on_history(self, request: MemoryHistory.Request, response: MemoryHistory.Response) -> MemoryHistory.Response:
         def handle() -> str:
             message = ""
+            # A restore, or the whole journal, concerns every user; a user's file that user.
+            whose = EVERY_USER if request.restore_version > 0 or not request.file else _file_user(request.file)
+            principal = self.requests.principal(request, user=whose)
             if request.restore_version > 0:
-                principal = self.requests.principal(request)
                 restored = self.store.restore(request.restore_version, time.time(), by=principal)
                 self._publish(restored)
                 if restored:
@@ -341,6 +345,24 @@ class MemoryNode(CarryOnNode):
             return message + f"{_plural(len(changes), 'change')} shown, version {response.version}"
 
         return self._answer(response, "history", handle)
+
+
+# Who may read memory: operators (for the users their line grants) and planner_node; perception_node
+# reads every user's reference images for its catalog.
+_IMAGE_READERS = (*OPERATOR_OR_PLANNER, f"node:{names.PERCEPTION_NODE}")
+
+
+def _file_user(file: str) -> str | None:
+    """Whose file `file` (relative to the memory folder) is: a user's memory or images, None for the
+    scene (every operator's), EVERY_USER for anything else (what is not known to be one user's)."""
+    parts = PurePosixPath(file).parts
+    if parts == (SCENE_FILE,):
+        return None
+    if len(parts) == 2 and parts[0] == USERS_DIR:
+        return PurePosixPath(parts[1]).stem
+    if len(parts) >= 3 and parts[0] == names.MEMORY_IMAGES_DIR:
+        return parts[1]
+    return EVERY_USER
 
 
 def _by(source: str, principal: str) -> str:

@@ -49,6 +49,7 @@ from carryon_common.core.stamped import StampedQueue
 from carryon_common.core.status import NodeState, ServiceStatus, implemented
 from carryon_common.node import CarryOnNode, run_node
 from carryon_common.qos import qos_for
+from carryon_common.request_auth import sign_request
 from carryon_interfaces.msg import MemoryChange, PerceivedScene, PlanState, SegmentationLabels
 from carryon_interfaces.srv import GetReferenceImages
 from carryon_perception import convert
@@ -165,7 +166,8 @@ class PerceptionNode(CarryOnNode):
             self._next_try = now + _REFERENCES_RETRY_S
             return
         self._refresh_wanted = False
-        self._request = (self._memory.call_async(GetReferenceImages.Request(user_id="")), now)
+        request = sign_request(self.identity, GetReferenceImages.Request(user_id=""))  # memory reads are signed
+        self._request = (self._memory.call_async(request), now)
 
     def _retry(self, why: str) -> None:
         """Ask memory again after a pause; the catalog in use stays meanwhile."""

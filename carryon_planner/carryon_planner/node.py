@@ -40,7 +40,7 @@ from carryon_common.core.skills import load_skill_library, skills_path
 from carryon_common.core.status import implemented
 from carryon_common.node import CarryOnNode, run_node
 from carryon_common.qos import qos_for
-from carryon_common.request_auth import RequestGate, Unauthorized, sign_decision
+from carryon_common.request_auth import Unauthorized, sign_decision
 from carryon_interfaces.action import Assist, Recover, RunPolicy
 from carryon_interfaces.msg import PerceivedScene, PlanState, SubtaskState
 from carryon_interfaces.srv import Ask
@@ -128,9 +128,8 @@ class PlannerNode(CarryOnNode):
                 "planner LLM backend is SCRIPTED (NOT AN LLM): replies come from a script file; plans are still "
                 "validated, repaired and executed for real. Set llm_backend: openai or local for a real planner."
             )
-        # Who may ask for writes and motion (operators_file), and what the planner signs its memory writes with.
-        self.requests = RequestGate(cfg.operators_file)
-        self.add_backend("operators", "authenticated" if self.requests.secured else "NOT authenticated")
+        # Who may ask (operators_file: self.requests, CarryOnNode), each for the users its line grants.
+        assert self.requests is not None
         self.memory: Memory = memory if memory is not None else RosMemory(self, cfg.service_timeout_s, images)
         self._make_dispatch = make_dispatch or self._ros_dispatch
         self._ids = itertools.count(1)
@@ -189,12 +188,11 @@ class PlannerNode(CarryOnNode):
             response.status = Ask.Response.STATUS_UNAVAILABLE
             response.message = self._llm_problem
             return response
-        if not request.plan_only:  # it writes the plan's durable facts
-            try:
-                self.requests.principal(request, ("operator:",))
-            except Unauthorized as exc:
-                response.status, response.message = Ask.Response.STATUS_UNAUTHORIZED, f"refused: {exc}"
-                return response
+        try:  # even plan_only: a plan reads the user's memory
+            self.requests.principal(request, ("operator:",), user=request.user_id)
+        except Unauthorized as exc:
+            response.status, response.message = Ask.Response.STATUS_UNAUTHORIZED, f"refused: {exc}"
+            return response
         try:
             answer = ask(
                 self.planner,
@@ -245,7 +243,7 @@ class PlannerNode(CarryOnNode):
             goal_handle.abort()
             return result
         try:
-            operator = self.requests.principal(goal_handle.request, ("operator:",))
+            operator = self.requests.principal(goal_handle.request, ("operator:",), user=goal_handle.request.user_id)
         except Unauthorized as exc:
             self.get_logger().warning(f"Assist refused: {exc}")
             result.status, result.message = Assist.Result.STATUS_FAILED, f"refused: {exc}"

@@ -32,6 +32,7 @@ from carryon_common.core.chunk import Chunk
 from carryon_common.core.status import implemented
 from carryon_common.node import CarryOnNode, run_node
 from carryon_common.qos import qos_for
+from carryon_common.request_auth import OPERATOR_OR_PLANNER, authorize
 from carryon_interfaces.action import RunPolicy
 from carryon_interfaces.msg import ActionChunk, InferenceTiming, SimTruth
 from carryon_policy import convert
@@ -160,6 +161,13 @@ class PolicyNode(CarryOnNode):
     def _execute(self, goal_handle: Any) -> RunPolicy.Result:
         request = goal_handle.request
         result = RunPolicy.Result()
+        # Who may set the VLA going: an operator or the planner's executive, proven by signature.
+        what = f"RunPolicy {request.instruction!r} for {request.subtask_id!r}"
+        who, why = authorize(self.requests, request, OPERATOR_OR_PLANNER, what, self.get_logger())
+        if who is None:
+            result.status, result.message = RunPolicy.Result.STATUS_UNAUTHORIZED, why
+            goal_handle.abort()
+            return result
         with self._active_lock:
             busy = self._active
             if busy is None:

@@ -52,6 +52,7 @@ from carryon_common.core.locations import Location, load_locations, locations_pa
 from carryon_common.core.status import implemented
 from carryon_common.node import CarryOnNode, run_node
 from carryon_common.qos import qos_for
+from carryon_common.request_auth import OPERATOR_OR_PLANNER, authorize
 from carryon_interfaces.action import Recover
 from carryon_interfaces.msg import ActionChunk, PlanState, ShieldEvent
 from carryon_recovery import convert
@@ -140,6 +141,13 @@ class RecoveryNode(CarryOnNode):
 
     def _on_recover(self, goal_handle: Any) -> Recover.Result:
         result = Recover.Result()
+        # Who may start a recovery: an operator or the planner's executive, proven by signature.
+        what = f"Recover {goal_handle.request.subtask.id!r}"
+        who, why = authorize(self.requests, goal_handle.request, OPERATOR_OR_PLANNER, what, self.get_logger())
+        if who is None:
+            result.outcome, result.message = Recover.Result.OUTCOME_UNAUTHORIZED, why
+            goal_handle.abort()
+            return result
         with self._busy:
             self.latest.streams.clear()  # nothing from before this recovery
             self._watching = True

@@ -5,7 +5,6 @@ publishes for the driver; the signed heartbeat on shield/heartbeat
 
 from __future__ import annotations
 
-import itertools
 import threading
 import time
 from pathlib import Path
@@ -16,9 +15,10 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from carryon_common import signing
 from carryon_common.core import names
 from carryon_common.core.command_auth import EstopLatch, LatchState, latch_path, load_key
+from carryon_common.core.security import INSECURE, insecure
 from carryon_common.node import CarryOnNode
 from carryon_common.qos import qos_for
-from carryon_common.request_auth import RequestGate, Unauthorized, sign_decision
+from carryon_common.request_auth import Unauthorized, sign_decision
 from carryon_interfaces.msg import EstopState
 from carryon_interfaces.srv import SetEstop
 from carryon_shield.core.config import ShieldConfig
@@ -29,15 +29,19 @@ class ShieldEstop:
     def __init__(self, node: CarryOnNode, cfg: ShieldConfig, gate: ShieldGate) -> None:
         self.node, self.cfg, self.gate = node, cfg, gate
         self.key = load_key(Path(cfg.command_key_file)) if cfg.command_key_file else None
+        # Every signed message carries this run's session and the next sequence number.
+        self.signer = signing.CommandSigner(self.key)
         node.add_backend("commands", "signed (HMAC-SHA256)" if self.key is not None else "NOT signed (no command key)")
         if self.key is None:
-            node.get_logger().warning("no command_key_file: released chunks and e-stop states go out unsigned")
+            on_purpose = f"{INSECURE} (security: insecure): " if insecure(cfg) else ""
+            node.get_logger().warning(
+                f"{on_purpose}no command_key_file: released chunks and e-stop states go out unsigned"
+            )
         # Who may release: an operator in operators_file, proven by signature (engaging needs no proof).
-        self.requests = RequestGate(cfg.operators_file)
-        node.add_backend("operators", "authenticated" if self.requests.secured else "NOT authenticated")
+        assert node.requests is not None  # ShieldConfig has an operators_file
+        self.requests = node.requests
         self.state_pub = node.create_publisher(EstopState, names.ESTOP_STATE, qos_for(names.ESTOP_STATE))
         self.heartbeat_pub = node.create_publisher(EstopState, names.SHIELD_HEARTBEAT, qos_for(names.SHIELD_HEARTBEAT))
-        self._sequence = itertools.count(1)  # next() is atomic: the heartbeat thread and the service share it
         self._lock = threading.Lock()  # the latch, between the service and the heartbeat thread
         self.latch = self._start_latch()
         gate.estop_active = self.latch.state.active
@@ -64,7 +68,8 @@ class ShieldEstop:
             self._thread.join(timeout=2.0)
 
     def sign(self, msg: Any, topic: str) -> Any:
-        return signing.sign_msg(self.key, msg, topic)
+        """Number and sign `msg` for the driver (a released chunk, a state, a heartbeat)."""
+        return self.signer.sign(msg, topic)
 
     def _start_latch(self) -> EstopLatch:
         """The e-stop latch as the last run of this shield left it; a restart comes back engaged."""
@@ -84,9 +89,9 @@ class ShieldEstop:
         """The state now in force, stamped now: a driver takes a release only while it is fresh."""
         with self._lock:
             state = self.latch.state
-        msg = EstopState(active=state.active, reason=state.reason, source=state.source, sequence=next(self._sequence))
+        msg = EstopState(active=state.active, reason=state.reason, source=state.source)
         msg.header.stamp = self.node.stamp_now()
-        return msg
+        return self.signer.number(msg)
 
     def _publish_state(self) -> EstopState:
         msg = self._state_msg()

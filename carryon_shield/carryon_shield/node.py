@@ -29,9 +29,10 @@ from carryon_common.camera_streams import CameraStreams, stamp_key
 from carryon_common.core import names
 from carryon_common.core.chunk import InvalidChunk
 from carryon_common.core.status import implemented
+from carryon_common.input_sources import SingleSourceInputs
 from carryon_common.node import CarryOnNode, run_node
 from carryon_common.qos import qos_for
-from carryon_common.request_auth import sign_decision
+from carryon_common.request_auth import OPERATOR_OR_PLANNER, authorize, sign_decision
 from carryon_interfaces.msg import ActionChunk, SegmentationLabels, ShieldEvent
 from carryon_interfaces.srv import SetTask
 from carryon_shield import convert
@@ -68,6 +69,11 @@ CAPABILITIES = (
 )
 
 
+# Who may set the shield's task (its exemptions): the planner's executive, recovery, and an
+# operator testing a skill alone (`carryon policy run --target`, logged with their name).
+TASK_SETTERS = (*OPERATOR_OR_PLANNER, f"node:{names.RECOVERY_NODE}")
+
+
 class ShieldNode(CarryOnNode):
     def __init__(self, grounder: Grounder | None = None, **node_kwargs: Any) -> None:
         """`grounder` replaces the configured one (it must read the same streams: masks or
@@ -93,6 +99,8 @@ class ShieldNode(CarryOnNode):
         self.get_logger().info(f"distance kernel ready in {time.perf_counter() - began:.2f} s")
         self.tracker = CommandTracker()
         self.streams = CameraStreams()
+        # Every sensor input from one publisher, or it is not used (carryon_common/input_sources.py).
+        self.inputs = SingleSourceInputs(self, cfg.max_input_publishers)
         self._assembled: dict[str, tuple[int, int]] = {}
         self._frame_errors: dict[str, str] = {}
         self._width: tuple[float, float] | None = None  # (metres, receive time)
@@ -114,12 +122,13 @@ class ShieldNode(CarryOnNode):
         self.create_service(SetTask, names.SHIELD_SET_TASK, self._on_set_task, callback_group=control)
         for camera in cfg.cameras:
             self._subscribe_camera(camera, with_masks=self._uses_masks)
-        self.create_subscription(
+        self.inputs.subscribe(
             PoseStamped, names.EE_POSE, self._on_ee_pose, qos_for(names.EE_POSE), callback_group=control
         )
-        self.create_subscription(
+        self.inputs.subscribe(
             Float64, names.GRIPPER_WIDTH, self._on_width, qos_for(names.GRIPPER_WIDTH), callback_group=control
         )
+        self.add_backend("inputs", self.inputs.describe())
         for topic in (names.POLICY_CHUNK, names.RECOVERY_CHUNK):
             self.create_subscription(ActionChunk, topic, self._on_chunk, qos_for(topic), callback_group=control)
         self.create_timer(0.5, self._publish_cloud_if_fresh)
@@ -159,7 +168,7 @@ class ShieldNode(CarryOnNode):
         else:
             topics["color"] = (Image, names.camera_topic(camera, "color"))
         for stream, (kind, topic) in topics.items():
-            self.create_subscription(kind, topic, keep(stream), qos_for(topic))
+            self.inputs.subscribe(kind, topic, keep(stream), qos_for(topic))
 
     def _assemble(self, camera: str) -> None:
         """Combine depth, masks (or color) and camera pose of the same instant (equal
@@ -265,12 +274,18 @@ class ShieldNode(CarryOnNode):
             self._frames_arrived.set()  # grasped or released: the worker grounds for it before the next chunk
 
     def _perceive(self, now_s: float) -> Snapshot:
+        sources = self.inputs.problems()
+        if sources:
+            raise PerceptionUnavailable("; ".join(sources))
         if self._frame_errors:
             raise PerceptionUnavailable("; ".join(sorted(self._frame_errors.values())))
         return self.perception.snapshot(now_s, prefer_ready=self.config.ground_on_arrival)
 
     def _readiness(self) -> str | None:
-        """Degraded while a chunk would fail closed for stale or missing inputs."""
+        """Degraded while a chunk would fail closed for stale, missing or doubly published inputs."""
+        sources = self.inputs.problems()
+        if sources:
+            return "every chunk fails closed: " + "; ".join(sources)
         if self._frame_errors:
             return "every chunk fails closed: " + "; ".join(sorted(self._frame_errors.values()))
         reason = self.perception.unavailable(self.now_s())
@@ -292,6 +307,13 @@ class ShieldNode(CarryOnNode):
 
     # -- services ------------------------------------------------------------------------
     def _on_set_task(self, request: SetTask.Request, response: SetTask.Response) -> SetTask.Response:
+        # What the shield lets the hand touch is the planner's, recovery's or an operator's to say,
+        # proven by signature: a task from anyone else would switch an obstacle off.
+        what = f"task {request.subtask_id!r} (exempting {request.target!r})"
+        who, why = authorize(self.requests, request, TASK_SETTERS, what, self.get_logger())
+        if who is None:
+            response.status, response.message = SetTask.Response.STATUS_UNAUTHORIZED, why
+            return response
         task = TaskSpec(
             request.subtask_id, request.target, request.source, request.destination, tuple(request.permitted_contacts)
         )

@@ -34,6 +34,7 @@ from carryon_common.core.status import NodeState, implemented
 from carryon_common.driver_link import DriverLink
 from carryon_common.node import CarryOnNode, run_node
 from carryon_common.qos import qos_for
+from carryon_common.request_auth import OPERATOR_OR_PLANNER, OPERATORS, authorize
 from carryon_interfaces.msg import ActionChunk, SegmentationLabels, SimTruth
 from carryon_interfaces.srv import SetTask, SimPerturb, SimReset, SimState
 from carryon_sim import convert
@@ -275,7 +276,17 @@ class SimNode(CarryOnNode):
                 self.driver.hold()
             self._reject(f"chunk {msg.chunk_id}: {exc}")
 
+    def _refused(self, request: Any, response: Any, allowed: tuple[str, ...], what: str) -> bool:
+        """Fill `response` and return True when `request` is not signed by one of `allowed`."""
+        who, why = authorize(self.requests, request, allowed, what, self.get_logger())
+        if who is None:
+            response.status, response.message = response.STATUS_UNAUTHORIZED, why
+        return who is None
+
     def _on_reset(self, request: SimReset.Request, response: SimReset.Response) -> SimReset.Response:
+        # A reset sets the driver's clock back: an operator's to ask for, proven by signature.
+        if self._refused(request, response, OPERATORS, f"sim/reset (seed {request.seed})"):
+            return response
         if request.scene and request.scene != self.world.scene.name:
             response.status = SimReset.Response.STATUS_INVALID_ARGUMENT
             response.message = (
@@ -288,7 +299,9 @@ class SimNode(CarryOnNode):
             self._log_permitted()
             self.monitor.violations.clear()  # counted since the last reset
             self.monitor.permitted_steps.clear()
-            self.world.reset(int(request.seed))
+            with self.link.lock:  # the clock goes back: the driver's guard must not take it for a jump
+                self.world.reset(int(request.seed))
+                self.link.clock_reset()
             self.driver.hold()
             self.monitor.set_task(ContactTask(), self.world.time)
         response.status = SimReset.Response.STATUS_OK
@@ -297,6 +310,8 @@ class SimNode(CarryOnNode):
         return response
 
     def _on_perturb(self, request: SimPerturb.Request, response: SimPerturb.Response) -> SimPerturb.Response:
+        if self._refused(request, response, OPERATORS, f"sim/perturb {request.kind} of {request.object!r}"):
+            return response
         kind = _PERTURBATION_KINDS.get(request.kind)
         if kind is None:
             response.status = SimPerturb.Response.STATUS_INVALID_ARGUMENT
@@ -341,6 +356,8 @@ class SimNode(CarryOnNode):
         return response
 
     def _on_set_task(self, request: SetTask.Request, response: SetTask.Response) -> SetTask.Response:
+        if self._refused(request, response, OPERATOR_OR_PLANNER, f"sim/set_task {request.subtask_id!r}"):
+            return response
         task = ContactTask(
             request.subtask_id,
             request.target,

@@ -20,7 +20,11 @@ Each trial sets the arm moving with a chunk through the shield, then:
   seconds until it exits, and whether the goal stopped;
 * **memory names**, **cross-user writes**, **unauthenticated requests** (bench/faults_requests.py)
   against memory_node and planner_node in a second graph, unsigned releases against this one;
-* **audit**: forged decisions must be audited as forged by recorder_node (bench/faults_audit.py).
+* **audit**: forged decisions must be audited as forged by recorder_node (bench/faults_audit.py);
+* **inputs** (issue 43, bench/faults_inputs.py): a rogue task, a reset and replay, a second
+  publisher on a shield input, malformed messages of every type to sim_node and shield_node;
+* **robot** (bench/faults_robot.py): forged joint states and malformed messages against the
+  robot profile's arm_adapter_node and a fake controller, and the profile started without keys.
 
 Times are simulation seconds from the fault to the first of 0.25 s in which the tool moved
 less than 0.5 mm. The shield grounds obstacles with the simulator's own masks (`sim_truth`,
@@ -44,15 +48,16 @@ import numpy as np
 import yaml
 
 from carryon_bringup.bench.faults_audit import audited, publish_forged_decisions
-from carryon_bringup.bench.faults_probe import FaultProbe
+from carryon_bringup.bench.faults_inputs import input_metrics, input_probes
+from carryon_bringup.bench.faults_probe import EXECUTED_M, FaultProbe
 from carryon_bringup.bench.faults_requests import memory_probes, unsigned_release
+from carryon_bringup.bench.faults_robot import robot_probes
 from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, percentile
 from carryon_bringup.core.graph import GraphSpec
 from carryon_bringup.graph_run import GraphRun
 from carryon_bringup.up import load_spec
 
 NODES = ["sim_node", "shield_node", "policy_node", "recorder_node"]
-EXECUTED_M = 0.005
 REFUSAL_WAIT_S = 10.0  # longest wait for the driver's refusal of a forged chunk
 
 
@@ -199,6 +204,7 @@ def _cli_trials(probe: FaultProbe, config: Path, trials: int) -> dict[str, list[
 def run(options: BenchOptions) -> BenchResult:
     spec = load_spec(str(options.config_dir) if options.config_dir else None)
     stops, restarts, forged = (options.count(20, 3), options.count(5, 1), options.count(10, 2))
+    rounds = options.count(3, 1)  # of malformed messages: ~750 to sim + shield, ~450 to the arm each
     config = _config_with_restarts(spec.config_dir, options.run_dir, 2 * restarts)
     result = BenchResult("faults", options.quick, options.seed)
     own = [s for s in options.sets if s.startswith(("memory_node.", "planner_node."))]
@@ -231,8 +237,10 @@ def run(options: BenchOptions) -> BenchResult:
             probe.estop(True, "bench: unsigned releases")
             releases = unsigned_release(graph.domain_id, spec.namespace, options.run_dir)
             probe.estop(False, "bench")
+            inputs = input_probes(probe, stops, rounds, options.run_dir)
         finally:
             probe.close()
+    robot = robot_probes(GraphSpec.load(config), options.run_dir, stops, rounds)
     audit = audited(options.run_dir / "graph" / "audit.jsonl")
     for name, values, note in (
         ("estop_to_rest", estop, "e-stop at shield and driver (as `carryon estop`) to the arm at rest"),
@@ -266,7 +274,10 @@ def run(options: BenchOptions) -> BenchResult:
     accepted = sum(1 for row in refused if row.get("accepted") or row.get("released"))
     note = f"of {len(refused)} (memory writes, Assist, e-stop releases: unsigned or by an unknown operator)"
     result.add("unauthenticated_accepted", accepted, "requests", note)
+    input_metrics(result, inputs, robot)
     result.details.update(
+        inputs=inputs,
+        robot=robot,
         estop_to_rest_s=estop,
         shield_frozen_to_rest_s=freeze,
         cli=cli,

@@ -11,10 +11,12 @@ from typing import Any
 
 import numpy as np
 
+from carryon_bringup.core.run_keys import COMMAND_KEY
 from carryon_bringup.graph_run import GraphRun
 
 REST_WINDOW_S = 0.25  # the tool is at rest when it moved less than REST_MOVE_M over this (sim s)
 REST_MOVE_M = 0.0005
+EXECUTED_M = 0.005  # a forged or replayed command that moves the tool more than this was executed
 
 
 class FaultProbe:
@@ -28,12 +30,11 @@ class FaultProbe:
 
         from carryon_common.calls import RosSession
         from carryon_common.core.command_auth import load_key
-        from carryon_common.core.names import RUN_COMMAND_KEY
         from carryon_common.node import latched_qos
         from carryon_interfaces.msg import ActionChunk, EstopState, ShieldEvent
 
         self.graph, self.ns = graph, f"/{namespace}/"
-        self.key = load_key(graph.run_dir / RUN_COMMAND_KEY)  # the bench plays the shield in one probe
+        self.key = load_key(graph.keys_dir / COMMAND_KEY)  # the bench plays the shield in one probe
         self.session = RosSession("faults_probe", domain_id=graph.domain_id).__enter__()
         node = self.session.node
         self.sim_now = 0.0
@@ -45,8 +46,9 @@ class FaultProbe:
         node.create_subscription(Clock, "/clock", self._on_clock, 10)
         node.create_subscription(PoseStamped, self.ns + "ee_pose", self._on_pose, 50)
         node.create_subscription(ActionChunk, self.ns + "shield/chunk", self.released.append, 10)
-        self.events: list[str] = []
-        node.create_subscription(ShieldEvent, self.ns + "shield/events", lambda m: self.events.append(m.reason), 50)
+        self.events: list[str] = []  # the shield's reasons
+        self.event_msgs: list[Any] = []  # and its whole events
+        node.create_subscription(ShieldEvent, self.ns + "shield/events", self._on_event, 50)
         self.policy_chunks = 0
         node.create_subscription(ActionChunk, self.ns + "policy/chunk", self._on_policy_chunk, 10)
         node.create_subscription(String, self.ns + "driver/rejections", lambda m: self.rejections.append(m.data), 50)
@@ -61,6 +63,10 @@ class FaultProbe:
 
     def close(self) -> None:
         self.session.close()
+
+    def _on_event(self, msg: Any) -> None:
+        self.events.append(msg.reason)
+        self.event_msgs.append(msg)
 
     def _on_policy_chunk(self, _msg: Any) -> None:
         self.policy_chunks += 1

@@ -41,6 +41,12 @@ def add_up(sub: Subparsers, common: argparse.ArgumentParser) -> None:
     up.add_argument(
         "--stop-timeout", type=float, default=4.0, help="SIGKILL nodes still alive this many s after Ctrl-C"
     )
+    up.add_argument(
+        "--insecure",
+        action="store_true",
+        help="run without keys on purpose: nothing is signed or checked, and every node says INSECURE "
+        "(the robot profile refuses to start without its keys otherwise; docs/security.md)",
+    )
     up.set_defaults(handler=cmd_up)
 
 
@@ -75,6 +81,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         ready_timeout_s=args.ready_timeout,
         stop_timeout_s=args.stop_timeout,
+        insecure=args.insecure,
     )
 
 
@@ -125,8 +132,10 @@ def _print_status_table(title: str, health: dict[str, NodeHealth | None], verbos
 
 def security_summary(health: dict[str, NodeHealth | None]) -> tuple[bool, str]:
     """(secured, one line): whether every node that signs or checks commands and operator
-    requests does so, from the `commands=` and `operators=` backends the nodes report, and
-    whether the audit verifies who decided (`decisions=`, when a recorder runs)."""
+    requests does so, from the `commands=` and `operators=` backends the nodes report,
+    whether the audit verifies who decided (`decisions=`, when a recorder runs), which nodes
+    run without keys on purpose (`security=INSECURE`) and which refuse doubly published
+    sensor inputs (`inputs=`)."""
     parts, secured = [], True
     for role, what in (("commands", "command path"), ("operators", "operator requests"), ("decisions", "audit")):
         roles = {
@@ -146,6 +155,19 @@ def security_summary(health: dict[str, NodeHealth | None]) -> tuple[bool, str]:
             parts.append(f"{what}: NOT authenticated at {', '.join(weak)}")
         else:
             parts.append(f"{what}: authenticated ({', '.join(sorted(roles))})")
+    insecure = sorted(
+        name
+        for name, h in health.items()
+        if h is not None and any(b.startswith("security=INSECURE") for b in h.backends)
+    )
+    if insecure:  # started without keys on purpose (--insecure, security: insecure)
+        secured = False
+        parts.insert(0, f"INSECURE on purpose at {', '.join(insecure)}")
+    inputs = sorted(
+        name for name, h in health.items() if h is not None and any(b.startswith("inputs=") for b in h.backends)
+    )
+    if inputs:
+        parts.append(f"sensor inputs: one publisher each or fail closed ({', '.join(inputs)})")
     if os.environ.get("ROS_SECURITY_ENABLE", "").lower() == "true":
         parts.append("DDS security (SROS2): ROS_SECURITY_ENABLE=true in this shell")
     else:
@@ -221,14 +243,18 @@ def cmd_status(args: argparse.Namespace) -> int:
     return EXIT_OK if all(h is not None and h.ready for h in health.values()) else EXIT_FAILED
 
 
-DEFAULT_KEY_FILE = "~/.config/carryon/command.key"
-
-
 def add_keys(sub: Subparsers, common: argparse.ArgumentParser) -> None:
-    keys = sub.add_parser("keys", parents=[common], help="the command key (shield and driver) and operator identities")
+    keys = sub.add_parser("keys", parents=[common], help="the keys of a robot PC and operator identities")
     actions = keys.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
-    init = actions.add_parser("init", parents=[common], help="make a command key for a robot PC (docs/security.md)")
-    init.add_argument("--path", default=DEFAULT_KEY_FILE, help=f"where (default {DEFAULT_KEY_FILE}); kept if it exists")
+    init = actions.add_parser(
+        "init",
+        parents=[common],
+        help="make the keys a profile with installed keys (robot) starts with: command key, node keys, "
+        "authorized principals (docs/security.md)",
+    )
+    init.add_argument(
+        "--dir", default="", help="where ($CARRYON_KEYS_DIR, else ~/.config/carryon); files that exist are kept"
+    )
     init.set_defaults(handler=cmd_keys_init)
     operator = actions.add_parser(
         "operator", parents=[common], help="make (or show) this login's operator identity and its authorized line"
@@ -238,16 +264,23 @@ def add_keys(sub: Subparsers, common: argparse.ArgumentParser) -> None:
 
 
 def cmd_keys_init(args: argparse.Namespace) -> int:
-    from carryon_common.core.command_auth import create_key_file, load_key
+    from carryon_bringup.core.run_keys import installed_keys_dir, make_keys, signers
+    from carryon_bringup.up import load_spec
+    from carryon_common.core.command_auth import load_key
 
-    path = Path(args.path).expanduser()
-    existed = path.exists()
-    create_key_file(path)
-    load_key(path)  # a kept file must be usable too (owner-only, long enough): ConfigError says why not
-    console.print(f"{'kept the existing' if existed else 'made a new'} command key: {path}")
+    spec = load_spec(args.config_dir)
+    folder = Path(args.dir).expanduser() if args.dir else installed_keys_dir()
+    classes = {name: cls for profile in spec.profiles for name, cls in spec.config_classes(profile).items()}
+    existed = {path for path in folder.rglob("*") if path.is_file()} if folder.exists() else set()
+    made = make_keys(folder, signers(classes))
+    load_key(made[0])  # a kept command key must be usable too (owner-only, long enough): ConfigError says why
+    for path in made:
+        console.print(f"{'kept' if path in existed else 'made'} {path}")
+    where = f" with CARRYON_KEYS_DIR={folder}" if args.dir else ""
     console.print(
-        "give it to the shield and the driver: command_key_file in config/profiles/robot/shield_node.yaml and "
-        "arm_adapter_node.yaml (docs/security.md)"
+        f"the robot profile's nodes take these by themselves{where}; "
+        "add other operators' lines (`carryon keys operator` on their console, then users=<who they act for>) to "
+        f"{folder / 'authorized_principals'} (docs/security.md)"
     )
     return EXIT_OK
 
@@ -267,8 +300,9 @@ def cmd_keys_operator(args: argparse.Namespace) -> int:
     identity = load_identity(create_identity(path), f"operator:{name}")
     console.print(f"{'kept the existing' if existed else 'made a new'} operator identity {identity.principal}: {path}")
     console.print(
-        f"authorize it on a robot PC by adding this line to its operators file (or {authorized_operators_path()} "
-        "for local runs):"
+        "authorize it on a robot PC by adding this line to its authorized_principals file (or "
+        f"{authorized_operators_path()} for local runs); add users=<user,user,...> (or users=*) to it: without, the "
+        "operator may act for no user's memory or requests"
     )
     print(identity.public_line())
     return EXIT_OK

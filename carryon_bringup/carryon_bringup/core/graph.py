@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -88,6 +88,12 @@ class Profile(BaseModel):
     )
     params: dict[str, tuple[str, ...]] = Field(
         default_factory=dict, description="Extra parameter files per node for this profile (applied last)."
+    )
+    keys: Literal["per_run", "installed"] = Field(
+        "per_run",
+        description="Where the nodes' keys come from (carryon_bringup/core/run_keys.py): 'per_run' = made anew "
+        "for each run in its folder; 'installed' = made once on this PC by `carryon keys init`, and a missing "
+        "one stops the start.",
     )
 
 
@@ -207,6 +213,10 @@ class GraphSpec:
         if name not in self.data.profiles:
             raise UnknownNameError(unknown_name_message("profile", name, self.data.profiles))
         return self.data.profiles[name]
+
+    def config_classes(self, profile: str) -> dict[str, type[NodeConfig]]:
+        """node -> config class, for every node of `profile` (started or not)."""
+        return {name: resolve_config_class(self.data.nodes[name].config_class) for name in self.profile(profile).nodes}
 
     def launches(self, profile: str, only: Sequence[str] | None = None) -> list[NodeLaunch]:
         """The processes of `profile` in start order, restricted to `only` when given."""

@@ -27,10 +27,9 @@ from pathlib import Path
 
 from carryon_common.core.errors import ConfigError
 from carryon_common.core.names import RUN_DIR_ENV
-from carryon_common.core.replay import SeenSignatures
+from carryon_common.core.replay import SenderOrder
 
 KEY_BYTES = 32
-_REPLAYS_KEPT = 16384  # bounds memory only while the clock stands still (core/replay.py)
 
 
 def create_key_file(path: Path) -> Path:
@@ -129,6 +128,12 @@ class EstopLatch:
             self.write_error = f"e-stop latch {self.path} not saved ({exc}): a restart would not keep this state"
 
 
+def order_path(latch: Path | None) -> Path | None:
+    """Where a driver keeps the order of the shield's messages it took (core/replay.py
+    SenderOrder): beside its e-stop latch, so both survive a restart or neither does."""
+    return None if latch is None else latch.with_name(latch.stem + "-order.json")
+
+
 def latch_path(setting: str, node_name: str) -> Path | None:
     """Where a node keeps its e-stop latch: `setting` when given, else the run folder of
     `carryon up` (state/<node>-estop.json), else nowhere (memory only)."""
@@ -138,53 +143,81 @@ def latch_path(setting: str, node_name: str) -> Path | None:
     return Path(run_dir) / "state" / f"{node_name}-estop.json" if run_dir else None
 
 
+@dataclass(frozen=True)
+class Signed:
+    """A message signed with the command key, as a driver checks it: the relative topic it
+    arrived on and its canonical bytes (carryon_common.signing.payload: the signature covers
+    both), its signature, its stamp (the shield's clock, s), and the shield's session and
+    sequence number (core/replay.py SenderOrder)."""
+
+    topic: str
+    payload: bytes
+    signature: str
+    stamp_s: float
+    session: int
+    sequence: int
+
+
 class CommandGuard:
     """The driver's side: its own e-stop latch, the shield's signature on every chunk and
     e-stop state, and the shield's heartbeat. Without a key (a node started on its own, in
     a unit test) nothing is verified and no heartbeat is required.
 
-    A signed message is accepted once, and only while fresh: its stamp (the shield's clock)
-    within `max_age_s` of the driver's clock `now_s` (the same clock in a graph: sim time in
-    simulation; on two PCs keep them synchronised). A replay is either a signature seen
-    recently or an old stamp. Signatures cover the topic too (see signing.payload): a
-    heartbeat cannot be replayed as an e-stop state. The heartbeat's age is measured on
-    the monotonic clock `mono_s`: it is about the shield's process being alive, whatever
-    the simulator's real-time factor."""
+    A signed message is taken once, in order, and only while fresh: its sequence must come
+    after the newest taken from the shield's session on its topic (`SenderOrder`, kept with
+    the latch so a restarted driver still knows), and its stamp (the shield's clock) within
+    `max_age_s` of the driver's clock `now_s` (the same clock in a graph: sim time in
+    simulation; on two PCs keep them synchronised). Signatures cover the topic too (see
+    signing.payload): a heartbeat cannot be replayed as an e-stop state. The heartbeat's age
+    is measured on the monotonic clock `mono_s`: it is about the shield's process being
+    alive, whatever the simulator's real-time factor.
+
+    The driver's clock must not jump back (`observe_clock`): a jump back of more than
+    `max_clock_jump_back_s` engages the latch until an operator releases it with a new
+    signed state, unless the driver set its clock back itself (`clock_reset`, e.g. a
+    simulator reset an operator asked for)."""
 
     def __init__(
         self,
         key: bytes | None,
         latch: EstopLatch,
         heartbeat_timeout_s: float,
+        *,
         max_age_s: float = 1.0,
         heartbeat_pause_s: float | None = None,
+        order: SenderOrder | None = None,
+        max_clock_jump_back_s: float = 0.1,
     ) -> None:
         self.key = key
         self.latch = latch
         self.heartbeat_timeout_s = heartbeat_timeout_s
         self.heartbeat_pause_s = heartbeat_timeout_s if heartbeat_pause_s is None else heartbeat_pause_s
         self.max_age_s = max_age_s
+        self.max_clock_jump_back_s = max_clock_jump_back_s
         self.last_heartbeat_mono: float | None = None  # monotonic time of the latest valid heartbeat
-        self._seen = SeenSignatures(max_age_s, _REPLAYS_KEPT)
+        self.order = order if order is not None else SenderOrder(None)
         self.refused = 0  # forged, replayed, stale or unsigned messages
+        self._clock_s: float | None = None  # the driver's clock when last observed
+        if self.order.load_error and not latch.state.active:
+            latch.set(LatchState(True, f"{self.order.load_error}: engaged", "driver", 0.0))
 
     @property
     def estop(self) -> bool:
         return self.latch.state.active
 
-    def admit_chunk(self, payload: bytes, signature: str, stamp_s: float, now_s: float) -> str | None:
+    def admit_chunk(self, msg: Signed, now_s: float, mono_s: float) -> str | None:
         """Why a released chunk must not be queued (None: queue it)."""
         if self.key is None:
             return None
-        reason = self._check(payload, signature, stamp_s, now_s)
+        reason = self._check(msg, now_s, mono_s)
         return None if reason is None else f"{reason}: not released by the shield, refused"
 
-    def on_state(self, payload: bytes, signature: str, state: LatchState, now_s: float) -> str | None:
+    def on_state(self, msg: Signed, state: LatchState, now_s: float, mono_s: float) -> str | None:
         """The shield's e-stop state (estop/state). An engage is always followed, signed or
-        not: stopping is never refused. A release must verify and be fresh (stamped within
-        `max_age_s`: the operator released it just now, not a copy of an earlier release).
-        Returns why the message was ignored, or None."""
-        reason = self._check(payload, signature, state.stamp_s, now_s) if self.key is not None else None
+        not: stopping is never refused. A release must verify, come after every state taken
+        before, and be fresh (stamped within `max_age_s`: the operator released it just now,
+        not a copy of an earlier release). Returns why the message was ignored, or None."""
+        reason = self._check(msg, now_s, mono_s) if self.key is not None else None
         if state.active:  # followed whatever the check said: the latch's reason keeps what it found
             if not self.latch.state.active:
                 note = "" if reason is None else f" (unverified: {reason})"
@@ -197,18 +230,39 @@ class CommandGuard:
         self.latch.set(LatchState(False, state.reason, state.source, now_s))
         return None
 
-    def on_heartbeat(self, payload: bytes, signature: str, stamp_s: float, now_s: float, mono_s: float) -> str | None:
+    def on_heartbeat(self, msg: Signed, now_s: float, mono_s: float) -> str | None:
         """The shield's heartbeat: it only feeds the watchdog (it neither engages nor
         releases: a heartbeat sent just before a release may arrive after it)."""
         if self.key is None:
             return None
-        reason = self._check(payload, signature, stamp_s, now_s)
+        reason = self._check(msg, now_s, mono_s)
         if reason is None:
             self.last_heartbeat_mono = mono_s
         return reason
 
     def engage(self, reason: str, source: str, now_s: float) -> None:
         self.latch.set(LatchState(True, reason, source, now_s))
+
+    def observe_clock(self, now_s: float) -> str | None:
+        """Check the driver's clock against its last reading: a jump back engages the latch
+        (returns why, once). A captured message is no longer stale on a clock set back to
+        its time; the sequence numbers refuse it anyway, and the operator decides whether
+        to go on."""
+        last, self._clock_s = self._clock_s, now_s
+        if last is None or not now_s < last - self.max_clock_jump_back_s:
+            return None
+        reason = (
+            f"the driver's clock jumped back {last - now_s:.3f} s (from {last:.3f} to {now_s:.3f} s): "
+            "engaged until an operator releases it"
+        )
+        if not self.latch.state.active:
+            self.latch.set(LatchState(True, reason, "driver clock", now_s))
+        return reason
+
+    def clock_reset(self) -> None:
+        """The driver sets its own clock back (a simulator reset an operator asked for): the
+        next reading starts the clock check again."""
+        self._clock_s = None
 
     def blocked(self, mono_s: float) -> str | None:
         """Why no step may be executed now (None: steps may run); `mono_s` monotonic."""
@@ -236,20 +290,21 @@ class CommandGuard:
             return f"no heartbeat from the shield for {age * 1000:.0f} ms: paused"
         return None
 
-    def _check(self, payload: bytes, signature: str, stamp_s: float, now_s: float) -> str | None:
+    def _check(self, msg: Signed, now_s: float, mono_s: float) -> str | None:
         assert self.key is not None
         reason = None
-        if not signature:
+        if not msg.signature:
             reason = "unsigned"
-        elif not verify(self.key, payload, signature):
+        elif not verify(self.key, msg.payload, msg.signature):
             reason = "signature does not match"
-        elif signature in self._seen:
-            reason = "a replay of a message already received"
-        elif abs(now_s - stamp_s) > self.max_age_s:
-            offset = now_s - stamp_s
-            reason = f"stamped {stamp_s:.3f} s, {offset:+.3f} s from the driver's clock (limit {self.max_age_s:g} s)"
+        elif (not_new := self.order.check(msg.topic, msg.session, msg.sequence)) is not None:
+            reason = not_new
+        elif not abs(now_s - msg.stamp_s) <= self.max_age_s:  # written so that a NaN stamp is refused
+            offset = now_s - msg.stamp_s
+            limit = f"(limit {self.max_age_s:g} s)"
+            reason = f"stamped {msg.stamp_s:.3f} s, {offset:+.3f} s from the driver's clock {limit}"
         if reason is not None:
             self.refused += 1
             return reason
-        self._seen.add(signature, stamp_s, now_s)
+        self.order.take(msg.topic, msg.session, msg.sequence, mono_s)
         return None

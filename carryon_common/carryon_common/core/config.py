@@ -21,10 +21,10 @@ import typing
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from carryon_common.core.errors import ConfigError
 from carryon_common.core.registry import unknown_name_message
@@ -39,6 +39,24 @@ ROS_BUILTIN_PARAMETERS = frozenset({"use_sim_time"})
 _SCALARS: tuple[type, ...] = (bool, int, float, str)
 
 
+def one_of(kind: str, valid: Iterable[str]) -> AfterValidator:
+    """Validator for a name field: the value must be one of `valid`; the error lists them
+    and suggests the closest. Use as `Annotated[str, one_of("policy backend", NAMES)]`."""
+    names = tuple(valid)
+
+    def check(value: str) -> str:
+        if value not in names:
+            raise ValueError(unknown_name_message(kind, value, names))
+        return value
+
+    return AfterValidator(check)
+
+
+# What a node does without the keys its config names (command key, operators file, identity,
+# publishers file): core/security.py.
+SECURITY_MODES = ("required", "optional", "insecure")
+
+
 class NodeConfig(BaseModel):
     """Base class of every node's configuration.
 
@@ -47,6 +65,17 @@ class NodeConfig(BaseModel):
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+
+    security: Annotated[str, one_of("security mode", SECURITY_MODES)] = Field(
+        "optional",
+        description=(
+            "What the node does without the keys its other parameters name (command_key_file, operators_file, "
+            "identity_file, publishers_file): 'required' = refuse to start (the robot profile: make them with "
+            "`carryon keys init`); 'optional' = run and say it is not secured (a node started alone; `carryon up` "
+            "gives every node keys in simulation); 'insecure' = run without them on purpose, said in its status "
+            "and its log (docs/security.md)."
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -248,16 +277,3 @@ def config_as_params(config: NodeConfig, node_selector: str = "/**") -> dict[str
     """A config as a ROS 2 params-file document (for resolved-config records)."""
     values = {name: (list(v) if isinstance(v, tuple) else v) for name, v in config.model_dump().items()}
     return {node_selector: {"ros__parameters": values}}
-
-
-def one_of(kind: str, valid: Iterable[str]) -> AfterValidator:
-    """Validator for a name field: the value must be one of `valid`; the error lists them
-    and suggests the closest. Use as `Annotated[str, one_of("policy backend", NAMES)]`."""
-    names = tuple(valid)
-
-    def check(value: str) -> str:
-        if value not in names:
-            raise ValueError(unknown_name_message(kind, value, names))
-        return value
-
-    return AfterValidator(check)

@@ -160,6 +160,17 @@ class DriverCommandConfig(NodeConfig):
         ),
     )
 
+    max_clock_jump_back_s: float = Field(
+        0.1,
+        gt=0.0,
+        le=10.0,
+        description=(
+            "The driver's clock going back by more than this engages its e-stop until an operator releases it "
+            "(a clock set back makes captured commands look fresh; a simulator reset an operator asked for is "
+            "not a jump), seconds."
+        ),
+    )
+
     @model_validator(mode="after")
     def _pause_before_timeout(self) -> DriverCommandConfig:
         if self.shield_heartbeat_pause_s > self.shield_heartbeat_timeout_s:

@@ -12,10 +12,15 @@ and the signature has not been seen before (a replay).
 * **Identity files** hold an Ed25519 private key (PEM, readable by its owner only). An
   operator's lives in `$XDG_CONFIG_HOME/carryon/operators/<name>.key` (`carryon keys
   operator`); a node's in the run's key folder.
-* **Authorized principals file**: one `<principal> <base64 public key>` per line, `#`
-  comments, like ssh's authorized_keys. Nodes hold public keys only: no node can sign as
-  an operator. `carryon up` writes one per run (the local operator, planner_node, and
-  the lines of `$XDG_CONFIG_HOME/carryon/authorized_operators`).
+* **Authorized principals file**: one `<principal> <base64 public key> [users=<a,b>|users=*]`
+  per line, `#` comments, like ssh's authorized_keys. `users=` binds an operator to the
+  users whose memory and requests they may act for (`*`: every user); an operator line
+  without it may act for **no** user (what the file does not grant is refused). A node
+  acts for every user: the planner checks the operator behind each request. Nodes hold
+  public keys only: no node can sign as an operator. `carryon up` writes one per run (the
+  local operator with `users=*`, the nodes that sign requests, and the lines of
+  `$XDG_CONFIG_HOME/carryon/authorized_operators`); a robot PC keeps one made by
+  `carryon keys init`.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from carryon_common.core.replay import SeenSignatures
 PRINCIPAL = re.compile(r"(operator|node):[a-z0-9][a-z0-9_.-]{0,63}")
 MAX_AGE_S = 30.0
 _REPLAYS_KEPT = 4096
+EVERY_USER = "*"  # `users=*`, and what a request about every user's memory asks for
 
 
 class Unauthorized(CarryOnError):
@@ -77,10 +83,11 @@ class Identity:
     def sign(self, payload: bytes) -> str:
         return base64.b64encode(self.key.sign(payload)).decode()
 
-    def public_line(self) -> str:
-        """This identity's line for an authorized principals file."""
+    def public_line(self, users: str = "") -> str:
+        """This identity's line for an authorized principals file; `users` (e.g. "alice,bob"
+        or "*") binds an operator to the users it may act for."""
         raw = self.key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-        return f"{self.principal} {base64.b64encode(raw).decode()}"
+        return f"{self.principal} {base64.b64encode(raw).decode()}" + (f" users={users}" if users else "")
 
 
 def create_identity(path: Path) -> Path:
@@ -126,18 +133,57 @@ def load_identity(path: Path, principal: str) -> Identity:
     return Identity(principal, key)
 
 
-def parse_authorized(text: str, where: str) -> dict[str, Ed25519PublicKey]:
-    """principal -> public key from an authorized principals file's text."""
-    keys: dict[str, Ed25519PublicKey] = {}
+@dataclass(frozen=True)
+class Principal:
+    """An authorized principal: its public key and the users it may act for (None: every user)."""
+
+    key: Ed25519PublicKey
+    users: frozenset[str] | None
+
+    def may_act_for(self, user: str) -> bool:
+        """Whether it may act for `user` (EVERY_USER: for all of them at once)."""
+        return self.users is None or (user != EVERY_USER and user in self.users)
+
+    def describe_users(self) -> str:
+        return "every user" if self.users is None else ", ".join(sorted(self.users)) or "no user"
+
+
+_USER = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
+
+
+def _users(options: list[str], principal: str) -> frozenset[str] | None:
+    """The `users=` option of a line: None for every user; an operator without it: none."""
+    users: frozenset[str] | None = None if principal.startswith("node:") else frozenset()
+    for option in options:
+        name, _, value = option.partition("=")
+        if name != "users" or not value:
+            raise ValueError(f"unknown option {option!r} (expected users=<user,user,...> or users=*)")
+        if value == EVERY_USER:
+            users = None
+            continue
+        names = value.split(",")
+        bad = [n for n in names if not _USER.fullmatch(n)]
+        if bad:
+            raise ValueError(f"users=: {', '.join(map(repr, bad))} is not a user id (lower case, digits, _ . -)")
+        users = frozenset(names)
+    return users
+
+
+def parse_authorized(text: str, where: str) -> dict[str, Principal]:
+    """principal -> its key and users, from an authorized principals file's text."""
+    keys: dict[str, Principal] = {}
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
         parts = line.split()
         try:
-            if len(parts) != 2 or not PRINCIPAL.fullmatch(parts[0]):
-                raise ValueError("expected '<operator:name|node:name> <base64 Ed25519 public key>'")
-            keys[parts[0]] = Ed25519PublicKey.from_public_bytes(base64.b64decode(parts[1], validate=True))
+            if len(parts) < 2 or not PRINCIPAL.fullmatch(parts[0]):
+                raise ValueError(
+                    "expected '<operator:name|node:name> <base64 Ed25519 public key> [users=<user,user,...>|users=*]'"
+                )
+            key = Ed25519PublicKey.from_public_bytes(base64.b64decode(parts[1], validate=True))
+            keys[parts[0]] = Principal(key, _users(parts[2:], parts[0]))
         except ValueError as exc:
             raise ConfigError(f"{where}:{number}: {exc}") from None
     return keys
@@ -146,7 +192,7 @@ def parse_authorized(text: str, where: str) -> dict[str, Ed25519PublicKey]:
 class RequestVerifier:
     """Checks signed requests against an authorized principals file (see the module docstring)."""
 
-    def __init__(self, keys: dict[str, Ed25519PublicKey], max_age_s: float = MAX_AGE_S) -> None:
+    def __init__(self, keys: dict[str, Principal], max_age_s: float = MAX_AGE_S) -> None:
         self.keys, self.max_age_s = keys, max_age_s
         self._seen = SeenSignatures(max_age_s, _REPLAYS_KEPT)
 
@@ -165,10 +211,10 @@ class RequestVerifier:
         key = self.keys.get(principal)
         if key is None:
             raise Unauthorized(f"{principal} is not an authorized principal here")
-        if abs(now_s - stamp_s) > self.max_age_s:
+        if not abs(now_s - stamp_s) <= self.max_age_s:
             raise Unauthorized(f"the request is stamped {now_s - stamp_s:+.1f} s from now (limit {self.max_age_s:g} s)")
         try:
-            key.verify(base64.b64decode(signature, validate=True), payload)
+            key.key.verify(base64.b64decode(signature, validate=True), payload)
         except (InvalidSignature, ValueError):
             raise Unauthorized(f"the signature does not verify for {principal}") from None
         if signature in self._seen:

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 from pydantic import Field
 
-from carryon_common.core.config import NodeConfig, one_of
+from carryon_common.core.config import one_of
+from carryon_common.core.operator_auth import NodeIdentityConfig
 
 NAMERS = ("none", "vlm")
 
 
-class PerceptionConfig(NodeConfig):
+class PerceptionConfig(NodeIdentityConfig):
+    signs_requests: ClassVar[bool] = True  # it reads every user's reference images from memory_node
+
     backend: str = Field(
         "tabletop",
         description="Perception backend by name: 'tabletop' (depth + colour segmentation on support planes, "

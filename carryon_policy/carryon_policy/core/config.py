@@ -7,12 +7,13 @@ from typing import Annotated
 from pydantic import Field, model_validator
 
 from carryon_common.core.config import one_of
+from carryon_common.core.operator_auth import OperatorAuthConfig
 from carryon_policy.core.remote_config import RemoteBackendConfig
 
 POLICY_BACKENDS = ("sim_scripted", "sim_scripted_safe", "openpi_remote", "lerobot_local")
 
 
-class PolicyConfig(RemoteBackendConfig):
+class PolicyConfig(RemoteBackendConfig, OperatorAuthConfig):
     backend: Annotated[str, one_of("policy backend", POLICY_BACKENDS)] = Field(
         "sim_scripted",
         description="Policy backend by name: 'sim_scripted' (scripted stand-in for a frozen VLA), "

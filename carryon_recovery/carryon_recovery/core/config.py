@@ -6,12 +6,13 @@ from typing import Annotated
 
 from pydantic import Field
 
-from carryon_common.core.config import NodeConfig, one_of
+from carryon_common.core.config import one_of
+from carryon_common.core.operator_auth import OperatorAuthConfig
 
 MOTION_BACKENDS = ("builtin", "moveit_py")
 
 
-class RecoveryConfig(NodeConfig):
+class RecoveryConfig(OperatorAuthConfig):
     motion_backend: Annotated[str, one_of("motion backend", MOTION_BACKENDS)] = Field(
         "builtin",
         description="Motion backend by name: 'builtin' (Cartesian interpolation, every step checked by IK on the "

@@ -43,6 +43,13 @@ class ShieldConfig(OperatorAuthConfig, NodeIdentityConfig):
         ["scene", "wrist"], description="Cameras fused into the obstacle set (topics camera/<name>/...)."
     )
     world_frame: str = Field("world", description="Frame of chunks, poses and obstacle points; others are refused.")
+    max_input_publishers: int = Field(
+        1,
+        ge=1,
+        description="Publishers each sensor input (camera depth, pose, masks, labels, ee_pose, gripper width, /clock "
+        "under sim time) may have; while one has more, its messages are not used and every chunk fails closed, "
+        "naming the topic (a second, unauthenticated publisher would steer the shield; docs/security.md).",
+    )
     hand_threshold_m: float = Field(
         0.02, gt=0.0, description="Minimum predicted distance between the hand (palm, flange) and obstacles, metres."
     )

@@ -285,6 +285,10 @@ class ShieldPerception:
         return Snapshot(obstacles, state, geometry, self.latch.holding)
 
 
+# A state stamped this much before the last release is from before a clock jump back, seconds.
+CLOCK_SLACK_S = 0.1
+
+
 class CommandTracker:
     """What the driver is executing, from the chunks the shield released: the gripper
     command of the step under way (for the holding latch) and its absolute target (the
@@ -308,11 +312,20 @@ class CommandTracker:
     def _index(self, now_s: float) -> int:
         return int(np.clip(np.floor((now_s - self._start_s) / self._dt + 1e-6), 0, len(self._gripper) - 1))
 
+    def _forget_if_clock_went_back(self, now_s: float) -> None:
+        """A release stamped after `now_s` is from before the clock jumped back (a simulator
+        reset put the arm elsewhere): what it commanded is no base for the next chunk."""
+        if now_s < self._start_s - CLOCK_SLACK_S:
+            self.__init__()  # type: ignore[misc]
+
     def gripper_command(self, now_s: float) -> float:
+        self._forget_if_clock_went_back(now_s)
         return float(self._gripper[self._index(now_s)])
 
     def target(self, now_s: float) -> tuple[FloatArray | None, FloatArray | None]:
-        """Absolute target position (3,) and rotation (3, 3) under way (None before any release)."""
+        """Absolute target position (3,) and rotation (3, 3) under way (None before any release,
+        or when the clock went back since: the measured pose is the base then)."""
+        self._forget_if_clock_went_back(now_s)
         if self._positions is None or self._rotations is None:
             return None, None
         i = self._index(now_s)

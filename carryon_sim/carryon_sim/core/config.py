@@ -5,9 +5,10 @@ from __future__ import annotations
 from pydantic import Field
 
 from carryon_common.core.driver import DriverCommandConfig
+from carryon_common.core.operator_auth import OperatorAuthConfig
 
 
-class SimConfig(DriverCommandConfig):
+class SimConfig(DriverCommandConfig, OperatorAuthConfig):
     scene: str = Field("food_serving", description="Scene file name under the scenes folder (without .yaml).")
     scenes_dir: str = Field(
         "", description="Folder of scene files ('' = <config dir>/scenes, the config dir from $CARRYON_CONFIG_DIR)."

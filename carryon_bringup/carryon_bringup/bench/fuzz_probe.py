@@ -1,6 +1,7 @@
-"""Probe for test_message_fuzz_graph.py (run inside the graph's ROS domain): finds every topic
+"""The malformed-message probe of test_message_fuzz_graph.py and `carryon bench faults` (run
+inside the graph's ROS domain: `python -m carryon_bringup.bench.fuzz_probe`): finds every topic
 and service the named nodes subscribe to or serve (graph introspection), sends each the
-malformed variants of its type (malformed_messages.py), and prints what happened as JSON:
+malformed variants of its type (fuzz_messages.py), and prints what happened as JSON:
 which nodes stopped answering after which message, how services answered, the drivers'
 refusals, the shield's events and each node's status at the end.
 
@@ -19,10 +20,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from geometry_msgs.msg import Pose, Quaternion
-from malformed_messages import raw_variants, variants
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Header, String
 
+from carryon_bringup.bench.fuzz_messages import raw_variants, variants
 from carryon_common.calls import RosSession
 from carryon_common.core import names
 from carryon_common.request_auth import sign_request
