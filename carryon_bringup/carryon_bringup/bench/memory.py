@@ -5,8 +5,10 @@ domain, empty memory folder in the run folder, no seed data), fills it through
 memory/update_user with 50 users x 100 facts (one request per user) and a shared scene,
 then measures memory/get_context round trips from a client process for random users:
 p50 / p99 / max, goal p99 <= 5 ms (issue #5). Also reported: single-fact update_user
-latency (a journaled, fsync'd write) and the size of one user's rendered context.
-`--quick`: 10 users x 50 facts, fewer calls.
+latency (a journaled, fsync'd write), get_context right after each of those writes (what
+the node derives from the files is computed again then), the size of one user's rendered
+context and of a whole response (the other users' values for the planner's cross-user
+checks are most of it). `--quick`: 10 users x 50 facts, fewer calls.
 
 The client is a child process (`client_main`), so the benchmark process itself never
 joins the DDS domain. Latency includes the client's rclpy executor, DDS on loopback,
@@ -37,6 +39,8 @@ def _fact_value(user: int, index: int) -> str:
 
 def client_main(argv: list[str]) -> int:
     """Populate the store over ROS, then time get_context calls; print the samples as JSON."""
+    from rclpy.serialization import serialize_message
+
     from carryon_bringup.node import GraphClient
     from carryon_common.core import names
     from carryon_interfaces.msg import MemoryFact, SceneUpdate
@@ -90,7 +94,7 @@ def client_main(argv: list[str]) -> int:
         for _ in range(20):  # warm-up: discovery, matching, caches
             session.call(GetContext, get_context, GetContext.Request(user_id=users[0]), timeout_s=10.0)
         context_ms: list[float] = []
-        rendered = ""
+        response = None
         for _ in range(args.calls):
             request = GetContext.Request(user_id=rng.choice(users))
             begin = time.perf_counter()
@@ -98,23 +102,33 @@ def client_main(argv: list[str]) -> int:
             context_ms.append((time.perf_counter() - begin) * 1e3)
             if response.status != GetContext.Response.STATUS_OK or len(response.user_facts) != args.facts:
                 raise SystemExit(f"get_context {request.user_id} failed: {response.message}")
-            rendered = response.rendered
         update_ms: list[float] = []
+        after_write_ms: list[float] = []
         for index in range(args.updates):
             fact = MemoryFact(entity="bench", key="counter", value=str(index), durable=True)
             request = UpdateUser.Request(user_id=rng.choice(users), facts=[fact], source="bench")
             begin = time.perf_counter()
-            response = session.call(UpdateUser, update_user, request, timeout_s=10.0)
+            written = session.call(UpdateUser, update_user, request, timeout_s=10.0)
             update_ms.append((time.perf_counter() - begin) * 1e3)
-            if response.status != UpdateUser.Response.STATUS_OK:
-                raise SystemExit(f"update_user failed: {response.message}")
+            if written.status != UpdateUser.Response.STATUS_OK:
+                raise SystemExit(f"update_user failed: {written.message}")
+            request = GetContext.Request(user_id=rng.choice(users))
+            begin = time.perf_counter()
+            read = session.call(GetContext, get_context, request, timeout_s=5.0)
+            after_write_ms.append((time.perf_counter() - begin) * 1e3)
+            if read.status != GetContext.Response.STATUS_OK:
+                raise SystemExit(f"get_context {request.user_id} after a write failed: {read.message}")
+    rendered = response.rendered if response is not None else ""
     json.dump(
         {
             "context_ms": context_ms,
             "update_ms": update_ms,
+            "after_write_ms": after_write_ms,
             "populate_s": populate_s,
             "rendered_chars": len(rendered),
             "rendered_tokens": -(-len(rendered) // 4),
+            "response_bytes": len(serialize_message(response)) if response is not None else 0,
+            "foreign_values": len(response.foreign_values) if response is not None else 0,
         },
         sys.stdout,
     )
@@ -162,9 +176,15 @@ def run(options: BenchOptions) -> BenchResult:
     note = f"1 fact, journaled + fsync'd, {len(update_ms)} calls"
     result.add("update_user_p50", percentile(update_ms, 50), "ms", note)
     result.add("update_user_p99", percentile(update_ms, 99), "ms")
+    after_write_ms = samples["after_write_ms"]
+    note = f"get_context of a random user right after each update_user ({len(after_write_ms)} calls)"
+    result.add("context_after_write_p50", percentile(after_write_ms, 50), "ms", note)
+    result.add("context_after_write_p99", percentile(after_write_ms, 99), "ms")
     result.add("populate", samples["populate_s"], "s", f"{users} update_user calls of {facts} facts + scene")
     result.add("rendered_chars", samples["rendered_chars"], "chars", f"one user's context ({facts} facts + scene)")
     result.add("rendered_tokens", samples["rendered_tokens"], "tokens", "estimate: chars / 4")
+    note = f"one GetContext response, serialised; {samples['foreign_values']} other users' values in it"
+    result.add("response_bytes", samples["response_bytes"], "bytes", note)
     result.details.update(users=users, facts=facts, goal_p99_ms=GOAL_P99_MS, memory_dir=str(graph.run_dir / "memory"))
     return result
 

@@ -12,14 +12,20 @@ Layout of the memory folder::
 Files with malformed lines (see core/markdown.py) are served as far as they parse but
 never rewritten by a normal write: `writable` raises `ReadOnly` naming `file:line: reason`,
 until `carryon memory repair` (core/repair.py) or a person fixes the file.
+
+`ParsedFiles` is the readers' cache of parsed files: reads take no lock, because files are
+only ever replaced atomically, so a reader sees a whole old or a whole new file.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from carryon_common.core.names import MEMORY_IMAGES_DIR
 from carryon_memory.core import validate
+from carryon_memory.core.durable import read_bytes
 from carryon_memory.core.errors import ReadOnly
 from carryon_memory.core.markdown import SectionDoc
 from carryon_memory.core.scene import SCENE_FILE, locations
@@ -89,3 +95,65 @@ def valid_file(rel: str) -> bool:
         return True
     folder, _, name = rel.partition("/")
     return folder == USERS_DIR and name.endswith(".md") and validate.USER_ID.fullmatch(name[:-3]) is not None
+
+
+class ParsedFiles:
+    """The parsed memory files of the folder `root`, each kept until it changes on disk.
+
+    A file is read again when its inode, size or times change (the store replaces files by
+    rename; a hand edit in place changes the size or the modification time), so hand edits
+    are picked up at the next read, without a restart. A cached file is returned as the same
+    object while it is unchanged: callers keep what they derive from it by identity.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._users_dir = root / USERS_DIR
+        self._cache: dict[str, tuple[tuple[int, ...], Loaded]] = {}
+
+    def load(self, rel: str) -> Loaded | None:
+        """The parsed file `rel` (relative to the folder); None when it does not exist."""
+        path = self.root / rel
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            return None
+        return self._parsed(rel, stat)
+
+    def users(self) -> list[str]:
+        """Ids of the users that have a memory file, sorted."""
+        return [user for user, _entry in self._user_entries()]
+
+    def user_files(self) -> list[tuple[str, Loaded | None]]:
+        """(user id, parsed file) of every user that has a memory file, sorted by id; None for
+        a file that disappeared while it was listed. Costs one listing and one `stat` per user
+        (GetContext asks for it on every request), reading only the files that changed."""
+        found: list[tuple[str, Loaded | None]] = []
+        for user, entry in self._user_entries():
+            try:
+                stat = entry.stat()
+            except FileNotFoundError:
+                found.append((user, None))
+                continue
+            found.append((user, self._parsed(user_file(user), stat)))
+        return found
+
+    def _user_entries(self) -> list[tuple[str, os.DirEntry[str]]]:
+        try:
+            with os.scandir(self._users_dir) as entries:
+                named = [(entry.name[:-3], entry) for entry in entries if entry.name.endswith(".md")]
+        except (FileNotFoundError, NotADirectoryError):  # users/ removed by hand: nobody has a file
+            return []
+        return sorted(((u, e) for u, e in named if validate.USER_ID.fullmatch(u)), key=lambda pair: pair[0])
+
+    def _parsed(self, rel: str, stat: os.stat_result) -> Loaded | None:
+        signature = (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+        cached = self._cache.get(rel)
+        if cached is not None and cached[0] == signature:
+            return cached[1]
+        data = read_bytes(self.root / rel)
+        if data is None:
+            return None
+        loaded = load_file(rel, data)
+        self._cache[rel] = (signature, loaded)
+        return loaded

@@ -3,7 +3,9 @@
 The folder layout is in core/files.py. Reads take no lock: files are only ever replaced
 atomically, so a reader sees a whole old or a whole new file. Parsed files are cached
 and re-read when their inode, size or times change, so hand edits are picked up without
-a restart.
+a restart (`ParsedFiles`); what is derived from them for GetContext (the rendered context
+here, the other users' values in core/others.py) is kept until a file it was derived
+from changes.
 
 Writes are transactions (core/transaction.py): one at a time across processes, journaled,
 finished or undone after a writer dies mid-commit. Seeding a new folder is core/seed.py.
@@ -19,18 +21,19 @@ journal and for observations without a time.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from carryon_memory.core import validate
-from carryon_memory.core.durable import atomic_write, read_bytes
+from carryon_memory.core.durable import atomic_write
 from carryon_memory.core.errors import InvalidArgument, NotFound
 from carryon_memory.core.files import (
     IMAGES_DIR,
     USERS_DIR,
     Loaded,
-    load_file,
+    ParsedFiles,
     user_file,
     user_title,
     valid_file,
@@ -39,6 +42,7 @@ from carryon_memory.core.files import (
 from carryon_memory.core.images import check_image, stored_image
 from carryon_memory.core.journal import HISTORY_DIR, Journal, sha256
 from carryon_memory.core.markdown import SectionDoc, fold
+from carryon_memory.core.others import OthersIndex
 from carryon_memory.core.render import estimate_tokens, ordered_facts, render_context
 from carryon_memory.core.scene import SCENE_FILE, SCENE_TITLE, apply_update, check_update, write_location
 from carryon_memory.core.scene import join_contents as _join
@@ -86,7 +90,9 @@ class MemoryStore:
         self.max_image_bytes = max_image_bytes
         self.journal = Journal(self.root)
         self._writer = Writer(self.root, self.journal, lock_timeout_s)
-        self._cache: dict[str, tuple[tuple[int, ...], Loaded]] = {}
+        self.files = ParsedFiles(self.root)
+        # GetContext's other users and their values, kept until a user file changes (core/others.py).
+        self.others_index = OthersIndex()
         # user_id -> (user file, scene file, version, context) of the last plain request.
         self._contexts: dict[str, tuple[Loaded | None, Loaded | None, int, Context]] = {}
 
@@ -98,25 +104,11 @@ class MemoryStore:
     # -- files ------------------------------------------------------------------------
     def load(self, rel: str) -> Loaded | None:
         """A parsed memory file (cached by inode, size and times); None when it does not exist."""
-        path = self.root / rel
-        try:
-            stat = path.stat()
-        except FileNotFoundError:
-            return None
-        signature = (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
-        cached = self._cache.get(rel)
-        if cached is not None and cached[0] == signature:
-            return cached[1]
-        data = read_bytes(path)
-        if data is None:
-            return None
-        loaded = load_file(rel, data)
-        self._cache[rel] = (signature, loaded)
-        return loaded
+        return self.files.load(rel)
 
     def users(self) -> list[str]:
         """Ids of the users that have a memory file, sorted."""
-        return sorted(p.stem for p in (self.root / USERS_DIR).glob("*.md") if validate.USER_ID.fullmatch(p.stem))
+        return self.files.users()
 
     def version(self) -> int:
         """The store version (last committed change), read from the journal."""
@@ -153,7 +145,10 @@ class MemoryStore:
         scene = self.load(SCENE_FILE)
         if not extra:  # files unchanged since the last request (same parsed objects): same answer
             memo = self._contexts.get(user_id)
-            if memo is not None and memo[0] is user and memo[1] is scene and memo[2] == version:
+            if memo is not None and memo[0] is user and memo[1] is scene:
+                if memo[2] != version:  # another file changed: the same context at the new version
+                    memo = (user, scene, version, dataclasses.replace(memo[3], version=version))
+                    self._contexts[user_id] = memo
                 return memo[3]
         problems = (*(user.problems if user else ()), *(scene.problems if scene else ()))
         note = ""
