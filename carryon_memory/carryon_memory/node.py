@@ -222,7 +222,9 @@ class MemoryNode(CarryOnNode):
             temporary = [convert.fact_from_msg(m) for m in request.temporary_facts]
             context = self.store.context(request.user_id, temporary)
             cached = self._converted.get(request.user_id)
-            if cached is None or cached[0] is not context:  # the store answers unchanged memory with the same object
+            # The store answers unchanged files with the same facts and scene, also at a new version.
+            same = cached is not None and cached[0].facts is context.facts and cached[0].scene is context.scene
+            if not same or context.temporary:
                 cached = (
                     context,
                     [convert.fact_to_msg(f) for f in (*context.facts, *context.temporary)],

@@ -174,3 +174,26 @@ def test_observations_stamped_by_a_simulator_clock_are_recorded_at_wall_time(ros
         assert call(session, UpdateScene, "update_scene", updates=[update]).status == UpdateScene.Response.STATUS_OK
         r = call(session, GetContext, "get_context", user_id="")
     assert r.scene[0].name == "dining_table" and r.scene[0].observed.sec >= before  # not 1970
+
+
+def test_the_messages_served_follow_every_write_and_the_requests_temporary_facts(ros, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    start(ros, tmp_path / "memory")
+    ok = GetContext.Response.STATUS_OK
+    with RosSession("memory_client") as session:
+
+        def served(user: str, *temporary: MemoryFact) -> tuple[list[tuple[str, str, str, bool]], list[str], int]:
+            r = call(session, GetContext, "get_context", user_id=user, temporary_facts=list(temporary))
+            assert r.status == ok, r.message
+            return [(f.entity, f.key, f.value, f.durable) for f in r.user_facts], [s.name for s in r.scene], r.version
+
+        facts, scene, version = served("zoe")  # no memory yet: kept messages are reused for it below
+        assert facts == [] and "sink" not in scene
+        assert served("zoe", fact("drink", "wish", "tea", durable=False))[0] == [("drink", "wish", "tea", False)]
+        assert served("zoe") == ([], scene, version)  # temporary facts are never kept
+        r = call(session, UpdateUser, "update_user", user_id="alice", facts=[fact("diet", "preference", "vegan")])
+        assert served("zoe") == ([], scene, r.version) and r.version > version  # another user's write
+        r = call(session, UpdateUser, "update_user", user_id="zoe", facts=[fact("diet", "preference", "vegan")])
+        assert served("zoe") == ([("diet", "preference", "vegan", True)], scene, r.version)
+        update = SceneUpdate(op=SceneUpdate.OP_SET_CONTENTS, location="sink", contents=["cup"], source="judge")
+        assert call(session, UpdateScene, "update_scene", updates=[update]).status == ok
+        assert "sink" in served("zoe")[1]
