@@ -6,8 +6,8 @@ policy_node in their own processes, by a process on the same DDS domain that hol
   shield cuts it before the bottle), once after an unsigned `shield/set_task` names the
   bottle the target and permits contact with it. The rogue task must change nothing: as
   many steps released as in the control, no contact with the bottle in the simulator.
-* **reset and replay**: a signed release and a signed chunk of the shield are captured;
-  the operator engages the e-stop; an unsigned `sim/reset` must be refused; a signed one
+* **reset and replay**: a signed release and a signed chunk of the shield are captured and
+  kept for 10 s (400 heartbeats); the operator engages the e-stop; an unsigned `sim/reset` must be refused; a signed one
   (an operator's reset) sets the driver's clock back, and once the clock has reached the
   captured stamps again, the release and the chunk are replayed: the arm must not move.
 * **second publisher**: an intruder publishing tool poses on `ee_pose`: once the shield has
@@ -28,6 +28,9 @@ from carryon_bringup.bench.faults_probe import EXECUTED_M, FaultProbe
 
 OBSTACLE = "bottle"
 TIMEOUT_S = 30.0
+# Seconds between capturing the shield's messages and replaying them: at 40 heartbeats a second,
+# more than the 256 signatures the driver's guard once remembered besides the time window.
+PATIENCE_S = 10.0
 
 
 def _intruder(probe: FaultProbe) -> Any:
@@ -138,7 +141,7 @@ def replay_trials(probe: FaultProbe, trials: int, seed: int = 0) -> list[dict[st
         for trial in range(trials):
             reset(probe, seed + trial)
             release, chunk = _captured(probe)
-            probe.spin(2.0, probe.still)
+            probe.spin(PATIENCE_S)  # a patient attacker: hundreds of heartbeats pass before the replay
             probe.estop(True, "bench: the operator stops the arm")
             unsigned = reset(probe, seed + trial, session=intruder)
             signed = reset(probe, seed + trial)
