@@ -270,7 +270,8 @@ def cmd_keys_init(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.config_dir)
     folder = Path(args.dir).expanduser() if args.dir else installed_keys_dir()
-    classes = {name: cls for profile in spec.profiles for name, cls in spec.config_classes(profile).items()}
+    installed = [p for p in spec.profiles if spec.profile(p).keys == "installed"] or spec.profiles
+    classes = {name: cls for profile in installed for name, cls in spec.config_classes(profile).items()}
     existed = {path for path in folder.rglob("*") if path.is_file()} if folder.exists() else set()
     made = make_keys(folder, signers(classes))
     load_key(made[0])  # a kept command key must be usable too (owner-only, long enough): ConfigError says why
