@@ -238,7 +238,10 @@ class MemoryNode(CarryOnNode):
             response.rendered = context.rendered
             response.version = context.version
             apart = others(self.store, request.user_id)  # for the planner's cross-user checks; never rendered
-            response.other_users, response.foreign_values = list(apart.users), list(apart.foreign_values)
+            response.others_token = apart.token
+            response.others_unchanged = request.others_token == apart.token  # the caller's copy holds
+            if not response.others_unchanged:
+                response.other_users, response.foreign_values = list(apart.users), list(apart.foreign_values)
             parts = []
             if request.user_id:
                 who = f"user {request.user_id!r}"

@@ -197,3 +197,25 @@ def test_the_messages_served_follow_every_write_and_the_requests_temporary_facts
         update = SceneUpdate(op=SceneUpdate.OP_SET_CONTENTS, location="sink", contents=["cup"], source="judge")
         assert call(session, UpdateScene, "update_scene", updates=[update]).status == ok
         assert "sink" in served("zoe")[1]
+
+
+def test_other_users_values_are_left_out_only_while_the_callers_copy_holds(ros, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """GetContext.others_token: the planner keeps the other users' ids and values per user, and
+    memory_node leaves them out of a reply while they are unchanged; any user's write changes
+    them (and the token), so the next reply carries them again."""
+    start(ros, tmp_path / "memory")
+    with RosSession("memory_client") as session:
+        for user, value in (("bob", "white bread"), ("carol", "oat milk"), ("dave", "rye")):
+            call(session, UpdateUser, "update_user", user_id=user, facts=[fact("food", "preference", value)])
+        first = call(session, GetContext, "get_context", user_id="dave")
+        assert not first.others_unchanged and first.others_token != 0
+        assert list(first.other_users) == ["bob", "carol"] and list(first.foreign_values) == ["oat milk", "white bread"]
+        again = call(session, GetContext, "get_context", user_id="dave", others_token=first.others_token)
+        assert again.others_unchanged and again.others_token == first.others_token
+        assert list(again.other_users) == [] and list(again.foreign_values) == []
+        stale = call(session, GetContext, "get_context", user_id="dave", others_token=first.others_token + 1)
+        assert not stale.others_unchanged and list(stale.foreign_values) == ["oat milk", "white bread"]
+        call(session, UpdateUser, "update_user", user_id="bob", facts=[fact("food", "allergy", "peanuts")])
+        after = call(session, GetContext, "get_context", user_id="dave", others_token=first.others_token)
+        assert not after.others_unchanged and after.others_token != first.others_token
+        assert "peanuts" in list(after.foreign_values)

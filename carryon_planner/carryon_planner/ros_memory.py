@@ -36,22 +36,32 @@ class RosMemory:
     def __init__(self, node: CarryOnNode, timeout_s: float, images: bool = False) -> None:
         self.node, self.timeout_s = node, timeout_s
         self.images = images  # also read the user's reference images (llm_images)
+        # user id -> (others_token, other users, foreign values): memory_node leaves them out of a
+        # reply while they are unchanged (GetContext.others_token).
+        self._others: dict[str, tuple[int, tuple[str, ...], tuple[str, ...]]] = {}
 
     def context(self, user_id: str) -> MemoryContext:
+        kept = self._others.get(user_id)
+        request = GetContext.Request(user_id=user_id, others_token=kept[0] if kept else 0)
         try:
-            answer = self.node.call_service(
-                GetContext, names.MEMORY_GET_CONTEXT, GetContext.Request(user_id=user_id), self.timeout_s
-            )
+            answer = self.node.call_service(GetContext, names.MEMORY_GET_CONTEXT, request, self.timeout_s)
         except ServiceUnavailable as exc:
             raise ContextUnavailable(Ask.Response.STATUS_UNAVAILABLE, f"memory: {exc}") from None
         if answer.status != GetContext.Response.STATUS_OK:
             raise ContextUnavailable(answer.status, f"memory: {answer.message}")
+        if not answer.others_unchanged:
+            kept = (answer.others_token, tuple(answer.other_users), tuple(answer.foreign_values))
+            self._others[user_id] = kept
+        elif kept is None or kept[0] != answer.others_token:  # the cross-user checks must never run on nothing
+            raise ContextUnavailable(
+                GetContext.Response.STATUS_INTERNAL_ERROR, "memory left out other users' values this planner lacks"
+            )
         return MemoryContext(
             rendered=answer.rendered,
             facts=tuple(StoredFact(f.entity, f.key, f.value) for f in answer.user_facts),
             scene={loc.name: tuple(loc.contents) for loc in answer.scene},
-            other_users=tuple(answer.other_users),
-            foreign_values=tuple(answer.foreign_values),
+            other_users=kept[1],
+            foreign_values=kept[2],
             images=self._images(user_id) if self.images and user_id else (),
         )
 

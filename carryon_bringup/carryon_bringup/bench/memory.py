@@ -3,12 +3,15 @@
 Starts a real memory_node process (`carryon up --only memory_node` on a private ROS
 domain, empty memory folder in the run folder, no seed data), fills it through
 memory/update_user with 50 users x 100 facts (one request per user) and a shared scene,
-then measures memory/get_context round trips from a client process for random users:
-p50 / p99 / max, goal p99 <= 5 ms (issue #5). Also reported: single-fact update_user
-latency (a journaled, fsync'd write), get_context right after each of those writes (what
-the node derives from the files is computed again then), the size of one user's rendered
-context and of a whole response (the other users' values for the planner's cross-user
-checks are most of it). `--quick`: 10 users x 50 facts, fewer calls.
+then measures memory/get_context round trips from a client process for random users, asked
+as the planner asks (keeping the other users' values per user, which memory_node leaves
+out of a reply while they are unchanged: GetContext.others_token): p50 / p99 / max, goal
+p99 <= 5 ms (issue #5). Also reported: the same without a kept token (every other user's
+value in the reply), single-fact update_user latency (a journaled, fsync'd write),
+get_context right after each of those writes (the other users' values changed: sent in
+full; what the node derives from the files is computed again), the size of one user's
+rendered context and of a reply with and without the other users' values. `--quick`: 10
+users x 50 facts, fewer calls.
 
 The client is a child process (`client_main`), so the benchmark process itself never
 joins the DDS domain. Latency includes the client's rclpy executor, DDS on loopback,
@@ -24,6 +27,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Any
 
 from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, percentile
 from carryon_bringup.graph_run import GraphRun
@@ -93,15 +97,29 @@ def client_main(argv: list[str]) -> int:
 
         for _ in range(20):  # warm-up: discovery, matching, caches
             session.call(GetContext, get_context, GetContext.Request(user_id=users[0]), timeout_s=10.0)
-        context_ms: list[float] = []
-        response = None
-        for _ in range(args.calls):
-            request = GetContext.Request(user_id=rng.choice(users))
+        # As the planner asks (carryon_planner/ros_memory.py): with the others_token of the other
+        # users' values it keeps per user, which memory_node leaves out while they are unchanged.
+        tokens: dict[str, int] = {}
+
+        def context(user: str, keep: bool = True) -> tuple[float, Any]:
+            request = GetContext.Request(user_id=user, others_token=tokens.get(user, 0) if keep else 0)
             begin = time.perf_counter()
-            response = session.call(GetContext, get_context, request, timeout_s=5.0)
-            context_ms.append((time.perf_counter() - begin) * 1e3)
-            if response.status != GetContext.Response.STATUS_OK or len(response.user_facts) != args.facts:
-                raise SystemExit(f"get_context {request.user_id} failed: {response.message}")
+            answer = session.call(GetContext, get_context, request, timeout_s=5.0)
+            elapsed = (time.perf_counter() - begin) * 1e3
+            if answer.status != GetContext.Response.STATUS_OK or len(answer.user_facts) < args.facts:
+                raise SystemExit(f"get_context {user} failed: {answer.message}")
+            tokens[user] = answer.others_token
+            return elapsed, answer
+
+        context_ms: list[float] = []
+        full_ms: list[float] = []  # no token kept: every other user's value in the reply
+        response = full = None
+        for index in range(args.calls):
+            elapsed, response = context(rng.choice(users))
+            context_ms.append(elapsed)
+            if index % 10 == 0:
+                elapsed, full = context(rng.choice(users), keep=False)
+                full_ms.append(elapsed)
         update_ms: list[float] = []
         after_write_ms: list[float] = []
         for index in range(args.updates):
@@ -112,12 +130,7 @@ def client_main(argv: list[str]) -> int:
             update_ms.append((time.perf_counter() - begin) * 1e3)
             if written.status != UpdateUser.Response.STATUS_OK:
                 raise SystemExit(f"update_user failed: {written.message}")
-            request = GetContext.Request(user_id=rng.choice(users))
-            begin = time.perf_counter()
-            read = session.call(GetContext, get_context, request, timeout_s=5.0)
-            after_write_ms.append((time.perf_counter() - begin) * 1e3)
-            if read.status != GetContext.Response.STATUS_OK:
-                raise SystemExit(f"get_context {request.user_id} after a write failed: {read.message}")
+            after_write_ms.append(context(rng.choice(users))[0])  # the others changed: sent in full
     rendered = response.rendered if response is not None else ""
     json.dump(
         {
@@ -127,8 +140,10 @@ def client_main(argv: list[str]) -> int:
             "populate_s": populate_s,
             "rendered_chars": len(rendered),
             "rendered_tokens": -(-len(rendered) // 4),
+            "full_ms": full_ms,
             "response_bytes": len(serialize_message(response)) if response is not None else 0,
-            "foreign_values": len(response.foreign_values) if response is not None else 0,
+            "full_response_bytes": len(serialize_message(full)) if full is not None else 0,
+            "foreign_values": len(full.foreign_values) if full is not None else 0,
         },
         sys.stdout,
     )
@@ -183,8 +198,15 @@ def run(options: BenchOptions) -> BenchResult:
     result.add("populate", samples["populate_s"], "s", f"{users} update_user calls of {facts} facts + scene")
     result.add("rendered_chars", samples["rendered_chars"], "chars", f"one user's context ({facts} facts + scene)")
     result.add("rendered_tokens", samples["rendered_tokens"], "tokens", "estimate: chars / 4")
-    note = f"one GetContext response, serialised; {samples['foreign_values']} other users' values in it"
-    result.add("response_bytes", samples["response_bytes"], "bytes", note)
+    full_ms = samples["full_ms"]
+    note = f"no others_token kept: the other users' values in every reply ({len(full_ms)} calls)"
+    result.add("get_context_full_p50", percentile(full_ms, 50), "ms", note)
+    result.add("get_context_full_p99", percentile(full_ms, 99), "ms")
+    result.add(
+        "response_bytes", samples["response_bytes"], "bytes", "one GetContext reply, serialised, as the planner gets it"
+    )
+    note = f"with the {samples['foreign_values']} other users' values (no token kept, or after a write)"
+    result.add("full_response_bytes", samples["full_response_bytes"], "bytes", note)
     result.details.update(users=users, facts=facts, goal_p99_ms=GOAL_P99_MS, memory_dir=str(graph.run_dir / "memory"))
     return result
 

@@ -15,6 +15,7 @@ users, and every answer given; a changed file (a new parsed object, see
 from __future__ import annotations
 
 import bisect
+import secrets
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,9 @@ UserFiles = Sequence[tuple[str, Loaded | None]]  # (user id, parsed file or None
 class Others:
     users: tuple[str, ...]
     foreign_values: tuple[str, ...]  # sorted, without the values `user_id` holds too (case-folded)
+    # Names the user files these were computed from: a new random number whenever one changes,
+    # so a caller that keeps them (the planner) is told they still hold (GetContext.others_token).
+    token: int = 0
 
 
 def others(store: MemoryStore, user_id: str) -> Others:
@@ -87,6 +91,7 @@ class OthersIndex:
         self._keys: list[str] = []
         self._values: list[str] = []
         self._answers: dict[str, Others] = {}
+        self._token = secrets.randbits(63) | 1
 
     def answer(self, user_id: str, files: UserFiles) -> Others:
         """`Others` of `user_id` among `files` (every user with a memory file, sorted by id)."""
@@ -99,7 +104,8 @@ class OthersIndex:
                     raise
             found = self._answers.get(user_id)
             if found is None:
-                found = Others(tuple(user for user, _loaded in self._files if user != user_id), self._foreign(user_id))
+                users = tuple(user for user, _loaded in self._files if user != user_id)
+                found = Others(users, self._foreign(user_id), self._token)
                 if len(self._answers) >= self._max_answers:
                     self._answers.clear()
                 self._answers[user_id] = found
@@ -137,6 +143,7 @@ class OthersIndex:
             for key in touched:
                 self._set_row(key)
         self._files, self._answers = tuple(files), {}
+        self._token = secrets.randbits(63) | 1  # never 0: 0 is "none kept"
 
     def _refold(self, user: str, loaded: Loaded | None) -> set[str]:
         """Take `user`'s file as it is now (None: it is gone); returns the folded values whose
