@@ -18,7 +18,7 @@ import bisect
 import secrets
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from carryon_memory.core.files import Loaded
@@ -36,7 +36,7 @@ class Others:
     foreign_values: tuple[str, ...]  # sorted, without the values `user_id` holds too (case-folded)
     # Names the user files these were computed from: a new random number whenever one changes,
     # so a caller that keeps them (the planner) is told they still hold (GetContext.others_token).
-    token: int = 0
+    token: int = field(default=0, compare=False)
 
 
 def others(store: MemoryStore, user_id: str) -> Others:
