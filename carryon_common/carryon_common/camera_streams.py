@@ -19,6 +19,7 @@ from typing import Any
 
 Stamp = tuple[int, int]
 UNSTAMPED = frozenset({"camera_info"})  # read as the newest message, whatever its stamp
+CLOCK_JUMP_BACK_S = 0.5  # a message stamped this much before the newest of its stream: the clock jumped back
 
 
 def stamp_key(msg: Any) -> Stamp:
@@ -40,7 +41,12 @@ class CameraStreams:
     def keep(self, camera: str, stream: str, msg: Any) -> None:
         with self.lock:
             kept = self._msgs.setdefault((camera, stream), collections.OrderedDict())
-            kept[stamp_key(msg)] = msg
+            key = stamp_key(msg)
+            if kept and _seconds(key) < _seconds(next(reversed(kept))) - CLOCK_JUMP_BACK_S:
+                # A stream's stamps only go back when the clock did (a simulator reset): what is
+                # kept is from before it, and as the "newest" instant it would outrank every new one.
+                kept.clear()
+            kept[key] = msg
             kept.move_to_end(stamp_key(msg))
             while len(kept) > self.history:
                 kept.popitem(last=False)

@@ -67,3 +67,13 @@ def test_an_instant_the_joint_states_have_not_reached_yet_waits() -> None:
     assert names(found) == {"depth": "m1.0", "color": "m1.0", "pose": "m1.0"}
     # joint states stopped long ago: the newest instant all the same (the caller says why it cannot use it)
     assert names(kept.near_instant("wrist", "depth", ("color", "pose"), 0.02, until_s=0.5))["depth"] == "m1.1"  # type: ignore[index]
+
+
+def test_after_the_clock_jumped_back_the_new_instants_are_read_not_the_old_ones() -> None:
+    """A simulator reset sets the clock back: the frames kept from before it were stamped later
+    than every new one, and as the "newest" instant the shield read them (and failed closed on
+    them) until the history had been pushed out, hundreds of seconds of sim time later."""
+    kept = streams(depth=(205.0, 205.1, 0.2, 0.3), pose=(205.0, 205.1, 0.2, 0.3))
+    assert {s: m.name for s, m in kept.instant("wrist", ("depth", "pose")).items()} == {"depth": "m0.3", "pose": "m0.3"}
+    late = streams(depth=(5.0, 4.8))  # out of order by less than the tolerance: both kept
+    assert late.newest("wrist", "depth").name == "m4.8" and len(late._msgs["wrist", "depth"]) == 2
