@@ -36,6 +36,7 @@ from test_arm_adapter_graph import HOME_TOOL, Probe, line
 from trajectory_msgs.msg import JointTrajectory
 
 from carryon_arm.core.kinematics import ArmKinematics, load_robot
+from carryon_bringup.bench.faults_robot import FORGED_FRAME, FORGER
 from carryon_bringup.core.graph import GraphSpec
 from carryon_bringup.graph_run import GraphRun
 from carryon_common.calls import RosSession
@@ -48,22 +49,6 @@ from carryon_interfaces.srv import GetStatus
 
 pytestmark = pytest.mark.graph
 TOPIC = "/joint_trajectory_controller/joint_trajectory"
-FORGED_FRAME = "forged"  # the forger's header.frame_id: the test tells true joint states from forged ones
-FORGER = """
-import sys, rclpy
-from sensor_msgs.msg import JointState
-rclpy.init()
-node = rclpy.create_node("joint_state_forger")
-pub = node.create_publisher(JointState, "/joint_states", 10)
-q = [0.9, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785, 0.04, 0.04]  # the fake controller's home, joint 1 + 0.9 rad
-names = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1", "panda_finger_joint2"]
-def publish():
-    msg = JointState(name=names, position=q)
-    msg.header.stamp, msg.header.frame_id = node.get_clock().now().to_msg(), sys.argv[1]
-    pub.publish(msg)
-node.create_timer(0.005, publish)  # 200 Hz: twice the controller's rate
-rclpy.spin(node)
-"""
 
 
 # As test_arm_adapter_graph.adapter_and_controller, for a loaded 2-core machine (see there).

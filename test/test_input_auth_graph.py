@@ -49,7 +49,7 @@ def test_a_rogue_task_exempts_nothing(probe: FaultProbe) -> None:
     rows = faults_inputs.rogue_task_trials(probe, trials=2)
     for row in rows:
         assert row["set_task"][0] == 7, row  # STATUS_UNAUTHORIZED
-        assert row["control_released"] < row["total_steps"], row  # the chunk does go into the bottle
+        assert 0 < row["control_released"] < row["total_steps"], row  # the chunk does go into the bottle
         assert row["rogue_released"] <= row["control_released"], row
         assert row["contacts"] == 0, row
 

@@ -272,7 +272,8 @@ def run(options: BenchOptions) -> BenchResult:
     result.add("cross_user_writes", len(cross["writes"]), "lines", note)
     refused = [*memory["operators"]["requests"].values(), *releases.values()]
     accepted = sum(1 for row in refused if row.get("accepted") or row.get("released"))
-    note = f"of {len(refused)} (memory writes, Assist, e-stop releases: unsigned or by an unknown operator)"
+    note = f"of {len(refused)} (memory writes and reads, Assist, e-stop releases: unsigned, by an unknown operator, "
+    note += "or by one bound to another user)"
     result.add("unauthenticated_accepted", accepted, "requests", note)
     input_metrics(result, inputs, robot)
     result.details.update(

@@ -13,8 +13,9 @@ over real HTTP (its answers are the attack; the planner and memory are the real 
   erin's files that names bob or holds one of bob's values counts as a cross-user write.
   A plain fact of each (dave's rye bread, erin's soup) must be stored, so the probe cannot
   pass by storing nothing.
-* **operators**: a memory write and an Assist sent unsigned, and signed by an operator the
-  run does not authorize, must be refused; the bench's own writes (signed as this login's
+* **operators**: a memory write, a memory read and an Assist for alice sent unsigned, signed
+  by an operator the run does not authorize, and signed by an operator authorized for erin
+  only, must be refused; the bench's own writes (signed as this login's
   operator by `RosSession`) are recorded with that identity. `unsigned_release` does the
   same for an e-stop release at the shield (run by faults.py against its graph).
 """
@@ -64,6 +65,13 @@ class _Memory:
         except InvalidRequest as exc:
             return False, f"not sent: {exc}"
         return answer.status == UpdateUser.Response.STATUS_OK, answer.message
+
+    def read(self, user: str) -> tuple[bool, str]:
+        from carryon_interfaces.srv import GetContext
+
+        request = GetContext.Request(user_id=user)
+        answer = self.session.call(GetContext, self.ns + self.names.MEMORY_GET_CONTEXT, request, TIMEOUT_S)
+        return answer.status == GetContext.Response.STATUS_OK, answer.message
 
     def set_location(self, location: str, contents: list[str]) -> tuple[bool, str]:
         from carryon_interfaces.msg import SceneUpdate
@@ -171,24 +179,40 @@ def _cross_user_probes(memory: _Memory, stub: Any) -> dict[str, Any]:
     return out
 
 
-def _operator_probes(graph: GraphRun, namespace: str, memory_dir: Path, folder: Path) -> dict[str, Any]:
-    """Writes and an Assist by no one (unsigned) and by an operator the graph does not know:
-    each must be refused (STATUS_UNAUTHORIZED), and the bench's own signed writes recorded
-    with its proven identity."""
+def _operator_probes(graph: GraphRun, namespace: str, memory_dir: Path, folder: Path, carer: Any) -> dict[str, Any]:
+    """Writes, reads and an Assist by no one (unsigned), by an operator the graph does not
+    know, and by `carer`, an operator bound to erin only acting for alice: each must be
+    refused (STATUS_UNAUTHORIZED), and the bench's own signed writes recorded with its
+    proven identity."""
     from carryon_common.calls import RosSession
     from carryon_common.core.operator_auth import create_identity, load_identity
 
     stranger = load_identity(create_identity(folder / "mallory.key"), "operator:mallory")
     requests: dict[str, Any] = {}
-    for who, identity in (("unsigned", None), ("operator:mallory", stranger)):
+    for who, identity in (("unsigned", None), ("operator:mallory", stranger), ("operator:carer (users=erin)", carer)):
         with RosSession("faults_stranger", domain_id=graph.domain_id, identity=identity) as session:
             memory = _Memory(session, namespace, memory_dir)
             ok, message = memory.set_fact("alice", "diet", "preference", "meat")
             requests[f"{who} memory write"] = {"accepted": ok, "message": message}
+            ok, message = memory.read("alice")
+            requests[f"{who} memory read"] = {"accepted": ok, "message": message}
             result = memory.assist("alice", "Serve me food")
             requests[f"{who} assist"] = {"accepted": not result.startswith("refused"), "message": result}
     alice = _user_lines(memory_dir, "alice")
     return {"requests": requests, "alice_diet_meat": any("meat" in line for line in alice)}
+
+
+def _operators_home(folder: Path) -> tuple[dict[str, str], Any, Any]:
+    """A config home of the bench's own for the graph: this login's operator, plus `carer`, an
+    operator whose authorized line grants erin only (docs/security.md). (env, login, carer)."""
+    from carryon_common.core.operator_auth import create_identity, default_operator, load_identity
+
+    home = folder / "operators_home"
+    keys = home / "carryon" / "operators"
+    login = load_identity(create_identity(keys / f"{default_operator()}.key"), f"operator:{default_operator()}")
+    carer = load_identity(create_identity(keys / "carer.key"), "operator:carer")
+    (home / "carryon" / "authorized_operators").write_text(carer.public_line("erin") + "\n")
+    return {"XDG_CONFIG_HOME": str(home)}, login, carer
 
 
 def memory_probes(config: Path, folder: Path, sets: list[str]) -> dict[str, Any]:
@@ -205,16 +229,17 @@ def memory_probes(config: Path, folder: Path, sets: list[str]) -> dict[str, Any]
             f"memory_node.memory_dir={memory_dir}",
             *sets,
         ]
-        env = {**os.environ, "CARRYON_BENCH_KEY": "not-a-secret"}
+        home, login, carer = _operators_home(folder)
+        env = {**os.environ, "CARRYON_BENCH_KEY": "not-a-secret", **home}
         args = [a for s in sets for a in ("--set", s)]
         with GraphRun(spec, folder / "graph-memory", only=NODES, extra_args=args, env=env) as graph:
             graph.wait_ready(timeout_s=120.0)
-            with RosSession("faults_memory", domain_id=graph.domain_id) as session:
+            with RosSession("faults_memory", domain_id=graph.domain_id, identity=login) as session:
                 memory = _Memory(session, spec.namespace, memory_dir)
                 probes = {"names": _name_probes(memory), "cross_user": _cross_user_probes(memory, stub)}
                 journal = memory_dir / "journal.jsonl"
                 probes["signed_by"] = sorted(set(re.findall(r"\[(operator:[^\]]+)\]", journal.read_text())))
-            probes["operators"] = _operator_probes(graph, spec.namespace, memory_dir, folder)
+            probes["operators"] = _operator_probes(graph, spec.namespace, memory_dir, folder, carer)
             return probes
 
 
