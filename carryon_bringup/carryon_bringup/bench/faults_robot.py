@@ -53,8 +53,9 @@ def robot_graph(spec: GraphSpec, folder: Path) -> Iterator[GraphRun]:
     with GraphRun(spec, folder / "graph-robot", profile="robot", only=["arm_adapter_node"]) as graph:
         log = (folder / "fake_controller.log").open("wb")
         env = {**graph.env, "CARRYON_CONFIG_DIR": str(spec.config_dir)}
-        controller = subprocess.Popen([sys.executable, "-m", "carryon_arm.fake_controller"], env=env, stdout=log,
-                                      stderr=subprocess.STDOUT)  # fmt: skip
+        controller = subprocess.Popen(
+            [sys.executable, "-m", "carryon_arm.fake_controller"], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
         try:
             graph.wait_ready(timeout_s=90.0)
             yield graph
@@ -107,8 +108,19 @@ class ArmTruth:
 
         steps = np.tile([0.0, 0.005, 0.0], (4, 1))
         stamp = self.session.node.get_clock().now()
-        chunk = Chunk(chunk_id, "", ChunkSource.OPERATOR, Convention.DELTA, "world", 0.05, chunk_id,
-                      stamp.nanoseconds * 1e-9, steps, np.zeros((4, 3)), np.zeros(4))  # fmt: skip
+        chunk = Chunk(
+            chunk_id,
+            "",
+            ChunkSource.OPERATOR,
+            Convention.DELTA,
+            "world",
+            0.05,
+            chunk_id,
+            stamp.nanoseconds * 1e-9,
+            steps,
+            np.zeros((4, 3)),
+            np.zeros(4),
+        )
         self.chunks.publish(convert.chunk_to_msg(chunk, stamp.to_msg()))
 
     def ready(self) -> bool:
@@ -135,8 +147,9 @@ def forged_joint_state_trials(graph: GraphRun, robot_file: str, trials: int, fol
                 raise RuntimeError("arm_adapter_node not ready before a trial")
             start, since, seen = truth.tools[-1].copy(), len(truth.tools), len(truth.rejections)
             log = (folder / "forger.log").open("ab")
-            forger = subprocess.Popen([sys.executable, "-c", FORGER, FORGED_FRAME], env=graph.env, stdout=log,
-                                      stderr=subprocess.STDOUT)  # fmt: skip
+            forger = subprocess.Popen(
+                [sys.executable, "-c", FORGER, FORGED_FRAME], env=graph.env, stdout=log, stderr=subprocess.STDOUT
+            )
             try:
                 forged = truth.forged
                 truth.spin(20.0, lambda f=forged: truth.forged > f + 20)
@@ -188,8 +201,18 @@ def keyless_starts(spec: GraphSpec, folder: Path, trials: int) -> list[dict[str,
     env = {**os.environ, KEYS_DIR_ENV: str(folder / "no-keys-here"), "NO_COLOR": "1"}
     for trial in range(trials):
         run_dir = folder / f"keyless-{trial}"
-        command = [sys.executable, "-m", "carryon_bringup.cli", "--config-dir", str(spec.config_dir), "up",
-                   "--profile", "robot", "--run-dir", str(run_dir)]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "carryon_bringup.cli",
+            "--config-dir",
+            str(spec.config_dir),
+            "up",
+            "--profile",
+            "robot",
+            "--run-dir",
+            str(run_dir),
+        ]
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, check=False)
         rows.append(
             {
