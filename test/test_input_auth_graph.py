@@ -39,7 +39,7 @@ def probe(config_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         graph.wait_ready(timeout_s=120.0)
         fault_probe = FaultProbe(graph, spec.namespace)
         try:
-            assert fault_probe.spin(30.0, lambda: len(fault_probe.poses) > 5 and fault_probe.sim_now > 0.0)
+            fault_probe.connect(30.0)
             yield fault_probe
         finally:
             fault_probe.close()

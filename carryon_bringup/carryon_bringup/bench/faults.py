@@ -219,7 +219,7 @@ def run(options: BenchOptions) -> BenchResult:
         graph.wait_ready(timeout_s=120.0)
         probe = FaultProbe(graph, spec.namespace)
         try:
-            probe.spin(30.0, lambda: len(probe.poses) > 5 and probe.sim_now > 0.0)
+            probe.connect(30.0)
             shield = lambda: graph.node_pids()["shield_node"]  # noqa: E731 - a restart changes it
             estop = [
                 _stop_trial(probe, lambda: probe.estop(True, "bench"), lambda: probe.estop(False, "bench"))

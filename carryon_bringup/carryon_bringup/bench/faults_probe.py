@@ -48,7 +48,7 @@ class FaultProbe:
         node.create_subscription(ActionChunk, self.ns + "shield/chunk", self.released.append, 10)
         self.events: list[str] = []  # the shield's reasons
         self.event_msgs: list[Any] = []  # and its whole events
-        node.create_subscription(ShieldEvent, self.ns + "shield/events", self._on_event, 50)
+        self._events_sub = node.create_subscription(ShieldEvent, self.ns + "shield/events", self._on_event, 50)
         self.policy_chunks = 0
         node.create_subscription(ActionChunk, self.ns + "policy/chunk", self._on_policy_chunk, 10)
         node.create_subscription(String, self.ns + "driver/rejections", lambda m: self.rejections.append(m.data), 50)
@@ -63,6 +63,30 @@ class FaultProbe:
 
     def close(self) -> None:
         self.session.close()
+
+    def connect(self, timeout_s: float = 30.0) -> None:
+        """Wait until the simulator's clock and poses arrive and DDS has matched this session
+        with the shield both ways (its chunk subscription, its events): a chunk published
+        before the match is lost without a word, and a probe would read the silence as the
+        shield's."""
+
+        def connected() -> bool:
+            # This session subscribes to policy/chunk itself: the shield is a second match.
+            shield_listens = self.policy_pub.get_subscription_count() >= 2
+            return (
+                shield_listens
+                and self._events_sub.get_publisher_count() >= 1
+                and len(self.poses) > 5
+                and self.sim_now > 0.0
+            )
+
+        if not self.spin(timeout_s, connected):
+            raise RuntimeError(
+                f"the graph did not connect in {timeout_s:g} s: policy/chunk subscribers "
+                f"{self.policy_pub.get_subscription_count()} (this session's own included), shield/events "
+                f"publishers {self._events_sub.get_publisher_count()}, tool poses {len(self.poses)}, "
+                f"sim time {self.sim_now:g}"
+            )
 
     def _on_event(self, msg: Any) -> None:
         self.events.append(msg.reason)
