@@ -158,6 +158,10 @@ def replay_trials(probe: FaultProbe, trials: int, seed: int = 0) -> list[dict[st
     with _intruder(probe) as intruder:
         for trial in range(trials):
             reset(probe, seed + trial)
+            # The previous trial's stop is released only now, on the driver's new clock: a release
+            # sent just before a reset can reach the driver after it, stamped ahead of its clock,
+            # and the driver rightly refuses it as stale (its latch stays engaged).
+            probe.estop(False, "bench: the trial starts")
             release, chunk = _captured(probe)
             probe.spin(PATIENCE_S)  # a patient attacker: hundreds of heartbeats pass before the replay
             probe.estop(True, "bench: the operator stops the arm")
@@ -182,7 +186,7 @@ def replay_trials(probe: FaultProbe, trials: int, seed: int = 0) -> list[dict[st
                     "refused_as_replay": len(refused),
                 }
             )
-            probe.estop(False, "bench: end of trial")
+    probe.estop(False, "bench: end of the replay probe")
     return rows
 
 
