@@ -15,6 +15,7 @@ from carryon_common.core.operator_auth import (
     Unauthorized,
     create_identity,
     load_identity,
+    operator_key_path,
     parse_authorized,
 )
 
@@ -64,3 +65,16 @@ def test_identity_and_authorized_files_with_a_problem_are_refused_with_the_reaso
         parse_authorized("# ok\noperator:alice\n", "operators")
     with pytest.raises(ConfigError, match="operators:1"):
         parse_authorized("someone AAAA\n", "operators")
+
+
+def test_the_config_home_is_an_absolute_xdg_config_home_or_the_home_folders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert operator_key_path("ann") == tmp_path / "xdg" / "carryon" / "operators" / "ann.key"
+    # A relative one would name another folder, and another key, in every working directory.
+    monkeypatch.setenv("XDG_CONFIG_HOME", "runs/some-run/home")
+    assert operator_key_path("ann") == tmp_path / "home" / ".config" / "carryon" / "operators" / "ann.key"
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    assert operator_key_path("ann") == tmp_path / "home" / ".config" / "carryon" / "operators" / "ann.key"

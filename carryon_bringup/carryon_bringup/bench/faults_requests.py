@@ -207,7 +207,7 @@ def _operators_home(folder: Path) -> tuple[dict[str, str], Any, Any]:
     operator whose authorized line grants erin only (docs/security.md). (env, login, carer)."""
     from carryon_common.core.operator_auth import create_identity, default_operator, load_identity
 
-    home = folder / "operators_home"
+    home = (folder / "operators_home").resolve()  # the graph's processes run in other folders
     keys = home / "carryon" / "operators"
     login = load_identity(create_identity(keys / f"{default_operator()}.key"), f"operator:{default_operator()}")
     carer = load_identity(create_identity(keys / "carer.key"), "operator:carer")

@@ -54,7 +54,12 @@ class Unauthorized(CarryOnError):
 
 
 def config_home() -> Path:
-    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "carryon"
+    """`$XDG_CONFIG_HOME/carryon`, else `~/.config/carryon`. A relative XDG_CONFIG_HOME is
+    ignored, as the XDG base directory specification asks: it would name another folder in
+    every working directory, and with it another operator key."""
+    configured = os.environ.get("XDG_CONFIG_HOME", "")
+    base = Path(configured) if configured and Path(configured).is_absolute() else Path.home() / ".config"
+    return base / "carryon"
 
 
 def default_operator() -> str:
