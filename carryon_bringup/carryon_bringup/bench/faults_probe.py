@@ -168,10 +168,23 @@ class FaultProbe:
                 return True
         return False
 
-    def time_to_rest(self, fault_s: float, timeout_s: float = 5.0) -> float:
-        """Sim seconds from `fault_s` to the start of the first REST_WINDOW_S of stillness."""
+    def time_to_rest(self, fault_s: float, timeout_s: float = 5.0, wall_limit_s: float = 120.0) -> float:
+        """Sim seconds from `fault_s` to the start of the first REST_WINDOW_S of stillness;
+        inf when the tool is not at rest `timeout_s` of sim time after the fault. The wait is
+        in sim time: a simulation that falls behind real time on a loaded machine (it waits
+        for the CPU) must not turn a stop into a missing one. `wall_limit_s` bounds a stalled
+        simulation."""
+
+        seen: dict[float, float | None] = {}  # the answer for the newest pose stamp: asked every 10 ms
 
         def at_rest() -> float | None:
+            newest = self.poses[-1][0] if self.poses else -math.inf
+            if newest not in seen:
+                seen.clear()
+                seen[newest] = rest_from(newest)
+            return seen[newest]
+
+        def rest_from(_newest: float) -> float | None:
             after = [(t, p) for t, p in self.poses if t >= fault_s]
             for i, (t, p) in enumerate(after):
                 window = [q for s, q in after[i:] if s - t <= REST_WINDOW_S]
@@ -181,7 +194,7 @@ class FaultProbe:
                     return t - fault_s
             return None
 
-        self.spin(timeout_s, lambda: at_rest() is not None)
+        self.spin(wall_limit_s, lambda: at_rest() is not None or self.sim_now > fault_s + timeout_s + REST_WINDOW_S)
         rest = at_rest()
         return math.inf if rest is None else rest
 
