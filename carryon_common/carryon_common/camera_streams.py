@@ -47,7 +47,7 @@ class CameraStreams:
                 # kept is from before it, and as the "newest" instant it would outrank every new one.
                 kept.clear()
             kept[key] = msg
-            kept.move_to_end(stamp_key(msg))
+            kept.move_to_end(key)
             while len(kept) > self.history:
                 kept.popitem(last=False)
 
