@@ -236,6 +236,8 @@ def _write_bag(path: Path, *, steps: int = 24) -> None:
                     observation_id=k,
                     observation_stamp=header(ns).stamp,
                     steps=[step(k + i) for i in range(16)],
+                    session=0,
+                    sequence=k,
                     signature="",
                 )
                 write("/carryon/shield/chunk", "carryon_interfaces/msg/ActionChunk", ns, chunk)
