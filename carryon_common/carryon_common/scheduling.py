@@ -17,13 +17,21 @@ runaway one cannot lock the machine.
 It needs the privilege (root, CAP_SYS_NICE, or an `rtprio` limit in
 /etc/security/limits.conf: docs/robot.md); without it the node runs at ordinary priority
 and says so once on stderr (its log) and in its status.
+
+A node whose work is large but whose *sending* is on the control path (policy_node: the
+model runs for tens or hundreds of milliseconds, then the chunk goes out) runs ordinary and
+raises only the sending thread for the send: `RealtimeSection`. Without it the policy
+process was preempted between DDS's write stamp and the send on a loaded machine, and the
+chunk reached the shield 17-24 ms after it was written (`carryon bench latency`).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 from carryon_common.core.names import REALTIME_PRIORITY_ENV
 
@@ -61,3 +69,59 @@ def apply_realtime_priority(priority: int) -> str:
         print(f"warning: real-time priority not set, the control path runs at {note}", file=sys.stderr, flush=True)
         return note
     return f"SCHED_FIFO {priority}"
+
+
+class RealtimeSection:
+    """Short sections of an ordinary thread run on SCHED_FIFO at `priority`: `with
+    section(): publisher.publish(msg)`. The thread's own policy and priority are put back
+    after each section. Without the privilege the first section finds out, says so once on
+    stderr, and every section runs ordinary (`note` tells the status which)."""
+
+    def __init__(self, priority: int, what: str) -> None:
+        if not 0 <= priority <= 99:
+            raise ValueError(f"{what}: real-time priority {priority} out of range (1-99, or 0 for none)")
+        self.priority = priority
+        self.what = what
+        self._lock = threading.Lock()
+        self.note = "normal" if priority == 0 else f"SCHED_FIFO {priority} for {what}"
+        self._enabled = priority > 0 and hasattr(os, "sched_setscheduler")
+        if priority > 0 and not self._enabled:
+            self.note = f"normal (SCHED_FIFO {priority} not available on {sys.platform})"
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        if not self._enabled:
+            yield
+            return
+        policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+        if policy in (os.SCHED_FIFO, os.SCHED_RR) and param.sched_priority >= self.priority:
+            yield  # already at least this urgent (the whole node runs real-time)
+            return
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self.priority))
+        except OSError as exc:  # PermissionError without the privilege
+            self._refused(exc)
+            yield
+            return
+        try:
+            yield
+        finally:
+            os.sched_setscheduler(0, policy, param)
+
+    def probe(self) -> str:
+        """Enter and leave one empty section, so that `note` says from the start whether the
+        privilege is there; returns it."""
+        with self():
+            pass
+        return self.note
+
+    def _refused(self, exc: OSError) -> None:
+        with self._lock:
+            if not self._enabled:
+                return
+            self._enabled = False
+            self.note = (
+                f"normal (SCHED_FIFO {self.priority} for {self.what} not permitted: {exc.strerror or exc}; "
+                "give the user an rtprio limit or CAP_SYS_NICE, docs/robot.md)"
+            )
+        print(f"warning: real-time priority not set, {self.what} runs at {self.note}", file=sys.stderr, flush=True)

@@ -27,6 +27,7 @@ from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Float64, String
 
 from carryon_common import convert as common_convert
+from carryon_common import scheduling
 from carryon_common.core import names
 from carryon_common.core.chunk import Chunk
 from carryon_common.core.status import implemented
@@ -75,6 +76,11 @@ class PolicyNode(CarryOnNode):
         meta = self.policy.metadata
         label = meta.backend + (" (SCRIPTED STAND-IN, not a VLA)" if meta.scripted else "")
         self.set_backends({"policy": label})
+        # The chunk's send on the control path, the model's inference not (carryon_common/scheduling.py).
+        self.send_section = scheduling.RealtimeSection(cfg.chunk_send_priority, "sending chunks")
+        self.send_section.probe()
+        if cfg.chunk_send_priority:
+            self.add_backend("scheduling", self.send_section.note)
         if meta.scripted:
             self.get_logger().warning(f"policy backend is a {meta.description}")
         self.buffer = ObservationBuffer(
@@ -310,8 +316,9 @@ class _GoalPort:
             return now, observation
 
     def send(self, chunk: Chunk, record: InferenceRecord) -> None:
-        stamp = self.node.stamp_now()
-        self.node.chunk_pub.publish(common_convert.chunk_to_msg(chunk, stamp))
+        with self.node.send_section():
+            stamp = self.node.stamp_now()
+            self.node.chunk_pub.publish(common_convert.chunk_to_msg(chunk, stamp))
         self.node.timing_pub.publish(convert.timing_to_msg(record, stamp))
 
     def _wait(self, target_s: float, progress: RunProgress) -> None:

@@ -246,3 +246,29 @@ def test_a_simulator_reset_mid_goal_restarts_its_schedule_instead_of_stalling(ro
     jump = next(i for i, o in enumerate(policy.observations) if o.stamp_s < 150.0)
     assert all(o.stamp_s < 150.0 for o in policy.observations[jump:]), "an observation from before the reset was used"
     assert sensors.running
+
+
+def test_chunks_are_sent_in_a_real_time_section_and_the_status_says_how(ros, wait_until) -> None:  # type: ignore[no-untyped-def]
+    """chunk_send_priority raises only the send (the model runs ordinary); the status shows
+    whether the privilege was there, and chunks go out either way."""
+    import os
+
+    policy = FakePolicy()
+    node, peer, sensors, client = start(ros, policy, chunk_send_priority=3)
+    assert [b for b in node._backends if b.startswith("scheduling=")] == [f"scheduling={node.send_section.note}"]
+    assert node.send_section.note.startswith(("SCHED_FIFO 3 for sending chunks", "normal (SCHED_FIFO 3"))
+    chunks: list[ActionChunk] = []
+    peer.create_subscription(ActionChunk, "policy/chunk", chunks.append, 10)
+    assert wait_until(lambda: sensors.pose.get_subscription_count() > 0, 5.0)
+    seen: list[int] = []
+    infer = policy.infer
+
+    def infer_and_look(observation: Observation) -> PolicyOutput:
+        seen.append(os.sched_getscheduler(0))
+        return infer(observation)
+
+    policy.infer = infer_and_look  # type: ignore[method-assign]
+    result = run_goal(client, "wave", budget=16)
+    assert result.status == RunPolicy.Result.STATUS_BUDGET_EXHAUSTED, result.message
+    assert wait_until(lambda: len(chunks) == 2, 5.0)
+    assert seen and all(policy_seen == os.SCHED_OTHER for policy_seen in seen)  # the model ran ordinary

@@ -45,6 +45,14 @@ class PolicyConfig(RemoteBackendConfig, OperatorAuthConfig):
         gt=0.0,
         description="Largest rotation between consecutive chunk steps; a larger one drops the chunk, radians.",
     )
+    chunk_send_priority: int = Field(
+        0,
+        ge=0,
+        le=99,
+        description="SCHED_FIFO priority of the thread while it sends a chunk (0 = ordinary): the model runs at "
+        "ordinary priority, the send does not wait behind the rest of the machine (docs/robot.md). Needs the "
+        "rtprio privilege; without it chunks go out at ordinary priority and the status says so.",
+    )
     seed: int = Field(0, ge=0, description="Seed of the stand-in's noise and failures (each goal adds its count).")
     robot_file: str = Field(
         "",
