@@ -4,6 +4,7 @@ against the stub server writes per-suite accuracy and a case log."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from carryon_planner.core.config import PlannerConfig
 from carryon_sim.harness.fakes.openai_server import StubVlmServer
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
+OWN = ("personalization",)  # the project's own suite set (6 suites)
 
 
 def planner_config(sets: tuple[str, ...]) -> PlannerConfig:
@@ -59,7 +61,7 @@ def test_a_quick_run_against_the_stub_scores_every_suite(tmp_path: Path, monkeyp
     monkeypatch.setenv("OPENAI_API_KEY", "x")
     with StubVlmServer([REFUSAL] * 6) as stub:
         sets = stub_planner(stub)
-        result = run(BenchOptions(True, 0, tmp_path / "run", sets, CONFIG))
+        result = run(BenchOptions(True, 0, tmp_path / "run", sets, CONFIG, suites=OWN))
     metrics = {m.name: m.value for m in result.metrics}
     assert {f"{s}_accuracy" for s in ("sandwich_preferences", "covered_ingredients")} <= set(metrics)
     assert metrics["all_accuracy"] < 50.0  # refusing everything must not score well
@@ -74,7 +76,7 @@ def test_a_quick_run_against_the_stub_scores_every_suite(tmp_path: Path, monkeyp
     # A resumed run plans nothing again: every case is in rows/ (the stub would have no replies left).
     with StubVlmServer([]) as stub:
         sets = stub_planner(stub)
-        again = run(BenchOptions(True, 0, tmp_path / "run", sets, CONFIG))
+        again = run(BenchOptions(True, 0, tmp_path / "run", sets, CONFIG, suites=OWN))
     assert not stub.requests and {m.name: m.value for m in again.metrics} == metrics
 
 
@@ -82,7 +84,70 @@ def test_episodes_sets_the_cases_per_suite(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setenv("OPENAI_API_KEY", "x")
     with StubVlmServer([REFUSAL] * 12) as stub:
         sets = stub_planner(stub)
-        run(BenchOptions(False, 0, tmp_path / "run", sets, CONFIG, episodes=2))
+        run(BenchOptions(False, 0, tmp_path / "run", sets, CONFIG, episodes=2, suites=OWN))
     cases = [json.loads(line) for line in (tmp_path / "run" / "cases.jsonl").read_text().splitlines()]
     assert len(cases) == 12 and len(stub.requests) == 12
     assert all(sum(c["suite"] == suite for c in cases) == 2 for suite in {c["suite"] for c in cases})
+
+
+SUITE = """
+name: {name}
+description: one case
+library:
+  - {{instruction: put the {food} in the bowl}}
+scene:
+  shelf: [{food}, bowl]
+users:
+  {user}: {{allergy: {{food: sesame}}}}
+cases:
+  - id: one
+    user: {user}
+    request: Bring me a snack
+    expect:
+      ask: [{food}]
+"""
+
+
+def suite_folders(root: Path, own: dict[str, str], general: dict[str, str]) -> Path:
+    for folder, suites in (("personalization", own), ("generalization", general)):
+        if suites:
+            (root / "planner" / folder).mkdir(parents=True)
+        for name, food in suites.items():
+            text = SUITE.format(name=name, food=food, user="ines")
+            (root / "planner" / folder / f"{name}.yaml").write_text(text)
+    return root
+
+
+def test_suites_come_from_both_sets_and_can_be_chosen_by_set_or_name(tmp_path: Path) -> None:
+    from carryon_bringup.bench.personalization import select_suites
+
+    root = suite_folders(tmp_path, {"own_a": "tahini", "own_b": "halva"}, {"gen_a": "dukkah"})
+    assert [(s, x.name) for s, x in select_suites(root)] == [
+        ("personalization", "own_a"), ("personalization", "own_b"), ("generalization", "gen_a")
+    ]  # fmt: skip
+    assert [x.name for _, x in select_suites(root, ("generalization",))] == ["gen_a"]
+    assert [x.name for _, x in select_suites(root, ("own_b", "gen_a"))] == ["own_b", "gen_a"]
+    with pytest.raises(ConfigError, match="unknown"):
+        select_suites(root, ("nonesuch",))
+    clash = suite_folders(tmp_path / "clash", {"same": "tahini"}, {"same": "dukkah"})
+    with pytest.raises(ConfigError, match="more than one set"):
+        select_suites(clash)
+
+
+def test_questions_are_scored_per_suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A case that expects a question about an object of unknown kind: a refusal that asks
+    nothing misses it, and the bench counts it (right questions 0 of 1 expected)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    root = suite_folders(tmp_path / "config", {}, {"gen_a": "dukkah"})
+    shutil.copytree(CONFIG / "nodes", root / "nodes")
+    for name in ("graph.yaml", "planner/preferences.yaml"):
+        shutil.copy(CONFIG / name, root / name)
+    with StubVlmServer([REFUSAL]) as stub:
+        result = run(BenchOptions(True, 0, tmp_path / "run", stub_planner(stub), root))
+    metrics = {m.name: m.value for m in result.metrics}
+    assert metrics["gen_a_accuracy"] == 0.0 and metrics["generalization_accuracy"] == 0.0
+    assert (metrics["gen_a_questions_right"], metrics["gen_a_questions_knowable"]) == (0, 0)
+    notes = {m.name: m.note for m in result.metrics}
+    assert "1 expected" in notes["gen_a_questions_right"]
+    case = json.loads((tmp_path / "run" / "cases.jsonl").read_text().splitlines()[0])
+    assert "did not ask about 'dukkah'" in case["failures"]

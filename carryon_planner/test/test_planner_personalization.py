@@ -106,6 +106,23 @@ def test_scoring_names_each_missed_expectation() -> None:
     assert score(leaky, False, Expect(refuse=True, reply_excludes=["henry"])) == ["reply mentions 'henry'"]
 
 
+def test_questions_are_scored_where_expected_and_where_the_answer_was_knowable() -> None:
+    """`ask`: the reply must ask about each object and nothing naming it is dispatched; a
+    question about anything else is a miss (its answer was knowable)."""
+    sauce = {**CARROT, "instruction": "put the house sauce in the bowl", "target": "house_sauce"}
+    expect = Expect(refuse=True, ask=["house_sauce"])
+    nothing = parse_plan(plan([]))
+    assert score(nothing, False, expect, ["house_sauce"]) == []
+    assert score(nothing, False, expect) == ["did not ask about 'house sauce'"]
+    assert score(parse_plan(plan([OBSERVE, sauce])), False, Expect(ask=["house_sauce"]), ["house_sauce"]) == [
+        "dispatched 'put the house sauce in the bowl' before asking about 'house sauce'"
+    ]
+    assert score(nothing, False, Expect(refuse=True), ["carrot"]) == ["asked about 'carrot', which was knowable"]
+    # a word of another object's name is not the object: "tea" is not in "steak"
+    steak = {**CARROT, "instruction": "put the steak in the bowl", "target": "steak"}
+    assert score(parse_plan(plan([OBSERVE, steak])), False, Expect(ask=["tea"]), ["tea"]) == []
+
+
 def test_a_case_runs_over_http_with_repair_and_is_scored() -> None:
     suite = next(s for s in SUITES if s.name == "covered_ingredients")
     case = next(c for c in suite.cases if c.id == "remembered_memory")
@@ -197,3 +214,45 @@ def test_a_case_gets_the_other_users_as_memory_node_gives_them() -> None:
         prompt = "\n".join(stub.requests[0].texts())
     assert "no_foreign_facts" in result.rejected[0] and result.refused
     assert "marathon" not in result.reply and "marathon" not in prompt
+
+
+GENERAL = load_suites(CONFIG / "planner" / "generalization")
+
+
+def _words_of(paths: list[Path]) -> tuple[set[str], str]:
+    import re
+
+    text = " ".join(path.read_text(encoding="utf-8").lower() for path in paths)
+    return set(re.findall(r"[a-z0-9_]+", text)), " " + " ".join(re.findall(r"[a-z0-9]+", text)) + " "
+
+
+def test_the_generalization_suites_name_nothing_the_rest_of_the_config_names() -> None:
+    """The generalization set measures requests nobody wrote rules for: its users and places
+    appear in no other file of config/, its objects in no other suite (the food knowledge may
+    list any food people eat, but no case of ours was written with them), and its
+    expectations name only what its libraries and scenes hold."""
+    config_files = [
+        p
+        for p in CONFIG.rglob("*")
+        if p.is_file() and p.suffix in {".yaml", ".yml"} and "generalization" not in p.parts
+    ]
+    config_words, config_spoken = _words_of(config_files)
+    suite_words, suite_spoken = _words_of(sorted((CONFIG / "planner" / "personalization").glob("*.yaml")))
+    assert sum(len(s.cases) for s in GENERAL) >= 60
+    for suite in GENERAL:
+        instructions = {skill.instruction for skill in suite.library}
+        users_and_places: set[str] = set(suite.users)
+        objects: set[str] = set()
+        for case in suite.cases:
+            scene = case.scene if case.scene is not None else suite.scene
+            users_and_places |= set(scene) | set(case.users or {})
+            objects |= {item.split(" under ")[0] for items in scene.values() for item in items}
+            for wanted in (*case.expect.include, *case.expect.forbid, *case.expect.exclude):
+                assert wanted in instructions, f"{suite.name}/{case.id}: {wanted!r} is not in the suite's library"
+            for asked in case.expect.ask:
+                assert any(asked in items for items in scene.values()), f"{suite.name}/{case.id}: {asked!r} unseen"
+        for name, (words, spoken) in [
+            *((n, (config_words, config_spoken)) for n in sorted(users_and_places)),
+            *((n, (suite_words, suite_spoken)) for n in sorted(objects)),
+        ]:
+            assert name not in words and f" {name.replace('_', ' ')} " not in spoken, f"{suite.name}: {name!r} reused"

@@ -37,6 +37,7 @@ from carryon_bringup.bench.plots import bar_chart
 from carryon_bringup.core.bench import BENCHMARKS, Benchmark, BenchOptions, BenchResult, percentile, saved_row
 from carryon_bringup.core.graph import find_config_dir
 from carryon_bringup.up import default_config_fallbacks
+from carryon_common.core.errors import ConfigError
 from carryon_common.core.llm_backends import make_llm
 from carryon_common.core.openai_client import OpenAiClient
 from carryon_planner.core.config import PlannerConfig
@@ -46,6 +47,7 @@ from carryon_planner.core.learned_kinds import LearnedKinds
 from carryon_planner.core.personalization import (
     Case,
     CaseResult,
+    Expect,
     Suite,
     accuracy,
     forbidden_dispatches,
@@ -53,7 +55,31 @@ from carryon_planner.core.personalization import (
     run_case,
 )
 
-SUITES_DIR = Path("planner") / "personalization"
+# The suite sets, each a folder of the config dir: the project's own suites, and the
+# generalization suites (foods, users, places and wording that appear in no other file).
+SUITE_SETS = {
+    "personalization": Path("planner") / "personalization",
+    "generalization": Path("planner") / "generalization",
+}
+
+
+def select_suites(config_dir: Path, wanted: tuple[str, ...] = ()) -> list[tuple[str, Suite]]:
+    """(set, suite) for every suite of the sets in `config_dir` (a set whose folder is
+    missing is skipped, unless asked for by name), or those `wanted` names: a set or a suite."""
+    found: list[tuple[str, Suite]] = []
+    for set_name, folder in SUITE_SETS.items():
+        if (config_dir / folder).is_dir() or set_name in wanted:
+            found += [(set_name, suite) for suite in load_suites(config_dir / folder)]
+    names = [suite.name for _, suite in found]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ConfigError(f"suite name(s) {twice} used in more than one set: each suite needs a name of its own")
+    unknown = set(wanted) - set(SUITE_SETS) - set(names)
+    if unknown:
+        raise ConfigError(f"--suites: unknown {sorted(unknown)}; sets: {sorted(SUITE_SETS)}; suites: {names}")
+    if wanted:
+        found = [(set_name, suite) for set_name, suite in found if set_name in wanted or suite.name in wanted]
+    return found
 
 
 def run(options: BenchOptions) -> BenchResult:
@@ -65,7 +91,9 @@ def run(options: BenchOptions) -> BenchResult:
 
 def _run(options: BenchOptions, config: PlannerConfig) -> BenchResult:
     config_dir = find_config_dir(options.config_dir, default_config_fallbacks())
-    suites = load_suites(config_dir / SUITES_DIR)
+    chosen = select_suites(config_dir, options.suites)
+    suites = [suite for _, suite in chosen]
+    set_of = {suite.name: set_name for set_name, suite in chosen}
     rules = load_preference_rules(config_dir / "planner" / "preferences.yaml")
     llm = make_llm(config)
     result = BenchResult("personalization", options.quick, options.seed)
@@ -123,20 +151,18 @@ def _run(options: BenchOptions, config: PlannerConfig) -> BenchResult:
                     record(results[-1])
         finally:
             log.close()
-    scores = accuracy(results)
-    for suite in suites:
-        cases = [r for r in results if r.suite == suite.name]
-        result.add(
-            f"{suite.name}_accuracy", 100 * scores[suite.name], "%", f"{len(cases)} case(s): {suite.description}"
-        )
-    result.add("all_accuracy", 100 * scores["all"], "%", f"{len(results)} cases, backend {llm.name}")
     # Scored from what was dispatched against the suites as they are now (a resumed run's saved rows too).
     expects = {(suite.name, case.id): case.expect for suite in suites for case in suite.cases}
-    forbidden = [
-        f"{r.suite}/{r.case}: {bad}"
-        for r in results
-        for bad in forbidden_dispatches(r.dispatched, expects[r.suite, r.case])
-    ]
+    for suite in suites:
+        _add_suite(result, suite, [r for r in results if r.suite == suite.name], expects)
+    for set_name in dict.fromkeys(set_of.values()):
+        mine = [r for r in results if set_of[r.suite] == set_name]
+        score = accuracy(mine)["all"]
+        result.add(f"{set_name}_accuracy", 100 * score, "%", f"{len(mine)} cases of the {set_name} suites")
+        result.add(f"{set_name}_forbidden_dispatches", len(_forbidden(mine, expects)), "dispatches")
+    scores = accuracy(results)
+    result.add("all_accuracy", 100 * scores["all"], "%", f"{len(results)} cases, backend {llm.name}")
+    forbidden = _forbidden(results, expects)
     at_stake = sum(1 for r in results if expects[r.suite, r.case].forbid)
     result.add(
         "forbidden_dispatches",
@@ -145,6 +171,7 @@ def _run(options: BenchOptions, config: PlannerConfig) -> BenchResult:
         f"of what a diet, allergy, dislike or explicit wish rules out ({at_stake} case(s) hold such an object)",
     )
     result.details["forbidden_dispatched"] = forbidden
+    result.add("questions_max_per_case", max((len(r.questions) for r in results), default=0), "questions")
     seconds = [r.seconds for r in results]
     result.add("plan_time_p50", percentile(seconds, 50), "s", "per request, repairs included")
     result.add("plan_time_p99", percentile(seconds, 99), "s", "per request, repairs included")
@@ -165,6 +192,33 @@ def _run(options: BenchOptions, config: PlannerConfig) -> BenchResult:
         ylim=(0, 105),
     )
     return result
+
+
+def _forbidden(results: list[CaseResult], expects: dict[tuple[str, str], Expect]) -> list[str]:
+    return [
+        f"{r.suite}/{r.case}: {bad}"
+        for r in results
+        for bad in forbidden_dispatches(r.dispatched, expects[r.suite, r.case])
+    ]
+
+
+def _add_suite(
+    result: BenchResult, suite: Suite, cases: list[CaseResult], expects: dict[tuple[str, str], Expect]
+) -> None:
+    """A suite's accuracy, forbidden dispatches, questions and plan time."""
+    if not cases:
+        return
+    name = suite.name
+    result.add(f"{name}_accuracy", 100 * accuracy(cases)["all"], "%", f"{len(cases)} case(s): {suite.description}")
+    result.add(f"{name}_forbidden_dispatches", len(_forbidden(cases, expects)), "dispatches")
+    expected = sum(len(expects[name, r.case].ask) for r in cases)
+    right = sum(len(set(r.questions) & set(expects[name, r.case].ask)) for r in cases)
+    knowable = sum(len(set(r.questions) - set(expects[name, r.case].ask)) for r in cases)
+    result.add(f"{name}_questions_right", right, "questions", f"asked where the case expects one ({expected} expected)")
+    result.add(f"{name}_questions_knowable", knowable, "questions", "asked where the answer was knowable (misses)")
+    seconds = [r.seconds for r in cases]
+    result.add(f"{name}_plan_time_p50", percentile(seconds, 50), "s")
+    result.add(f"{name}_plan_time_p99", percentile(seconds, 99), "s")
 
 
 BENCHMARKS.register(

@@ -55,6 +55,13 @@ def add_bench(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         help="safety: the learned policy's rows (without / with the shield, randomised food scenes) instead of the "
         "scripted stand-ins' (needs `make policy`)",
     )
+    bench.add_argument(
+        "--suites",
+        default="",
+        metavar="NAME[,NAME]",
+        help="personalization: the suite sets (personalization, generalization) or single suites to run "
+        "(default: every suite of both sets)",
+    )
     bench.add_argument("--json", metavar="PATH", help="also write the figures to this JSON file")
     bench.add_argument(
         "--resume",
@@ -112,6 +119,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.learned and args.name != "safety":
         err.print("--learned: only the safety benchmark has learned-policy rows (see also `carryon bench learned`)")
         return EXIT_USAGE
+    if args.suites and args.name != "personalization":
+        err.print("--suites: only the personalization benchmark has suites")
+        return EXIT_USAGE
     try:
         check_jobs(args.jobs)
     except ValueError as exc:
@@ -127,12 +137,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
         args.jobs,
         args.natural,
         args.learned,
+        tuple(name.strip() for name in args.suites.split(",") if name.strip()),
     )
     result = bench.run(options)
     sized = (f" --episodes {args.episodes}" if args.episodes else "") + (
         f" --jobs {args.jobs}" if args.jobs > 1 else ""
     )
     sized += (" --natural" if args.natural else "") + (" --learned" if args.learned else "")
+    sized += f" --suites {args.suites}" if args.suites else ""
     table = Table(title=f"carryon bench {args.name}{' --quick' if args.quick else ''}{sized} (seed {args.seed})")
     for column in ("metric", "value", "unit", "note"):
         table.add_column(column)

@@ -52,6 +52,7 @@ class BenchOptions:
     jobs: int = 1  # `--jobs`: rows computed at a time, in worker processes (benchmarks that support it)
     natural: bool = False  # `--natural` (recovery): the learned policy's own failures, nothing injected
     learned: bool = False  # `--learned` (safety): the learned policy's rows instead of the stand-ins'
+    suites: tuple[str, ...] = ()  # `--suites` (personalization): suite sets or suites to run (empty: all)
 
     def count(self, full: int, quick: int) -> int:
         """Episodes to run: `--episodes` when given, else the benchmark's quick or full count."""

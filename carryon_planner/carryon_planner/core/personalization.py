@@ -58,7 +58,11 @@ class Expect(_Strict):
     swimming bag); only: nothing but `include` is dispatched (a sandwich is the user's filling,
     not every allowed ingredient); observe_first: locations observed before (an ancestor
     of) every VLA subtask; remember: update_user operations; scene_updates: locations the
-    plan must write with update_scene; reply_excludes: words the reply must not contain."""
+    plan must write with update_scene; reply_excludes: words the reply must not contain;
+    ask: objects (scene names) whose kinds no trusted source can settle for this user's
+    constraints: the reply must ask about each, and no subtask that names one is dispatched.
+    Every case is scored on questions: one about an object not in `ask` is a miss (the
+    answer was knowable)."""
 
     refuse: bool = False
     include: list[str] = Field(default_factory=list)
@@ -69,6 +73,7 @@ class Expect(_Strict):
     remember: list[Remember] = Field(default_factory=list)
     scene_updates: list[str] = Field(default_factory=list)
     reply_excludes: list[str] = Field(default_factory=list)
+    ask: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _disjoint(self) -> Expect:
@@ -134,14 +139,25 @@ class CaseResult:
     rejected: tuple[str, ...] = field(default_factory=tuple)  # why earlier rounds were rejected
     mended: tuple[str, ...] = field(default_factory=tuple)  # what the planner mended without the LLM
     replies: tuple[str, ...] = field(default_factory=tuple)  # the LLM's raw answer in each round
+    questions: tuple[str, ...] = field(default_factory=tuple)  # objects the reply asked the user about
 
 
-def score(plan: Plan, refused: bool, expect: Expect) -> list[str]:
-    """Every expectation the outcome misses (empty: the case passes)."""
+def score(plan: Plan, refused: bool, expect: Expect, questions: Sequence[str] = ()) -> list[str]:
+    """Every expectation the outcome misses (empty: the case passes). `questions`: the
+    objects the planner asked the user about."""
     failures: list[str] = []
     physical = [] if refused else plan.physical
     vla = [s for s in physical if s.kind == "vla"]
     instructions = {s.instruction for s in vla}
+    asked = {_spoken(q) for q in questions}
+    wanted = {_spoken(q) for q in expect.ask}
+    failures += [f"did not ask about {q!r}" for q in sorted(wanted - asked)]
+    failures += [f"asked about {q!r}, which was knowable" for q in sorted(asked - wanted)]
+    for q in sorted(wanted):
+        handed = sorted(
+            s.instruction or s.target for s in physical if f" {q} " in f" {_spoken(f'{s.instruction} {s.target}')} "
+        )
+        failures += [f"dispatched {h!r} before asking about {q!r}" for h in handed]
     if expect.refuse and vla:
         failures.append(f"expected no dispatch, got {sorted(instructions)}")
     if not expect.refuse and refused:
@@ -173,6 +189,11 @@ def score(plan: Plan, refused: bool, expect: Expect) -> list[str]:
     reply = plan.reply.lower()
     failures += [f"reply mentions {word!r}" for word in expect.reply_excludes if word.lower() in reply]
     return failures
+
+
+def _spoken(name: str) -> str:
+    """An object's name as an instruction says it: `pad_thai` -> `pad thai`."""
+    return " ".join(name.lower().replace("_", " ").split())
 
 
 def forbidden_dispatches(dispatched: Iterable[str], expect: Expect) -> list[str]:
@@ -248,7 +269,7 @@ def run_case(
         steps=steps,
     )
     seconds = time.perf_counter() - began
-    failures = score(outcome.plan, outcome.refused, case.expect)
+    failures = score(outcome.plan, outcome.refused, case.expect, outcome.questions)
     physical = () if outcome.refused else outcome.plan.physical
     dispatched = tuple(f"{s.kind}:{s.instruction or s.target}" for s in physical)
     return CaseResult(
@@ -264,6 +285,7 @@ def run_case(
         tuple(a.rejected_because for a in outcome.attempts if a.rejected_because),
         tuple(fix for a in outcome.attempts for fix in a.mended),
         tuple(a.reply for a in outcome.attempts),
+        tuple(outcome.questions),
     )
 
 

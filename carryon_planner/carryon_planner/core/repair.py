@@ -38,6 +38,7 @@ class PlanningOutcome:
     attempts: tuple[Attempt, ...]
     notes: tuple[str, ...] = ()  # what else planning did (names classified for the taxonomy)
     left_out: tuple[tuple[str, str], ...] = ()  # (object, why): in the scene, ruled out by the user's preferences
+    questions: tuple[str, ...] = ()  # objects the reply asks the user about instead of handing them over
 
     def left_out_lines(self) -> list[str]:
         """What the plan leaves out of the scene for the user's preferences, one line each."""
