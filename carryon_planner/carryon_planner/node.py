@@ -45,14 +45,16 @@ from carryon_interfaces.action import Assist, Recover, RunPolicy
 from carryon_interfaces.msg import PerceivedScene, PlanState, SubtaskState
 from carryon_interfaces.srv import Ask
 from carryon_planner import convert
+from carryon_planner.core.ask import ask
 from carryon_planner.core.config import TEXT_ONLY_BACKENDS, PlannerConfig
 from carryon_planner.core.context import warm_up_messages
 from carryon_planner.core.executive import Dispatch, State, SubtaskRecord
-from carryon_planner.core.facts import load_preference_rules, preferences_path
+from carryon_planner.core.facts import food_knowledge_path, load_preference_rules, preferences_path
+from carryon_planner.core.knowledge_file import load_food_knowledge
 from carryon_planner.core.learned_kinds import LearnedKinds
 from carryon_planner.core.memory_ops import ContextUnavailable, Memory
 from carryon_planner.core.repair import PlanningOutcome
-from carryon_planner.core.session import AssistSession, DispatchHooks, Progress, RequestPlanner, Status, ask
+from carryon_planner.core.session import AssistSession, DispatchHooks, Progress, RequestPlanner, Status
 from carryon_planner.ros_dispatch import RosDispatch, Sensors
 from carryon_planner.ros_memory import RosMemory
 
@@ -91,6 +93,7 @@ class PlannerNode(CarryOnNode):
         cfg: PlannerConfig = self.config
         library = load_skill_library(skills_path(cfg.skills_file))
         preferences = load_preference_rules(preferences_path(cfg.preferences_file))
+        knowledge = load_food_knowledge(food_knowledge_path(cfg.food_knowledge_file))
         self._llm_problem = ""
         if llm is None:
             try:
@@ -114,6 +117,7 @@ class PlannerNode(CarryOnNode):
                 preferences,
                 max_repairs=cfg.max_repairs,
                 learned=learned,
+                knowledge=knowledge,
                 images=images,
                 steps=cfg.plans_in_steps,
             )

@@ -43,6 +43,7 @@ from carryon_common.core.openai_client import OpenAiClient
 from carryon_planner.core.config import PlannerConfig
 from carryon_planner.core.context import warm_up_messages
 from carryon_planner.core.facts import load_preference_rules
+from carryon_planner.core.knowledge_file import load_food_knowledge
 from carryon_planner.core.learned_kinds import LearnedKinds
 from carryon_planner.core.personalization import (
     Case,
@@ -95,6 +96,10 @@ def _run(options: BenchOptions, config: PlannerConfig) -> BenchResult:
     suites = [suite for _, suite in chosen]
     set_of = {suite.name: set_name for set_name, suite in chosen}
     rules = load_preference_rules(config_dir / "planner" / "preferences.yaml")
+    # The food knowledge planner_node loads (its food_knowledge_file, else the config dir's).
+    knowledge_file = Path(config.food_knowledge_file) if config.food_knowledge_file else None
+    knowledge_file = knowledge_file or config_dir / "planner" / "food_knowledge.yaml"
+    knowledge = load_food_knowledge(knowledge_file) if knowledge_file.is_file() else None
     llm = make_llm(config)
     result = BenchResult("personalization", options.quick, options.seed)
     result.details["backend"] = llm.name
@@ -104,6 +109,7 @@ def _run(options: BenchOptions, config: PlannerConfig) -> BenchResult:
         llm.warm_up(warm_up_messages(config.plans_in_steps), timeout_s=600.0)
         result.add("warm_up_s", time.monotonic() - started, "s", "the model server reads the rules and schema once")
     result.details["max_repairs"] = config.max_repairs
+    result.details["food_knowledge"] = str(knowledge_file) if knowledge is not None else "none"
     result.details["plan_format"] = "steps" if config.plans_in_steps else "full"
     # Names the taxonomy does not know, asked of the LLM as planner_node would (classify_unknown_names).
     learned = None
@@ -143,6 +149,7 @@ def _run(options: BenchOptions, config: PlannerConfig) -> BenchResult:
                             max_repairs=config.max_repairs,
                             learned=learned,
                             steps=config.plans_in_steps,
+                            knowledge=knowledge,
                         )
                         return dataclasses.asdict(outcome)
 

@@ -75,6 +75,11 @@ class PlannerConfig(OperatorAuthConfig, NodeIdentityConfig):
         description="Preferences the validator enforces, e.g. vegetarian rules out meat ('' = "
         "<config dir>/planner/preferences.yaml).",
     )
+    food_knowledge_file: str = Field(
+        "",
+        description="Curated food knowledge: what each food holds, so a diet or allergy is settled yes / no / "
+        "unknown, and unknown means ask ('' = <config dir>/planner/food_knowledge.yaml; docs/planner.md).",
+    )
     classify_unknown_names: bool = Field(
         False,
         description="Before planning for a user with preference facts, ask the LLM once which taxonomy kinds the "

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from carryon_common.core.config import config_path
 from carryon_common.core.skills import SkillLibrary
+from carryon_planner.core.constraints import read_constraints, settle
+from carryon_planner.core.knowledge import Confirmation, FoodKnowledge, tokens
 from carryon_planner.core.stated import stated_moves
 from carryon_planner.core.taxonomy import Taxonomy, load_taxonomy, request_wishes, ruled_out
 from carryon_planner.core.usual import Remembered
@@ -93,6 +95,8 @@ def planning_facts(
     preference_rules: Taxonomy | None = None,
     preferences: Iterable[str] | None = None,
     remembered: Iterable[Remembered] = (),
+    knowledge: FoodKnowledge | None = None,
+    confirmations: Iterable[Confirmation] = (),
 ) -> PlanningFacts:
     """Objects: everything scene memory mentions plus what the library's skills act on;
     locations: scene memory's named locations. `preferences`: the user's facts as the
@@ -100,6 +104,9 @@ def planning_facts(
     clauses (`request_wishes`); what they rule out is every object and library instruction
     (read as a phrase) that is of an excluded kind;
     `remembered`: the user's facts that bear on the request (context.relevant_facts).
+    With `knowledge` (the curated food knowledge) the constraints are settled object by
+    object (core/constraints.py): ruled out, or unsettled (the user is asked first);
+    `confirmations`: what users said about objects.
     Where things are and what is under which cover are read from scene memory as
     `pending_observations` leave it (scene_now); `gone`: what memory placed at a location
     looked at since, and no observation shows anywhere."""
@@ -113,6 +120,9 @@ def planning_facts(
     remembered_at = _whereabouts(scene)
     gone = {o for o, place in remembered_at.items() if place in observed and o not in whereabouts}
     stated = stated_moves(request, whereabouts, now)  # and the user's word fresher still
+    rulings = _rulings(
+        objects, library, said, preference_rules, knowledge=knowledge, confirmations=confirmations, names=names
+    )
     return PlanningFacts(
         request=request,
         instructions=library.instructions,
@@ -122,7 +132,8 @@ def planning_facts(
         foreign_facts=frozenset(foreign_facts),
         other_users=frozenset(u.lower() for u in other_users if u),
         pending_observations=observed,
-        ruled_out=ruled_out(names, said, preference_rules) if preference_rules is not None else {},
+        ruled_out=rulings[0],
+        unsettled=rulings[1],
         whereabouts={**whereabouts, **stated},
         skill_objects={skill.instruction: skill.objects for skill in library.vla if skill.objects},
         covers=_covers(now),
@@ -132,3 +143,52 @@ def planning_facts(
         stated=stated,
         remembered=tuple(remembered),
     )
+
+
+def _rulings(
+    objects: set[str],
+    library: SkillLibrary,
+    said: Sequence[str],
+    rules: Taxonomy | None,
+    *,
+    knowledge: FoodKnowledge | None,
+    confirmations: Iterable[Confirmation],
+    names: set[str],
+) -> tuple[Mapping[str, str], Mapping[str, str]]:
+    """PlanningFacts' ruled_out and unsettled (only with the food knowledge)."""
+    if rules is None:
+        return {}, {}
+    if knowledge is None:
+        return ruled_out(names, said, rules), {}
+    handled = {i.lower(): handled_objects(i, objects, library) for i in library.instructions}
+    vessels = {o for o in objects if " ".join(tokens(o)) in knowledge.vessels}
+    served = {o for i, found in handled.items() if set(found) & vessels or _pours(i) for o in found}
+    settled = settle(
+        objects,
+        handled,
+        read_constraints(said, rules, knowledge),
+        taxonomy=rules,
+        knowledge=knowledge,
+        served=served,
+        confirmations=confirmations,
+    )
+    return settled.ruled_out, settled.unsettled
+
+
+def handled_objects(instruction: str, objects: Iterable[str], library: SkillLibrary) -> tuple[str, ...]:
+    """The objects an instruction handles: those its skill declares, else those it names."""
+    declared = next((s.objects for s in library.vla if s.instruction == instruction and s.objects), None)
+    if declared:
+        return tuple(declared)
+    said = " " + " ".join(tokens(instruction)) + " "
+    return tuple(sorted(o for o in objects if f" {' '.join(tokens(o))} " in said))
+
+
+def _pours(instruction: str) -> bool:
+    """An instruction that serves what it handles whatever it goes into ("pour", "serve")."""
+    return bool({"pour", "serve", "feed", "hand"} & set(tokens(instruction)))
+
+
+def food_knowledge_path(configured: str = "") -> Path:
+    """`configured`, else `<$CARRYON_CONFIG_DIR or ./config>/planner/food_knowledge.yaml`."""
+    return config_path(configured, "planner", "food_knowledge.yaml")

@@ -120,13 +120,26 @@ def plan_writes(plan: Plan, *, every_scene_update: bool) -> tuple[list[FactWrite
     return facts, scene
 
 
+FactGuard = Callable[[list[FactWrite]], tuple[list[FactWrite], list[str]]]  # core/protected.py
+
+
 def apply_plan_memory(
-    memory: Memory, user_id: str, plan: Plan, plan_id: str, *, every_scene_update: bool = False
+    memory: Memory,
+    user_id: str,
+    plan: Plan,
+    plan_id: str,
+    *,
+    every_scene_update: bool = False,
+    guard: FactGuard | None = None,
 ) -> list[str]:
-    """Write the plan's memory operations (see `plan_writes`); one note per write."""
+    """Write the plan's memory operations (see `plan_writes`); one note per write.
+    `guard`: what may not be weakened is left as it was (core/protected.py)."""
     facts, scene = plan_writes(plan, every_scene_update=every_scene_update)
     source = f"planner:{plan_id}"
     notes: list[str] = []
+    if guard is not None:
+        facts, refused = guard(facts)
+        notes += refused
     if facts:
         notes.append(memory.update_user(user_id, facts, source))
     if scene:
@@ -169,6 +182,7 @@ def remember_summary(
     context: MemoryContext,
     plan_id: str,
     warn: Callable[[str], None] = lambda _line: None,
+    guard: FactGuard | None = None,
 ) -> str:
     """The summariser (paper §B.2) after a finished plan: lasting facts, checked, stored.
     Returns the note for the result message; a problem is also handed to `warn`."""
@@ -188,6 +202,13 @@ def remember_summary(
     if not summary.store:
         return "summariser: nothing lasting to remember"
     facts = [FactWrite(op.entity, op.key, op.value) for op in summary.store]
+    refused: list[str] = []
+    if guard is not None:  # the summariser never weakens an allergy or a diet (core/protected.py)
+        facts, refused = guard(facts)
+        for line in refused:
+            warn(f"{plan_id}: {line}")
+    if not facts:
+        return "; ".join(refused) or "summariser: nothing lasting to remember"
     note = memory.update_user(user_id, facts, f"summariser:{plan_id}")
-    remembered = ", ".join(f"{op.entity} {op.key}: {op.value}" for op in summary.store)
-    return f"summariser remembered {remembered} ({note})"
+    remembered = ", ".join(f"{f.entity} {f.key}: {f.value}" for f in facts)
+    return f"summariser remembered {remembered} ({note})" + "".join(f"; {line}" for line in refused)

@@ -25,6 +25,7 @@ from carryon_common.core.skills import SkillLibrary, VlaSkill
 from carryon_memory.core.others import foreign_values
 from carryon_memory.core.render import render_context
 from carryon_memory.core.types import Fact, Location
+from carryon_planner.core.knowledge import FoodKnowledge
 from carryon_planner.core.learned_kinds import LearnedKinds
 from carryon_planner.core.memory_ops import MemoryContext, StoredFact
 from carryon_planner.core.plan import Plan, UpdateScene, UpdateUser, ancestors
@@ -220,6 +221,7 @@ def plan_request(
     observations: Mapping[str, Sequence[str]] | None = None,
     learned: LearnedKinds | None = None,
     steps: bool = False,
+    knowledge: FoodKnowledge | None = None,
 ) -> PlanningOutcome:
     """Plan one request from in-memory user and scene memory exactly as planner_node plans
     an Ask from memory_node's context (the same RequestPlanner: rendering, context,
@@ -239,7 +241,9 @@ def plan_request(
         other_users=other_users,
         foreign_values=foreign_values((f.value for f in user_facts), theirs),
     )
-    planner = RequestPlanner(llm, library, preference_rules, max_repairs, learned=learned, steps=steps)
+    planner = RequestPlanner(
+        llm, library, preference_rules, max_repairs, learned=learned, knowledge=knowledge, steps=steps
+    )
     return planner.plan(user, request, context, observations)
 
 
@@ -252,6 +256,7 @@ def run_case(
     max_repairs: int,
     learned: LearnedKinds | None = None,
     steps: bool = False,
+    knowledge: FoodKnowledge | None = None,
 ) -> CaseResult:
     """Plan one case as planner_node would and score it."""
     began = time.perf_counter()
@@ -267,6 +272,7 @@ def run_case(
         observations=case.observations,
         learned=learned,
         steps=steps,
+        knowledge=knowledge,
     )
     seconds = time.perf_counter() - began
     failures = score(outcome.plan, outcome.refused, case.expect, outcome.questions)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from carryon_common.core.llm import ChatMessage, LlmClient, LlmError
 from carryon_planner.core.choose import ASKED, choose_for_crowded
-from carryon_planner.core.mend import mend
+from carryon_planner.core.mend import asked_about, mend
 from carryon_planner.core.plan import Plan, PlanParseError, parse_plan, plan_json_schema
 from carryon_planner.core.requests import request_asks_for_action
 from carryon_planner.core.steps import as_steps, expand, parse_steps, steps_json_schema
@@ -101,7 +101,11 @@ def plan_with_repair(
             if report.ok:
                 attempts.append(Attempt(text, "", fixes))
                 return PlanningOutcome(
-                    plan, plan.refusal is not None, tuple(attempts), left_out=present_ruled_out(facts)
+                    plan,
+                    plan.refusal is not None,
+                    tuple(attempts),
+                    left_out=present_ruled_out(facts),
+                    questions=asked_about(fixes),
                 )
             feedback = report.feedback() + ("\n(Subtask sN is your step N.)" if steps else "")
             attempts.append(Attempt(text, "; ".join(str(v) for v in report.violations), fixes))

@@ -29,12 +29,15 @@ from carryon_common.core.llm import LlmClient
 from carryon_common.core.skills import SkillLibrary
 from carryon_planner.core.assist import AssistResult, assist
 from carryon_planner.core.choose import relevant_to
+from carryon_planner.core.constraints import rules_out_of
 from carryon_planner.core.context import Endpoint, LibraryEntry, build_messages, described_images
 from carryon_planner.core.executive import Dispatch, State, SubtaskRecord, with_hidden
 from carryon_planner.core.facts import planning_facts, preference_texts, scene_and_library_objects
+from carryon_planner.core.knowledge import FoodKnowledge, confirmations_from
 from carryon_planner.core.learned_kinds import LearnedKinds
 from carryon_planner.core.memory_ops import (
     ContextUnavailable,
+    FactGuard,
     Memory,
     MemoryContext,
     apply_plan_memory,
@@ -42,6 +45,7 @@ from carryon_planner.core.memory_ops import (
     remember_summary,
 )
 from carryon_planner.core.plan import Plan, PlannedSubtask
+from carryon_planner.core.protected import fact_guard
 from carryon_planner.core.repair import PlanningOutcome, plan_with_repair
 from carryon_planner.core.taxonomy import Taxonomy
 from carryon_planner.core.validator import Validator
@@ -88,6 +92,7 @@ class RequestPlanner:
     max_repairs: int
     validator: Validator = field(default_factory=Validator)
     learned: LearnedKinds | None = None  # names the taxonomy does not know, asked of the LLM (None: not asked)
+    knowledge: FoodKnowledge | None = None  # the curated food knowledge (None: the taxonomy alone decides)
     images: bool = False  # send the user's reference images (else each is named with its description)
     steps: bool = False  # the LLM answers with step plans (core/steps.py), not full plans
 
@@ -115,6 +120,10 @@ class RequestPlanner:
             pending_observations=seen,
             preference_rules=rules,
             preferences=preference_texts((f.entity, f.key, f.value) for f in context.facts),
+            knowledge=self.knowledge,
+            confirmations=confirmations_from(
+                ((f.entity, f.key, f.value) for f in context.facts), self.knowledge, user_id
+            ),
         )
         relevant = relevant_to(self.llm, text, context.facts, sorted(facts.objects))
         wish = stated_wish(
@@ -145,43 +154,13 @@ class RequestPlanner:
         )
         return dataclasses.replace(outcome, notes=(*notes, *outcome.notes)) if notes else outcome
 
+    def rules_out(self, text: str) -> set[str]:
+        """What a fact's text rules out: kinds and words (core/constraints.py)."""
+        return rules_out_of(text, self.preferences, self.knowledge)
 
-@dataclass(frozen=True)
-class AskAnswer:
-    """Ask's answer: the plan's id, the planning outcome and notes (LLM rounds, memory
-    writes, dispatch)."""
-
-    plan_id: str
-    outcome: PlanningOutcome
-    notes: tuple[str, ...]
-
-
-def ask(
-    planner: RequestPlanner,
-    memory: Memory,
-    *,
-    user_id: str,
-    text: str,
-    new_plan_id: Callable[[], str],
-    plan_only: bool,
-) -> AskAnswer:
-    """Plan `text` for `user_id`. Unless `plan_only`, a valid plan's durable user facts and
-    immediate scene updates are written; nothing moves. Raises ContextUnavailable (then no
-    plan id is taken)."""
-    context = memory.context(user_id)
-    outcome = planner.plan(user_id, text, context)
-    plan_id = new_plan_id()
-    notes = [f"{len(outcome.attempts)} LLM round(s)", *(f"mended: {f}" for a in outcome.attempts for f in a.mended)]
-    notes += [*outcome.notes, *outcome.left_out_lines()]
-    if not outcome.refused and not plan_only:
-        notes += apply_plan_memory(memory, user_id, outcome.plan, plan_id)
-    if not outcome.refused:
-        notes.append(
-            "plan only: nothing dispatched"
-            if plan_only
-            else "not dispatched: Ask only plans (use the Assist action to carry it out)"
-        )
-    return AskAnswer(plan_id, outcome, tuple(notes))
+    def fact_guard(self, context: MemoryContext, request: str | None, who: str) -> FactGuard:
+        """`who`'s writes: an allergy or a diet weakened only as `request` says (core/protected.py)."""
+        return fact_guard([(f.entity, f.key, f.value) for f in context.facts], self.rules_out, request, who)
 
 
 @dataclass(frozen=True)
@@ -338,7 +317,12 @@ class AssistSession:
         return outcome
 
     def _apply_memory(self, plan: Plan) -> Mapping[str, tuple[str, ...]]:
-        notes = apply_plan_memory(self.memory, self.user_id, plan, self.plan_id, every_scene_update=True)
+        guard = (
+            self.planner.fact_guard(self._contexts[-1], self.text, "the plan")
+            if self.planner and self._contexts
+            else None
+        )
+        notes = apply_plan_memory(self.memory, self.user_id, plan, self.plan_id, every_scene_update=True, guard=guard)
         if notes:
             self.log(f"{self.plan_id}: " + "; ".join(notes))
         self.publish(Phase.EXECUTING, "executing")
@@ -356,6 +340,7 @@ class AssistSession:
             context=self._contexts[-1],
             plan_id=self.plan_id,
             warn=self.warn,
+            guard=self.planner.fact_guard(self._contexts[-1], None, "the summariser"),
         )
 
     # -- dispatcher hooks ------------------------------------------------------------------
@@ -383,7 +368,6 @@ class AssistSession:
 
 
 __all__ = [
-    "AskAnswer",
     "AssistSession",
     "Cancelled",
     "DispatchHooks",
@@ -392,5 +376,4 @@ __all__ = [
     "RequestPlanner",
     "SessionResult",
     "Status",
-    "ask",
 ]

@@ -14,12 +14,12 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from carryon_planner.core.constraints import asked_ruled_out, preference_conflict, unsettled_in
 from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene, UpdateUser, ancestors
 from carryon_planner.core.requests import about_other_users, readable, request_asks_for_action, users_named
 from carryon_planner.core.scene_checks import scene_problems
-from carryon_planner.core.taxonomy import SAID
 from carryon_planner.core.usual import Remembered, problems
-from carryon_planner.core.wishes import StatedWish, wanted_names, wish_written
+from carryon_planner.core.wishes import StatedWish, wish_written
 
 ACTION_PROMISES = re.compile(r"\b(i will|i'll|let me|i am going to|i'm going to|on it)\b", re.IGNORECASE)
 _CONDITION = re.compile(r"^\s*([a-z0-9_]+)\s+(?:is\s+)?(under|in|on|at|inside|near)\s+(?:the\s+)?([a-z0-9_]+)\s*$")
@@ -50,6 +50,8 @@ class PlanningFacts:
     users' ids (lower case: nothing about them is written here); pending_observations:
     location -> contents revealed since the last plan, which the plan must write to scene
     memory; ruled_out: objects the user's preferences exclude (object -> preference);
+    unsettled: objects (and instructions) that may break a constraint of the user's that no
+    trusted source settles: never served, the user is asked (core/constraints.py);
     whereabouts: object -> its location in scene memory (for mending a plan, core/mend.py);
     skill_objects: instruction -> the objects the library declares it acts on (a step
     plan's expansion, core/steps.py); covers: object -> the cover scene memory puts it
@@ -70,6 +72,7 @@ class PlanningFacts:
     other_users: frozenset[str] = frozenset()
     pending_observations: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     ruled_out: Mapping[str, str] = field(default_factory=dict)  # name -> the preference ruling it out, and why
+    unsettled: Mapping[str, str] = field(default_factory=dict)  # name -> the constraint no trusted source settles
     whereabouts: Mapping[str, str] = field(default_factory=dict)  # object -> the location scene memory puts it at
     skill_objects: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # instruction -> its declared objects
     covers: Mapping[str, str] = field(default_factory=dict)  # object -> the cover it is under
@@ -161,6 +164,7 @@ class Validator:
             self._foreign_facts,
             self._other_users,
             self._preferences,
+            self._ask_first,
             self._memory_and_library,
             self._wish_remembered,
         ):
@@ -361,6 +365,19 @@ class Validator:
                     subtask.id,
                 )
 
+    def _ask_first(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
+        """What might break a constraint that nothing settles is not served: the user is asked."""
+        for subtask in plan.subtasks:
+            doubt = unsettled_in(subtask, facts)
+            if doubt is not None:
+                name, why = doubt
+                yield Violation(
+                    "ask_first",
+                    f"{_spoken(name)} may break the user's constraint ({why}): do not serve it; ask the user "
+                    "in the reply",
+                    subtask.id,
+                )
+
     def _memory_and_library(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
         """What memory says the request uses, covers to open, a family copied whole (core/usual.py)."""
         if plan.refusal is None:
@@ -377,21 +394,3 @@ class Validator:
             f"the user said {wish.why!r}: add update_user entity {wish.entity!r} key {wish.key!r} value "
             f"{wish.value!r} durable {str(wish.durable).lower()}",
         )
-
-
-def asked_ruled_out(facts: PlanningFacts) -> list[str]:
-    """The objects the request asks for by name ("Make me a peanut butter sandwich") that
-    the user's remembered preferences rule out (not what the request itself declines)."""
-    remembered = [n for n, why in facts.ruled_out.items() if n in facts.objects and not why.startswith(SAID)]
-    return wanted_names(facts.request, sorted(remembered))
-
-
-def preference_conflict(subtask: PlannedSubtask, facts: PlanningFacts) -> tuple[str, str] | None:
-    """(name, preference) when a vla subtask acts on what the user's preferences rule out:
-    its target or its instruction, read as a whole phrase (longest taxonomy phrase first:
-    "put the peanut butter on the bread" is peanut, not the butter of a dairy-free diet)."""
-    if subtask.kind == "vla":
-        for name in (subtask.target, subtask.instruction.lower()):
-            if name in facts.ruled_out:
-                return name, facts.ruled_out[name]
-    return None

@@ -1,0 +1,178 @@
+"""What the user's constraints rule out, settled object by object: *ruled out*, *unsettled*
+(ask first) or fine.
+
+A constraint is a fact of the user's (a diet, an allergy, a dislike) or a clause of the
+request ("no mustard today"); the taxonomy reads it (core/taxonomy.py: negations, "allergic
+to", "-free", "avoids", diets) into the kinds it rules out, and the food knowledge names
+those kinds in its own vocabulary (core/knowledge.py: "shellfish" is crustaceans and
+molluscs). Then, for each object:
+
+* **Kinds the knowledge has** are settled by it: *yes* rules the object out, *no* clears
+  it, *unknown* leaves it *unsettled* unless the taxonomy's word list says *yes* (the
+  taxonomy and an LLM's classification can only rule out, never clear).
+* **Words that name no kind** ("dislikes coriander") and kinds only the taxonomy has
+  rule out a name that holds them, as the taxonomy reads names.
+* Known non-food objects (a plate, a towel) are never unsettled; an object nothing knows
+  is treated as food where the skill library serves it (onto a plate, into a cup).
+
+An instruction is ruled out or unsettled when an object it handles is. A request can add
+constraints, never remove one: the rules come from stored facts and the knowledge, not from
+what a request claims about them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from carryon_planner.core.knowledge import Answer, Confirmation, FoodKnowledge
+from carryon_planner.core.plan import PlannedSubtask
+from carryon_planner.core.taxonomy import SAID, Taxonomy
+from carryon_planner.core.wishes import wanted_names
+
+if TYPE_CHECKING:  # the validator's facts; the validator imports this module
+    from carryon_planner.core.validator import PlanningFacts
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """One fact or clause: the knowledge's kinds it rules out, and what only the taxonomy
+    can check (words that are no kind, kinds only the taxonomy has)."""
+
+    text: str
+    kinds: frozenset[str]
+    other: frozenset[str]
+
+
+def read_constraints(texts: Iterable[str], taxonomy: Taxonomy, knowledge: FoodKnowledge) -> list[Constraint]:
+    """Each text that rules something out, read as a Constraint."""
+    out: list[Constraint] = []
+    for text in texts:
+        kinds: set[str] = set()
+        other: set[str] = set()
+        for term in taxonomy.excluded(text):
+            named = knowledge.kinds_named(term)
+            if named:
+                kinds |= named
+            else:
+                other.add(term)
+        if kinds or other:
+            out.append(Constraint(text.strip(), frozenset(kinds), frozenset(other)))
+    return out
+
+
+@dataclass(frozen=True)
+class Settled:
+    """name -> why, for what the constraints rule out and what they leave unsettled."""
+
+    ruled_out: Mapping[str, str]
+    unsettled: Mapping[str, str]
+
+
+def settle(
+    objects: Iterable[str],
+    instructions: Mapping[str, Sequence[str]],
+    constraints: Sequence[Constraint],
+    *,
+    taxonomy: Taxonomy,
+    knowledge: FoodKnowledge,
+    served: Iterable[str] = (),
+    confirmations: Iterable[Confirmation] = (),
+) -> Settled:
+    """Settle every object and every library instruction (lower-cased, with the objects it
+    handles). `served`: objects the library puts onto or into a vessel (possibly food even
+    when nothing knows them)."""
+    said = tuple(confirmations)
+    served = set(served)
+    ruled: dict[str, str] = {}
+    unsettled: dict[str, str] = {}
+    for name in objects:
+        verdict = _settle_object(name, constraints, taxonomy, knowledge, served=name in served, said=said)
+        if verdict is not None:
+            (ruled if verdict[0] else unsettled)[name] = verdict[1]
+    for instruction, handled in instructions.items():
+        words_hit = _taxonomy_only(instruction, constraints, taxonomy)
+        if words_hit is not None:
+            ruled[instruction] = words_hit
+            continue
+        hits = [ruled[o] for o in handled if o in ruled]
+        if hits:
+            ruled[instruction] = hits[0]
+            continue
+        doubts = [unsettled[o] for o in handled if o in unsettled]
+        if doubts:
+            unsettled[instruction] = doubts[0]
+    return Settled(ruled, unsettled)
+
+
+def _taxonomy_only(name: str, constraints: Sequence[Constraint], taxonomy: Taxonomy) -> str | None:
+    """Why words that are no kind (or kinds only the taxonomy has) rule `name` out."""
+    exclusions = [(c.text, set(c.other)) for c in constraints if c.other]
+    return taxonomy._why(name, exclusions) if exclusions else None
+
+
+def _settle_object(
+    name: str,
+    constraints: Sequence[Constraint],
+    taxonomy: Taxonomy,
+    knowledge: FoodKnowledge,
+    *,
+    served: bool,
+    said: tuple[Confirmation, ...],
+) -> tuple[bool, str] | None:
+    """(True, why) ruled out; (False, why) unsettled; None fine."""
+    hit = _taxonomy_only(name, constraints, taxonomy)
+    if hit is not None:
+        return True, hit
+    food = knowledge.is_food(name)
+    if food is False or (food is None and not served):
+        return None
+    spoken = name.replace("_", " ")
+    listed = knowledge.closure(k for term in taxonomy.kinds_of(name) for k in knowledge.kinds_named(term))
+    doubt: str | None = None
+    for constraint in constraints:
+        for kind in sorted(constraint.kinds):
+            verdict = knowledge.contains(name, kind, said)
+            if verdict.answer == Answer.YES:
+                return True, f"{constraint.text}: {spoken} is {kind} ({verdict.source})"
+            if verdict.answer == Answer.UNKNOWN and kind in listed:
+                return True, f"{constraint.text}: {spoken} is {kind} (taxonomy)"
+            if verdict.answer == Answer.UNKNOWN and doubt is None:
+                doubt = f"whether the {spoken} has {kind.replace('_', ' ')} ({constraint.text}; {verdict.source})"
+    return (False, doubt) if doubt is not None else None
+
+
+def rules_out_of(text: str, taxonomy: Taxonomy, knowledge: FoodKnowledge | None) -> set[str]:
+    """What a fact's text rules out: the knowledge's kinds and the other words."""
+    if knowledge is None:
+        return taxonomy.excluded(text)
+    return {x for c in read_constraints([text], taxonomy, knowledge) for x in c.kinds | c.other}
+
+
+# -- what a plan's subtasks serve (the validator's and the mends' view) --------------------
+def asked_ruled_out(facts: PlanningFacts) -> list[str]:
+    """The objects the request asks for by name ("Make me a peanut butter sandwich") that
+    the user's remembered preferences rule out (not what the request itself declines)."""
+    remembered = [n for n, why in facts.ruled_out.items() if n in facts.objects and not why.startswith(SAID)]
+    return wanted_names(facts.request, sorted(remembered))
+
+
+def unsettled_in(subtask: PlannedSubtask, facts: PlanningFacts) -> tuple[str, str] | None:
+    """(name, why) when a vla subtask acts on what no trusted source settles for the user."""
+    if subtask.kind == "vla":
+        for name in (subtask.target, subtask.instruction.lower()):
+            if name in facts.unsettled and name not in facts.ruled_out:
+                return name, facts.unsettled[name]
+    return None
+
+
+def preference_conflict(subtask: PlannedSubtask, facts: PlanningFacts) -> tuple[str, str] | None:
+    """(name, preference) when a vla subtask acts on what the user's preferences rule out:
+    its target or its instruction, read as a whole phrase (longest taxonomy phrase first:
+    "put the peanut butter on the bread" is peanut, not the butter of a dairy-free diet)."""
+    if subtask.kind == "vla":
+        for name in (subtask.target, subtask.instruction.lower()):
+            if name in facts.ruled_out:
+                return name, facts.ruled_out[name]
+    return None

@@ -1,0 +1,367 @@
+"""Food knowledge with provenance: is X (or does X contain) kind K? *yes*, *no* or *unknown*,
+and where the answer came from.
+
+The planner must never hand a user what their diet, allergy or stated wish might break, and
+must not refuse what it knows to be fine. A word list cannot do both: it knows only the
+words in it, and says nothing about the rest. This module answers from, in order:
+
+1. **What the user said** about the object (`Confirmation`: "the house dressing has no
+   mustard"), attributed to that user.
+2. **The curated food knowledge** (config/planner/food_knowledge.yaml): several hundred
+   foods, each with the kinds its standard recipe always holds (`is`), the kinds its common
+   variants add (`may`, or `"*"` for a dish that could hold anything: a stew, leftovers), and
+   what its name promises it lacks (`free_of`). A kind an entry does not list is a definite
+   *no* for that food: entries are complete.
+3. **What the name says.** "sesame-free", "without gluten", "dairy free" free the food of
+   those kinds; a diet word ("vegan pesto", "halal sausage") frees it of what the diet rules
+   out (`diets`). A word the knowledge cannot place (a brand, a dish nobody listed) makes
+   every kind *unknown*: it might be an ingredient.
+4. **The taxonomy** and **an LLM's classification** may only say *yes*: they can rule a
+   food out, never clear it (`FoodKnowledge.contains(..., also_yes=...)`).
+
+Whatever none of them settles is *unknown*, and unknown means ask (core/ask_back.py).
+Kinds form a small closed vocabulary (the EU's 14 regulated allergens and the diets'
+kinds); `implies` links a kind to what it always is or holds (pork -> meat, milk ->
+lactose). A constraint on a broad kind is broken by any narrower one (a vegetarian and pork);
+a constraint on a narrow kind is *unknown* for a food that holds only the broad one (a pork
+avoider and "meat").
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+ANY = "*"  # in `may`: the food could hold any kind
+_TOKEN = re.compile(r"[a-z0-9]+")
+_FREE_AFTER = ("free",)  # "gluten free bread"
+_FREE_BEFORE = ("no", "without", "non", "zero")  # "no sugar cola", "without egg"
+
+
+class Answer(StrEnum):
+    YES = "yes"
+    NO = "no"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The answer for one object and one kind, and where it came from."""
+
+    answer: Answer
+    kind: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """What a user said about an object: it holds `kind` (True) or not (False)."""
+
+    obj: str
+    kind: str
+    holds: bool
+    user: str
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    name: str
+    aka: tuple[str, ...] = ()
+    implies: tuple[str, ...] = ()
+    note: str = ""
+    separable: bool = False  # can be taken out of what implies it: lactose-free milk is still milk
+    free_words: tuple[str, ...] = ()  # besides its name, what "X-free" may say of it ("dairy-free")
+
+
+@dataclass(frozen=True)
+class FoodEntry:
+    name: str
+    is_: frozenset[str] = frozenset()
+    may: frozenset[str] = frozenset()  # ANY: anything
+    free_of: frozenset[str] = frozenset()
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class NameReading:
+    """What a name is made of: the food entries found in it, the kinds it says it is free
+    of, the words nothing could place, and whether it is food at all (None: not known)."""
+
+    foods: tuple[FoodEntry, ...]
+    freed: frozenset[str]
+    unplaced: tuple[str, ...]
+    food: bool | None
+
+
+def tokens(text: str) -> list[str]:
+    """Lower-case words, accents dropped: `gluten_free_soba` -> [gluten, free, soba];
+    "jamón" -> [jamon]."""
+    plain = unicodedata.normalize("NFKD", text.lower().replace("_", " "))
+    return _TOKEN.findall("".join(c for c in plain if not unicodedata.combining(c)))
+
+
+def _forms(word: str) -> list[str]:
+    """A word and its singular forms (tomatoes -> tomatoe, tomato; berries -> berry)."""
+    out = [word]
+    if word.endswith("ies") and len(word) > 4:
+        out.append(word[:-3] + "y")
+    if word.endswith("ves") and len(word) > 4:
+        out.append(word[:-3] + "f")
+    if word.endswith("es") and len(word) > 3:
+        out.append(word[:-2])
+    if word.endswith("s") and not word.endswith("ss") and len(word) > 2:
+        out.append(word[:-1])
+    return out
+
+
+@dataclass
+class _Phrases:
+    """Phrases (token tuples) -> values, matched longest first, the last word in any number."""
+
+    table: dict[tuple[str, ...], list[Any]] = field(default_factory=dict)
+    longest: int = 1
+
+    def add(self, phrase: str, value: Any) -> None:
+        key = tuple(tokens(phrase))
+        if key:
+            self.table.setdefault(key, []).append(value)
+            self.longest = max(self.longest, len(key))
+
+    def at(self, words: list[str], i: int) -> tuple[int, list[Any]]:
+        """(size, values) of the longest phrase starting at words[i]; (0, []) when none."""
+        for size in range(min(self.longest, len(words) - i), 0, -1):
+            *head, last = words[i : i + size]
+            for form in _forms(last):
+                found = self.table.get((*head, form))
+                if found:
+                    return size, found
+        return 0, []
+
+
+class FoodKnowledge:
+    """The curated food knowledge (config/planner/food_knowledge.yaml)."""
+
+    def __init__(
+        self,
+        kinds: Mapping[str, KindSpec],
+        foods: Iterable[tuple[FoodEntry, tuple[str, ...]]],
+        *,
+        not_food: Iterable[str] = (),
+        vessels: Iterable[str] = (),
+        diets: Mapping[str, Iterable[str]] | None = None,
+        describing: Iterable[str] = (),
+    ) -> None:
+        self.kinds = dict(kinds)
+        self._kind_names = _Phrases()
+        # What "X-free" frees: a kind's own name or its free_words, never a member of it
+        # ("wheat-free rye crackers" still hold gluten; "almond-free" is not tree-nut-free).
+        self._free_names = _Phrases()
+        for spec in self.kinds.values():
+            for phrase in (spec.name, *spec.aka):
+                self._kind_names.add(phrase, spec.name)
+            for phrase in (spec.name, *spec.free_words):
+                self._free_names.add(phrase, spec.name)
+        self._foods = _Phrases()
+        self.entries: dict[str, FoodEntry] = {}
+        for entry, aka in foods:
+            self.entries[entry.name] = entry
+            for phrase in (entry.name, *aka):
+                self._foods.add(phrase, entry)
+        self._not_food = _Phrases()
+        for phrase in not_food:
+            self._not_food.add(phrase, True)
+        self.vessels = frozenset(" ".join(tokens(v)) for v in vessels)
+        # Words that say how a food is made or served (grilled, warm, my), never what it holds.
+        self.describing = frozenset(w for d in describing for w in tokens(d))
+        self._diets = _Phrases()
+        self.diets: dict[str, frozenset[str]] = {}
+        for diet, ruled in (diets or {}).items():
+            named = frozenset(k for item in ruled for k in self.kinds_named(item))
+            self.diets[diet] = named
+            self._diets.add(diet, named)
+        self._parents = {name: set(spec.implies) for name, spec in self.kinds.items()}
+        self._children: dict[str, set[str]] = {name: set() for name in self.kinds}
+        for name, spec in self.kinds.items():
+            for parent in spec.implies:
+                self._children.setdefault(parent, set()).add(name)
+
+    # -- kinds -----------------------------------------------------------------------------
+    def kinds_named(self, text: str) -> set[str]:
+        """The kinds a word or phrase names ("tree nuts", "shellfish" (two kinds), "lácteos"
+        is not matched: accents are dropped by `tokens`): empty when it names none whole."""
+        words = tokens(text)
+        size, found = self._kind_names.at(words, 0)
+        return set(found) if size and size == len(words) else set()
+
+    def kinds_in(self, text: str) -> set[str]:
+        """Every kind named anywhere in `text` ("allergic to sesame and mustard")."""
+        words, i, out = tokens(text), 0, set()
+        while i < len(words):
+            size, found = self._kind_names.at(words, i)
+            out |= set(found)
+            i += size or 1
+        return out
+
+    def closure(self, kinds: Iterable[str]) -> set[str]:
+        """The kinds and all they imply (pork -> pork, meat)."""
+        seen: set[str] = set()
+        todo = list(kinds)
+        while todo:
+            kind = todo.pop()
+            if kind not in seen:
+                seen.add(kind)
+                todo.extend(self._parents.get(kind, ()))
+        return seen
+
+    def narrower(self, kind: str) -> set[str]:
+        """The kinds that imply `kind`, at any depth (meat -> pork, beef, ...)."""
+        seen: set[str] = set()
+        todo = list(self._children.get(kind, ()))
+        while todo:
+            k = todo.pop()
+            if k not in seen:
+                seen.add(k)
+                todo.extend(self._children.get(k, ()))
+        return seen
+
+    def _freed(self, kinds: Iterable[str]) -> frozenset[str]:
+        """What "free of `kinds`" frees: the kinds, the narrower ones (meat-free is pork-free;
+        lactose-free milk is still milk: lactose is `separable`), and every kind only they
+        imply (dairy-free is lactose-free; pork-free is not meat-free)."""
+        freed = set(kinds)
+        for kind in list(freed):
+            spec = self.kinds.get(kind)
+            if spec is None or not spec.separable:
+                freed |= self.narrower(kind)
+        changed = True
+        while changed:
+            changed = False
+            for kind in self.kinds:
+                sources = {k for k, parents in self._parents.items() if kind in parents}
+                if kind not in freed and sources and sources <= freed:
+                    freed.add(kind)
+                    changed = True
+        return frozenset(freed)
+
+    # -- names -----------------------------------------------------------------------------
+    def read(self, name: str) -> NameReading:
+        """The foods, freed kinds and unplaced words of an object's name."""
+        words = tokens(name)
+        freed: set[str] = set()
+        used = [False] * len(words)
+        # "X free" / "no X" / "without X": X names kinds the food lacks.
+        for i in range(len(words)):
+            size, found = self._free_names.at(words, i)
+            if not size:
+                continue
+            after = i + size < len(words) and words[i + size] in _FREE_AFTER
+            before = i > 0 and words[i - 1] in _FREE_BEFORE
+            if after or before:
+                freed |= set(found)
+                for j in range(i - int(before), i + size + int(after)):
+                    used[j] = True
+        # A diet word: "vegan pesto" lacks what veganism rules out.
+        for i in range(len(words)):
+            size, found = self._diets.at(words, i)
+            if size and not any(used[i : i + size]):
+                for ruled in found:
+                    freed |= ruled
+                for j in range(i, i + size):
+                    used[j] = True
+        foods: list[FoodEntry] = []
+        unplaced: list[str] = []
+        i = 0
+        while i < len(words):
+            if used[i]:
+                i += 1
+                continue
+            size, found = self._foods.at(words, i)
+            size = size if not any(used[i : i + size]) else 0
+            thing, _ = self._not_food.at(words, i)
+            if thing >= size and thing:  # the longer name wins: "tea towel" is no tea
+                i += thing
+                continue
+            if size:
+                foods.extend(found)
+                i += size
+                continue
+            if words[i] not in self.describing:
+                unplaced.append(words[i])
+            i += 1
+        food: bool | None = True if foods else None
+        if not foods and not unplaced and words:
+            food = False if any(self._not_food.at(words, i)[0] for i in range(len(words))) else None
+        return NameReading(tuple(foods), self._freed(freed), tuple(unplaced), food)
+
+    def is_food(self, name: str) -> bool | None:
+        """True: a known food; False: a known non-food object (a plate, a towel); None:
+        nothing says (treat as possibly food where it is served)."""
+        return self.read(name).food
+
+    def contains(self, name: str, kind: str, confirmations: Iterable[Confirmation] = ()) -> Verdict:
+        """Does `name` hold `kind`? From what users said, then the curated knowledge and the
+        name itself (see the module)."""
+        spoken = name.replace("_", " ")
+        for said in confirmations:
+            if " ".join(tokens(said.obj)) == " ".join(tokens(name)) and said.kind in self.closure([kind]) | {kind}:
+                answer = Answer.YES if said.holds else Answer.NO
+                return Verdict(answer, kind, f"{said.user} said {spoken} {'has' if said.holds else 'has no'} {kind}")
+        reading = self.read(name)
+        if kind in reading.freed:
+            return Verdict(Answer.NO, kind, f"its name says {spoken} is free of {kind}")
+        for entry in reading.foods:
+            holds = self.closure(entry.is_) - self._freed(entry.free_of) - reading.freed
+            if kind in holds:
+                return Verdict(Answer.YES, kind, _cite(entry, f"{entry.name} is {kind}"))
+        doubts: list[str] = []
+        for entry in reading.foods:
+            if ANY in entry.may:
+                doubts.append(f"{entry.name} could hold anything")
+            elif kind in self.closure(entry.may) or self.narrower(kind) & (entry.may | entry.is_):
+                doubts.append(f"{entry.name} may hold {kind}")
+            elif kind in self.narrower_than_any(entry.is_ | entry.may):
+                doubts.append(f"{entry.name} holds {', '.join(sorted(self.broader_in(kind, entry.is_ | entry.may)))}")
+        if reading.unplaced:
+            doubts.append(f"nothing is known about '{' '.join(reading.unplaced)}'")
+        if not reading.foods and not reading.unplaced:
+            doubts.append(f"nothing is known about {spoken}")
+        if doubts:
+            return Verdict(Answer.UNKNOWN, kind, "; ".join(doubts))
+        names = ", ".join(e.name for e in reading.foods)
+        return Verdict(Answer.NO, kind, f"food knowledge: {names} holds no {kind}")
+
+    def narrower_than_any(self, kinds: Iterable[str]) -> set[str]:
+        """Kinds narrower than one of `kinds` (a food of "meat" may be pork)."""
+        out: set[str] = set()
+        for kind in kinds:
+            out |= self.narrower(kind)
+        return out
+
+    def broader_in(self, kind: str, kinds: Iterable[str]) -> set[str]:
+        return {k for k in kinds if kind in self.narrower(k)}
+
+
+_HOLDS_NOT = re.compile(r"^\s*(?:no|none|not|never|free|without|doesn'?t|does not|hasn'?t|has no)\b")
+
+
+def confirmations_from(
+    facts: Iterable[tuple[str, str, str]], knowledge: FoodKnowledge | None, user: str
+) -> tuple[Confirmation, ...]:
+    """What the user said about objects, as their memory holds it: a fact whose key names a
+    kind and whose entity is the object (entity `potluck_stew`, key `meat`, value "no meat"
+    or "has meat"). A value that starts with a negation says the object lacks the kind."""
+    if knowledge is None:
+        return ()
+    out = []
+    for entity, key, value in facts:
+        for kind in sorted(knowledge.kinds_named(key)):
+            out.append(Confirmation(entity, kind, not _HOLDS_NOT.search(value.lower()), user))
+    return tuple(out)
+
+
+def _cite(entry: FoodEntry, said: str) -> str:
+    return f"food knowledge: {said}" + (f" ({entry.note})" if entry.note else "")
