@@ -37,9 +37,12 @@ LIBRARY = SkillLibrary(
         VlaSkill(instruction="put the zorbly stew in the bowl", objects=["zorbly_stew", "bowl"]),
         VlaSkill(instruction="put the rice in the bowl", objects=["rice", "bowl"]),
         VlaSkill(instruction="put the towel in the basket", objects=["towel", "basket"]),
+        VlaSkill(instruction="push the zorbly stew aside", objects=["zorbly_stew"]),
+        VlaSkill(instruction="put the gizmo in the bowl", objects=["gizmo", "bowl"]),
+        VlaSkill(instruction="push the gizmo aside", objects=["gizmo"]),
     ]
 )
-SCENE = {"shelf": ["zorbly_stew", "rice", "bowl", "towel", "basket"]}
+SCENE = {"shelf": ["zorbly_stew", "rice", "bowl", "towel", "basket", "gizmo"]}
 
 
 def facts_for(user_facts: list[str], request: str = "Bring me some food", **kw: Any) -> Any:
@@ -59,6 +62,9 @@ def test_an_object_of_unknown_kind_is_never_dispatched_to_a_user_with_an_allergy
     assert "zorbly_stew" in facts.unsettled and "put the zorbly stew in the bowl" in facts.unsettled
     assert "rice" not in facts.unsettled and "rice" not in facts.ruled_out  # known: no sesame in rice
     assert "towel" not in facts.unsettled  # not food
+    assert "push the zorbly stew aside" in facts.unsettled  # a known food, whatever is done with it
+    # Nothing knows a gizmo: it may be food where it is served (into a bowl), not where it is pushed.
+    assert "put the gizmo in the bowl" in facts.unsettled and "push the gizmo aside" not in facts.unsettled
     with StubVlmServer([plan([serve("put the zorbly stew in the bowl", "zorbly_stew")])]) as stub:
         llm = OpenAiClient(base_url=stub.base_url, model="stub", api_key="x", timeout_s=5.0, attempts=1)
         from carryon_planner.core.repair import plan_with_repair
@@ -68,6 +74,13 @@ def test_an_object_of_unknown_kind_is_never_dispatched_to_a_user_with_an_allergy
     assert not outcome.plan.physical, "an object of unknown kind was dispatched to a user with an allergy"
     assert outcome.questions == ("zorbly_stew",)
     assert "whether the zorbly stew has sesame" in outcome.plan.reply and "?" in outcome.plan.reply
+
+
+def test_a_possessive_names_the_food_not_the_animal() -> None:
+    from carryon_planner.core.constraints import read_constraints
+
+    (allergy,) = read_constraints(["allergy food: cow's milk"], RULES, KNOWLEDGE)
+    assert "milk" in allergy.kinds and "beef" not in allergy.kinds
 
 
 def test_without_a_constraint_nothing_is_asked() -> None:

@@ -111,6 +111,8 @@ def test_food_or_not(knowledge: FoodKnowledge) -> None:
     assert knowledge.is_food("tea_towel") is False
     assert answer(knowledge, "jamón_flatbread", "gluten") == Answer.YES  # accents dropped
     assert knowledge.is_food("blue_laptop") is False  # a colour describes
+    assert knowledge.is_food("hummus_plate") is False  # the last word names what it is
+    assert knowledge.is_food("plate_of_hummus") is True
     assert knowledge.is_food("zorbly") is None
     assert knowledge.kinds_named("nuts") == {"tree_nuts", "peanuts"}
     assert knowledge.kinds_in("allergic to sesame and wheat") == {"sesame", "gluten"}

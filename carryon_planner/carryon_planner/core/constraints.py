@@ -22,6 +22,7 @@ what a request claims about them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -51,7 +52,9 @@ def read_constraints(texts: Iterable[str], taxonomy: Taxonomy, knowledge: FoodKn
     for text in texts:
         kinds: set[str] = set()
         other: set[str] = set()
-        for term in taxonomy.excluded(text):
+        # A possessive reads as one word ("cow's milk" is cows milk, not "cow").
+        plain = re.sub(r"(\w)['’]s\b", r"\1s", text)
+        for term in taxonomy.excluded(plain):
             named = knowledge.kinds_named(term)
             if named:
                 kinds |= named
@@ -77,14 +80,15 @@ def settle(
     *,
     taxonomy: Taxonomy,
     knowledge: FoodKnowledge,
-    served: Iterable[str] = (),
+    serving: Iterable[str] = (),
     confirmations: Iterable[Confirmation] = (),
 ) -> Settled:
     """Settle every object and every library instruction (lower-cased, with the objects it
-    handles). `served`: objects the library puts onto or into a vessel (possibly food even
-    when nothing knows them)."""
+    handles). `serving`: the instructions that put what they handle onto or into a vessel
+    (what they handle may be food even when nothing knows it)."""
     said = tuple(confirmations)
-    served = set(served)
+    serving = set(serving)
+    served = {o for i in serving for o in instructions.get(i, ())}
     ruled: dict[str, str] = {}
     unsettled: dict[str, str] = {}
     for name in objects:
@@ -100,7 +104,8 @@ def settle(
         if hits:
             ruled[instruction] = hits[0]
             continue
-        doubts = [unsettled[o] for o in handled if o in unsettled]
+        # an object nothing knows is a doubt only where this instruction serves it
+        doubts = [unsettled[o] for o in handled if o in unsettled and (instruction in serving or knowledge.is_food(o))]
         if doubts:
             unsettled[instruction] = doubts[0]
     return Settled(ruled, unsettled)

@@ -162,14 +162,14 @@ def _rulings(
         return ruled_out(names, said, rules), {}
     handled = {i.lower(): handled_objects(i, objects, library) for i in library.instructions}
     vessels = {o for o in objects if " ".join(tokens(o)) in knowledge.vessels}
-    served = {o for i, found in handled.items() if set(found) & vessels or _pours(i) for o in found}
+    serving = {i for i, found in handled.items() if set(found) & vessels or _pours(i)}
     settled = settle(
         objects,
         handled,
         read_constraints(said, rules, knowledge),
         taxonomy=rules,
         knowledge=knowledge,
-        served=served,
+        serving=serving,
         confirmations=confirmations,
     )
     return settled.ruled_out, settled.unsettled

@@ -274,6 +274,7 @@ class FoodKnowledge:
                     used[j] = True
         foods: list[FoodEntry] = []
         unplaced: list[str] = []
+        head = ""  # what the last word belongs to: the head of a compound name ("nibbles dish" is a dish)
         i = 0
         while i < len(words):
             if used[i]:
@@ -284,14 +285,19 @@ class FoodKnowledge:
             thing, _ = self._not_food.at(words, i)
             if thing >= size and thing:  # the longer name wins: "tea towel" is no tea
                 i += thing
+                head = "thing"
                 continue
             if size:
                 foods.extend(found)
                 i += size
+                head = "food"
                 continue
             if words[i] not in self.describing:
                 unplaced.append(words[i])
+                head = "word"
             i += 1
+        if head == "thing":  # a dish, a cup, a bin named after what it holds is still no food
+            return NameReading((), self._freed(freed), (), False)
         food: bool | None = True if foods else None
         if not foods and not unplaced and words:
             food = False if any(self._not_food.at(words, i)[0] for i in range(len(words))) else None
