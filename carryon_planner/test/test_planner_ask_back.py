@@ -83,6 +83,18 @@ def test_a_possessive_names_the_food_not_the_animal() -> None:
     assert "milk" in allergy.kinds and "beef" not in allergy.kinds
 
 
+def test_what_the_request_names_is_asked_about_even_when_the_plan_leaves_it_out() -> None:
+    from carryon_planner.core.repair import plan_with_repair
+    from carryon_planner.core.validator import Validator
+
+    facts = facts_for(["allergy food: sesame"], request="Some of the zorbly stew and rice, please")
+    with StubVlmServer([plan([serve("put the rice in the bowl", "rice")])]) as stub:
+        llm = OpenAiClient(base_url=stub.base_url, model="stub", api_key="x", timeout_s=5.0, attempts=1)
+        outcome = plan_with_repair(llm, [], facts, max_repairs=0, validator=Validator())
+    assert [s.instruction for s in outcome.plan.physical if s.kind == "vla"] == ["put the rice in the bowl"]
+    assert outcome.questions == ("zorbly_stew",) and "whether the zorbly stew has sesame" in outcome.plan.reply
+
+
 def test_without_a_constraint_nothing_is_asked() -> None:
     facts = facts_for([])
     assert not facts.unsettled and not facts.ruled_out

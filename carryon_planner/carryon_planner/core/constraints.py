@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from carryon_planner.core.knowledge import Answer, Confirmation, FoodKnowledge
-from carryon_planner.core.plan import PlannedSubtask
+from carryon_planner.core.plan import Plan, PlannedSubtask
 from carryon_planner.core.taxonomy import SAID, Taxonomy
 from carryon_planner.core.wishes import wanted_names
 
@@ -181,3 +181,32 @@ def preference_conflict(subtask: PlannedSubtask, facts: PlanningFacts) -> tuple[
             if name in facts.ruled_out:
                 return name, facts.ruled_out[name]
     return None
+
+
+def asked_unsettled(facts: PlanningFacts) -> list[str]:
+    """The objects the request asks for by name that no trusted source settles for the user:
+    the reply asks about them even when the plan leaves them out."""
+    doubtful = [n for n in facts.unsettled if n in facts.objects and n not in facts.ruled_out]
+    return wanted_names(facts.request, sorted(doubtful))
+
+
+def asks_about(reply: str, name: str) -> bool:
+    """Whether a reply asks about `name` as the ask-back does ("... whether the potluck stew has ...")."""
+    return f"whether the {name.replace('_', ' ').lower()} " in reply.lower()
+
+
+def ask_first_problems(plan: Plan, facts: PlanningFacts) -> Iterable[tuple[str, str, str]]:
+    """(check, message, subtask id) for the validator's ask_first check."""
+    for subtask in plan.subtasks:
+        doubt = unsettled_in(subtask, facts)
+        if doubt is not None:
+            name, why = doubt
+            yield (
+                "ask_first",
+                f"{name.replace('_', ' ')} may break the user's constraint ({why}): do not serve it; ask the user "
+                "in the reply",
+                subtask.id,
+            )
+    for name in asked_unsettled(facts):
+        if not asks_about(plan.reply, name):
+            yield "ask_first", f"the user asks for {name.replace('_', ' ')} ({facts.unsettled[name]}): ask first", ""

@@ -11,9 +11,7 @@ repair rounds are left for what needs the model (issue 20).
   said anew from what the plan remembers.
 * A step that repeats the one it follows ("observe counter" sixteen times) is dropped.
 * A subtask that serves what might break a constraint of the user's that no trusted source
-  settles (core/constraints.py) is dropped like a conflict, and the reply asks the user
-  ("I don't know whether the potluck stew has meat: shall I bring it?"); nothing else that
-  was asked for is held back.
+  settles is dropped, and the reply asks the user (the ask-back: core/ask_back.py).
 * A subtask that serves what the user's preferences rule out is dropped with the subtasks
   after it that handle the same object; the others that waited for it wait for what it
   waited for (a sandwich's cheese does not need the ham that was left out). The reply
@@ -56,7 +54,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from carryon_planner.core.constraints import asked_ruled_out, preference_conflict, unsettled_in
+from carryon_planner.core.ask_back import ask_unsettled
+from carryon_planner.core.constraints import asked_ruled_out, preference_conflict
 from carryon_planner.core.mend_scene import drop_not_there, search_first
 from carryon_planner.core.mend_usual import (
     REPLY_LIMIT,
@@ -115,7 +114,7 @@ def mend(plan: Plan, facts: PlanningFacts) -> Mended | None:
         _drop_unrequested,
         drop_repeats,
         _drop_conflicts,
-        _ask_unsettled,
+        ask_unsettled,
         drop_not_there,
         drop_copied_beside,
         ask_instead,
@@ -243,65 +242,6 @@ def _drop_conflicts(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
         f"[preference_conflict] dropped {', '.join(sorted(dropped))}: {spoken(name)} conflicts with '{preference}'"
         for name, preference in sorted(set(conflicts.values()))
     ]
-
-
-ASK_FIRST = "[ask_first]"
-
-
-def asked_about(fixes: Iterable[str]) -> tuple[str, ...]:
-    """The objects the ask-back asked the user about, from a mended plan's fixes."""
-    return tuple(
-        dict.fromkeys(f.split(":")[0].removeprefix(ASK_FIRST).strip() for f in fixes if f.startswith(ASK_FIRST))
-    )
-
-
-def _ask_unsettled(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
-    doubts: dict[str, tuple[str, str]] = {}
-    for entry in raw["subtasks"]:
-        found = unsettled_in(PlannedSubtask.model_validate(entry), facts)
-        if found is not None:
-            doubts[entry["id"]] = found
-    if not doubts:
-        return []
-    dropped = set(doubts)
-    unsure = {spoken(n): n for n in facts.unsettled if n in facts.objects}
-    asked = {
-        unsure[name]
-        for e in raw["subtasks"]
-        if e["id"] in dropped
-        for name in unsure
-        if mentioned(f"{e['instruction']} {e['target']}", {name})
-    }
-    while True:  # and what comes after a dropped subtask and handles the same thing
-        more = {
-            e["id"]
-            for e in raw["subtasks"]
-            if set(e["depends_on"]) & dropped and handles(e, {spoken(a) for a in asked})
-        } - dropped
-        if not more:
-            break
-        dropped |= more
-    drop(raw, dropped)
-    questions = [f"I don't know {_whether(facts.unsettled[name])}" for name in sorted(asked)]
-    question = "; ".join(questions) + ". Shall I bring it anyway, or can you tell me what is in it?"
-    kept = [e["instruction"] for e in raw["subtasks"] if e["kind"] == "vla"]
-    if kept:
-        raw["reply"] = f"I will {', then '.join(kept)}. {question}"
-    else:
-        raw["subtasks"] = []
-        if not raw["memory_operations"]:
-            raw["refusal"] = f"asked the user first: {'; '.join(questions)}"[:_REFUSAL_LIMIT]
-        raw["reply"] = question
-    raw["reply"] = raw["reply"][:REPLY_LIMIT]
-    return [
-        f"{ASK_FIRST} {name}: dropped {', '.join(sorted(dropped))}: {facts.unsettled[name]}" for name in sorted(asked)
-    ]
-
-
-def _whether(why: str) -> str:
-    """ "whether the potluck stew has meat" from an unsettled object's why."""
-    head = why.split(" (", 1)[0]
-    return head if head.startswith("whether") else f"whether it is safe for you ({why})"
 
 
 def _record_wish(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:

@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from carryon_common.core.llm import ChatMessage, LlmClient, LlmError
+from carryon_planner.core.ask_back import asked_about
 from carryon_planner.core.choose import ASKED, choose_for_crowded
-from carryon_planner.core.mend import asked_about, mend
+from carryon_planner.core.mend import mend
 from carryon_planner.core.plan import Plan, PlanParseError, parse_plan, plan_json_schema
 from carryon_planner.core.requests import request_asks_for_action
 from carryon_planner.core.steps import as_steps, expand, parse_steps, steps_json_schema

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from carryon_planner.core.constraints import asked_ruled_out, preference_conflict, unsettled_in
+from carryon_planner.core.constraints import ask_first_problems, asked_ruled_out, preference_conflict
 from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene, UpdateUser, ancestors
 from carryon_planner.core.requests import about_other_users, readable, request_asks_for_action, users_named
 from carryon_planner.core.scene_checks import scene_problems
@@ -367,16 +367,7 @@ class Validator:
 
     def _ask_first(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
         """What might break a constraint that nothing settles is not served: the user is asked."""
-        for subtask in plan.subtasks:
-            doubt = unsettled_in(subtask, facts)
-            if doubt is not None:
-                name, why = doubt
-                yield Violation(
-                    "ask_first",
-                    f"{_spoken(name)} may break the user's constraint ({why}): do not serve it; ask the user "
-                    "in the reply",
-                    subtask.id,
-                )
+        yield from (Violation(*found) for found in ask_first_problems(plan, facts))
 
     def _memory_and_library(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
         """What memory says the request uses, covers to open, a family copied whole (core/usual.py)."""
