@@ -95,6 +95,28 @@ def test_what_the_request_names_is_asked_about_even_when_the_plan_leaves_it_out(
     assert outcome.questions == ("zorbly_stew",) and "whether the zorbly stew has sesame" in outcome.plan.reply
 
 
+def test_a_longer_name_in_the_request_is_not_the_shorter_one_it_holds() -> None:
+    """ "the sesame-free hummus" names sesame_free_hummus, not the hummus beside it."""
+    from carryon_planner.core.constraints import asked_ruled_out
+
+    library = SkillLibrary(
+        vla=[
+            VlaSkill(instruction="put the hummus in the bowl", objects=["hummus", "bowl"]),
+            VlaSkill(instruction="put the sesame free hummus in the bowl", objects=["sesame_free_hummus", "bowl"]),
+        ]
+    )
+    facts = planning_facts(
+        request="The sesame-free hummus, please",
+        scene={"shelf": ["hummus", "sesame_free_hummus", "bowl"]},
+        library=library,
+        user_facts=["allergy food: sesame"],
+        preference_rules=RULES,
+        knowledge=KNOWLEDGE,
+    )
+    assert "hummus" in facts.ruled_out and "sesame_free_hummus" not in facts.ruled_out
+    assert asked_ruled_out(facts) == []
+
+
 def test_without_a_constraint_nothing_is_asked() -> None:
     facts = facts_for([])
     assert not facts.unsettled and not facts.ruled_out

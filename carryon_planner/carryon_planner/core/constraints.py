@@ -159,8 +159,9 @@ def rules_out_of(text: str, taxonomy: Taxonomy, knowledge: FoodKnowledge | None)
 def asked_ruled_out(facts: PlanningFacts) -> list[str]:
     """The objects the request asks for by name ("Make me a peanut butter sandwich") that
     the user's remembered preferences rule out (not what the request itself declines)."""
-    remembered = [n for n, why in facts.ruled_out.items() if n in facts.objects and not why.startswith(SAID)]
-    return wanted_names(facts.request, sorted(remembered))
+    remembered = {n for n, why in facts.ruled_out.items() if n in facts.objects and not why.startswith(SAID)}
+    # every object is looked for, so that a longer name wins: "the sesame-free hummus" is not "hummus"
+    return [n for n in wanted_names(facts.request, sorted(facts.objects)) if n in remembered]
 
 
 def unsettled_in(subtask: PlannedSubtask, facts: PlanningFacts) -> tuple[str, str] | None:
@@ -186,8 +187,8 @@ def preference_conflict(subtask: PlannedSubtask, facts: PlanningFacts) -> tuple[
 def asked_unsettled(facts: PlanningFacts) -> list[str]:
     """The objects the request asks for by name that no trusted source settles for the user:
     the reply asks about them even when the plan leaves them out."""
-    doubtful = [n for n in facts.unsettled if n in facts.objects and n not in facts.ruled_out]
-    return wanted_names(facts.request, sorted(doubtful))
+    doubtful = {n for n in facts.unsettled if n in facts.objects and n not in facts.ruled_out}
+    return [n for n in wanted_names(facts.request, sorted(facts.objects)) if n in doubtful]
 
 
 def asks_about(reply: str, name: str) -> bool:

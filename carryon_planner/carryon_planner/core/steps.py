@@ -89,7 +89,7 @@ def parse_steps(text: str) -> StepPlan:
 def named_in(instruction: str, names: Sequence[str]) -> list[str]:
     """The known names an instruction mentions, in the order it mentions them, longest
     first where two overlap ("put the peanut butter on the bread" -> peanut_butter, bread)."""
-    text, found, taken = instruction.lower(), [], set[int]()
+    text, found, taken = instruction.lower().replace("-", " "), [], set[int]()  # "sesame-free hummus"
     for name in sorted(set(names), key=len, reverse=True):
         spoken = name.lower().replace("_", " ")
         for match in re.finditer(rf"\b{re.escape(spoken)}\b", text):

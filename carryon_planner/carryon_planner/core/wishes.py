@@ -72,7 +72,7 @@ def _lasting(request: str) -> tuple[bool, str] | None:
 
 def wanted_names(request: str, names: Sequence[str]) -> list[str]:
     """The names the request says, in its order, less those it no longer wants."""
-    text = request.lower()
+    text = request.lower().replace("-", " ")
     out = []
     for name in named_in(text, names):
         match = re.search(rf"\b{re.escape(name.lower().replace('_', ' '))}\b", text)
