@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from carryon_planner.core.constraints import asked_unsettled, asks_about, unsettled_in
-from carryon_planner.core.mend_usual import REPLY_LIMIT, drop, handles, mentioned, spoken
+from carryon_planner.core.mend_usual import REPLY_LIMIT, drop, mentioned, spoken, with_followers
 from carryon_planner.core.plan import Plan, PlannedSubtask
 
 if TYPE_CHECKING:  # the validator's facts; the validator imports this module
@@ -58,15 +58,7 @@ def ask_unsettled(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
         for name in unsure
         if mentioned(f"{e['instruction']} {e['target']}", {name})
     }
-    while True:  # and what comes after a dropped subtask and handles the same thing
-        more = {
-            e["id"]
-            for e in raw["subtasks"]
-            if set(e["depends_on"]) & dropped and handles(e, {spoken(a) for a in asked})
-        } - dropped
-        if not more:
-            break
-        dropped |= more
+    dropped = with_followers(raw, dropped, {spoken(a) for a in asked})  # and what comes after on the same
     drop(raw, dropped)
     questions = [f"I don't know {_whether(facts.unsettled[name])}" for name in sorted(asked)]
     question = "; ".join(questions) + ". Shall I bring it anyway, or can you tell me what is in it?"

@@ -104,7 +104,7 @@ def tokens(text: str) -> list[str]:
     return _TOKEN.findall("".join(c for c in plain if not unicodedata.combining(c)))
 
 
-def _forms(word: str) -> list[str]:
+def singular_forms(word: str) -> list[str]:
     """A word and its singular forms (tomatoes -> tomatoe, tomato; berries -> berry)."""
     out = [word]
     if word.endswith("ies") and len(word) > 4:
@@ -116,6 +116,18 @@ def _forms(word: str) -> list[str]:
     if word.endswith("s") and not word.endswith("ss") and len(word) > 2:
         out.append(word[:-1])
     return out
+
+
+def reachable(starts: Iterable[str], edges: Mapping[str, Iterable[str]]) -> set[str]:
+    """`starts` and everything their `edges` lead to, at any depth."""
+    seen: set[str] = set()
+    todo = list(starts)
+    while todo:
+        node = todo.pop()
+        if node not in seen:
+            seen.add(node)
+            todo.extend(edges.get(node, ()))
+    return seen
 
 
 @dataclass
@@ -135,7 +147,7 @@ class _Phrases:
         """(size, values) of the longest phrase starting at words[i]; (0, []) when none."""
         for size in range(min(self.longest, len(words) - i), 0, -1):
             *head, last = words[i : i + size]
-            for form in _forms(last):
+            for form in singular_forms(last):
                 found = self.table.get((*head, form))
                 if found:
                     return size, found
@@ -208,25 +220,11 @@ class FoodKnowledge:
 
     def closure(self, kinds: Iterable[str]) -> set[str]:
         """The kinds and all they imply (pork -> pork, meat)."""
-        seen: set[str] = set()
-        todo = list(kinds)
-        while todo:
-            kind = todo.pop()
-            if kind not in seen:
-                seen.add(kind)
-                todo.extend(self._parents.get(kind, ()))
-        return seen
+        return reachable(kinds, self._parents)
 
     def narrower(self, kind: str) -> set[str]:
         """The kinds that imply `kind`, at any depth (meat -> pork, beef, ...)."""
-        seen: set[str] = set()
-        todo = list(self._children.get(kind, ()))
-        while todo:
-            k = todo.pop()
-            if k not in seen:
-                seen.add(k)
-                todo.extend(self._children.get(k, ()))
-        return seen
+        return reachable(self._children.get(kind, ()), self._children)
 
     def _freed(self, kinds: Iterable[str]) -> frozenset[str]:
         """What "free of `kinds`" frees: the kinds, the narrower ones (meat-free is pork-free;

@@ -67,13 +67,13 @@ from carryon_planner.core.mend_usual import (
     drop_repeats,
     follow_memory,
     fresh_id,
-    handles,
     look_before,
     mentioned,
     record_stated,
     said_steps,
     spoken,
     uncover,
+    with_followers,
 )
 from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene, UpdateUser, ancestors
 from carryon_planner.core.requests import about_other_users, request_asks_for_action
@@ -218,11 +218,7 @@ def _drop_conflicts(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
         for name in ruled_objects
         if mentioned(f"{e['instruction']} {e['target']}", {name})
     }
-    while True:  # and what comes after a dropped subtask and handles the same thing
-        more = {e["id"] for e in raw["subtasks"] if set(e["depends_on"]) & dropped and handles(e, ruled)} - dropped
-        if not more:
-            break
-        dropped |= more
+    dropped = with_followers(raw, dropped, ruled)  # and what comes after and handles the same thing
     # and a step whose condition is about the dropped object ("open the cover" if "meat under
     # pink_cover"): it only served what was left out, wherever it stands in the graph
     dropped |= {e["id"] for e in raw["subtasks"] if e["condition"] and mentioned(e["condition"], ruled)}

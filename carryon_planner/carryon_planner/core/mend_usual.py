@@ -263,6 +263,16 @@ def handles(entry: dict[str, Any], names: set[str]) -> bool:
     return mentioned(" ".join(entry[k] for k in ("instruction", "target", "source", "destination", "condition")), names)
 
 
+def with_followers(raw: dict[str, Any], dropped: set[str], names: set[str]) -> set[str]:
+    """`dropped` and every subtask after one of them that handles one of `names` (spoken form)."""
+    out = set(dropped)
+    while True:
+        more = {e["id"] for e in raw["subtasks"] if set(e["depends_on"]) & out and handles(e, names)} - out
+        if not more:
+            return out
+        out |= more
+
+
 def mentioned(text: str, names: set[str]) -> bool:
     said = spoken(text).lower()
     return any(re.search(rf"\b{re.escape(name)}\b", said) for name in names if name)

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from carryon_common.core.config import read_yaml
 from carryon_common.core.errors import ConfigError
+from carryon_planner.core.knowledge import reachable, singular_forms
 
 _WORD = re.compile(r"[a-z0-9]+")
 SAID = "you said: "  # how request_wishes marks what the request itself says
@@ -86,19 +87,6 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text.lower().replace("_", " "))
 
 
-def _singulars(word: str) -> list[str]:
-    out = [word]
-    if word.endswith("ies") and len(word) > 4:
-        out.append(word[:-3] + "y")
-    if word.endswith("ves") and len(word) > 4:
-        out.append(word[:-3] + "f")
-    if word.endswith("es") and len(word) > 3:
-        out.append(word[:-2])
-    if word.endswith("s") and not word.endswith("ss") and len(word) > 2:
-        out.append(word[:-1])
-    return out
-
-
 @dataclass(frozen=True)
 class Taxonomy:
     kinds: Mapping[str, tuple[str, ...]]  # kind -> members (phrases or kinds)
@@ -141,21 +129,14 @@ class Taxonomy:
     def _lookup(self, chunk: tuple[str, ...]) -> str | None:
         """The term `chunk` names, its last word singular or plural ("nut" is the kind nuts)."""
         *head, last = chunk
-        for form in (last, *_singulars(last)[1:], last + "s"):
+        for form in (last, *singular_forms(last)[1:], last + "s"):
             found = self._phrases.get((*head, form))
             if found is not None:
                 return found
         return None
 
     def _above(self, terms: Iterable[str]) -> set[str]:
-        seen: set[str] = set()
-        todo = list(terms)
-        while todo:
-            term = todo.pop()
-            if term not in seen:
-                seen.add(term)
-                todo.extend(self._parents.get(term, ()))
-        return seen
+        return reachable(terms, self._parents)
 
     def kinds_of(self, name: str) -> set[str]:
         """Every kind `name` belongs to, and the terms it is made of; what its name says it
@@ -170,7 +151,7 @@ class Taxonomy:
     @staticmethod
     def _unknown(name: str, present: list[str], freed: list[str]) -> list[str]:
         known = {w for t in (*present, *freed) for w in words(t)} | {"free"}
-        return [w for w in words(name) if not {*_singulars(w), w + "s"} & known]
+        return [w for w in words(name) if not {*singular_forms(w), w + "s"} & known]
 
     # -- what a user's fact rules out ----------------------------------------------------
     def excluded(self, value: str) -> set[str]:
@@ -191,7 +172,7 @@ class Taxonomy:
                 if terms:
                     out |= set(terms)
                 else:  # words the taxonomy does not know stand for themselves, in any number
-                    out |= {s for w in words(thing) for s in _singulars(w)}
+                    out |= {s for w in words(thing) for s in singular_forms(w)}
         return out
 
     def rules_out_name(self, name: str, values: Iterable[str]) -> str | None:
@@ -202,7 +183,7 @@ class Taxonomy:
         """rules_out_name with each value's exclusions read once (`ruled_out` reads many names)."""
         present, freed = self._match(name)
         kinds = self._above(present) - set(freed)
-        plain = {s for w in self._unknown(name, present, freed) for s in _singulars(w)}  # wishes of unknown words
+        plain = {s for w in self._unknown(name, present, freed) for s in singular_forms(w)}  # wishes of unknown words
         for value, excluded in exclusions:
             listed = self.rules_out.get(value.strip().lower(), ())
             if name in listed or any(w in listed for w in re.findall(r"[a-z_]+", name)):  # the exact table
