@@ -140,12 +140,19 @@ def _settle_object(
         for kind in sorted(constraint.kinds):
             verdict = knowledge.contains(name, kind, said)
             if verdict.answer == Answer.YES:
-                return True, f"{constraint.text}: {spoken} is {kind} ({verdict.source})"
+                return True, _why(constraint.text, spoken, kind, verdict.source)
             if verdict.answer == Answer.UNKNOWN and kind in listed:
-                return True, f"{constraint.text}: {spoken} is {kind} (taxonomy)"
+                return True, _why(constraint.text, spoken, kind, "taxonomy")
             if verdict.answer == Answer.UNKNOWN and doubt is None:
                 doubt = f"whether the {spoken} has {kind.replace('_', ' ')} ({constraint.text}; {verdict.source})"
     return (False, doubt) if doubt is not None else None
+
+
+def _why(constraint: str, spoken: str, kind: str, source: str) -> str:
+    """What a user reads: "diet preference: vegetarian: chorizo is pork (food knowledge)", with
+    where the answer came from (not the knowledge's own note on the food)."""
+    said = "" if spoken == kind.replace("_", " ") else f": {spoken} is {kind.replace('_', ' ')}"
+    return f"{constraint}{said} ({source.split(':', maxsplit=1)[0]})"
 
 
 def rules_out_of(text: str, taxonomy: Taxonomy, knowledge: FoodKnowledge | None) -> set[str]:
