@@ -20,8 +20,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from carryon_planner.core.constraints import asked_unsettled, asks_about, unsettled_in
-from carryon_planner.core.mend_usual import REPLY_LIMIT, drop, mentioned, spoken, with_followers
-from carryon_planner.core.plan import Plan, PlannedSubtask
+from carryon_planner.core.mend_usual import REPLY_LIMIT, drop, flagged, mentioned, spoken, with_followers
+from carryon_planner.core.plan import Plan
 
 if TYPE_CHECKING:  # the validator's facts; the validator imports this module
     from carryon_planner.core.validator import PlanningFacts
@@ -41,11 +41,7 @@ def asked_about(fixes: Iterable[str]) -> tuple[str, ...]:
 
 def ask_unsettled(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
     """The mend: drop what serves an unsettled object, and ask about it (see the module)."""
-    doubts: dict[str, tuple[str, str]] = {}
-    for entry in raw["subtasks"]:
-        found = unsettled_in(PlannedSubtask.model_validate(entry), facts)
-        if found is not None:
-            doubts[entry["id"]] = found
+    doubts = flagged(raw, lambda subtask: unsettled_in(subtask, facts))
     named = {n for n in asked_unsettled(facts) if not asks_about(raw["reply"], n)}  # asked for, left out
     if not doubts and not named:
         return []

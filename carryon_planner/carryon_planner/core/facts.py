@@ -11,6 +11,7 @@ from carryon_common.core.skills import SkillLibrary
 from carryon_planner.core.constraints import read_constraints, settle
 from carryon_planner.core.knowledge import Confirmation, FoodKnowledge, tokens
 from carryon_planner.core.stated import stated_moves
+from carryon_planner.core.steps import named_in
 from carryon_planner.core.taxonomy import Taxonomy, load_taxonomy, request_wishes, ruled_out
 from carryon_planner.core.usual import Remembered
 from carryon_planner.core.validator import PlanningFacts
@@ -178,10 +179,7 @@ def _rulings(
 def handled_objects(instruction: str, objects: Iterable[str], library: SkillLibrary) -> tuple[str, ...]:
     """The objects an instruction handles: those its skill declares, else those it names."""
     declared = next((s.objects for s in library.vla if s.instruction == instruction and s.objects), None)
-    if declared:
-        return tuple(declared)
-    said = " " + " ".join(tokens(instruction)) + " "
-    return tuple(sorted(o for o in objects if f" {' '.join(tokens(o))} " in said))
+    return tuple(declared) if declared else tuple(named_in(instruction, sorted(objects)))
 
 
 def _pours(instruction: str) -> bool:

@@ -65,6 +65,7 @@ from carryon_planner.core.mend_usual import (
     drop,
     drop_copied_beside,
     drop_repeats,
+    flagged,
     follow_memory,
     fresh_id,
     look_before,
@@ -193,11 +194,7 @@ def _noted(raw: dict[str, Any]) -> str:
 
 
 def _drop_conflicts(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
-    conflicts: dict[str, tuple[str, str]] = {}
-    for entry in raw["subtasks"]:
-        found = preference_conflict(PlannedSubtask.model_validate(entry), facts)
-        if found is not None:
-            conflicts[entry["id"]] = found
+    conflicts = flagged(raw, lambda subtask: preference_conflict(subtask, facts))
     # What the request asks for by name and the preferences rule out is not swapped for
     # something else ("Make me a peanut butter sandwich" with a peanut allergy): nothing moves.
     asked = asked_ruled_out(facts)

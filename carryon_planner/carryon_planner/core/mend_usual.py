@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene, ancestors
 from carryon_planner.core.steps import named_in, vla_subtask
@@ -21,6 +21,8 @@ from carryon_planner.core.usual import (
     usual_unknown,
 )
 from carryon_planner.core.validator import PlanningFacts
+
+T = TypeVar("T")
 
 REPLY_LIMIT: int = Plan.model_json_schema()["properties"]["reply"]["maxLength"]
 
@@ -261,6 +263,12 @@ def record_stated(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
 def handles(entry: dict[str, Any], names: set[str]) -> bool:
     """Whether a subtask acts on, takes from or puts into one of `names` (spoken form)."""
     return mentioned(" ".join(entry[k] for k in ("instruction", "target", "source", "destination", "condition")), names)
+
+
+def flagged(raw: dict[str, Any], check: Callable[[PlannedSubtask], T | None]) -> dict[str, T]:
+    """Subtask id -> what `check` found in it, for the subtasks where it found something."""
+    found = {e["id"]: check(PlannedSubtask.model_validate(e)) for e in raw["subtasks"]}
+    return {i: f for i, f in found.items() if f is not None}
 
 
 def with_followers(raw: dict[str, Any], dropped: set[str], names: set[str]) -> set[str]:
