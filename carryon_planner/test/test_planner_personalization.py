@@ -184,9 +184,9 @@ def test_a_case_records_what_the_planner_mended_without_the_llm() -> None:
 def test_serving_everything_fails_every_case_with_a_forbidden_object(suite) -> None:  # type: ignore[no-untyped-def]
     """A planner that dispatches the whole library must not score on exclusions: a case
     with a forbidden object fails, unless the planner itself dropped every forbidden
-    instruction (what the user's preferences rule out, or what an observation did not see
-    where memory put it: core/mend.py) and what is left is exactly what the user asked for
-    (`only`)."""
+    instruction (what the user's preferences rule out, what an observation did not see
+    where memory put it, or what a closed request does not ask for: core/mend.py) and
+    what is left is exactly what the user asked for (`only`)."""
     everything = [
         {"id": f"s{i}", "kind": "vla", "objective": s.instruction, "instruction": s.instruction,
          "target": s.objects[0] if s.objects else ""}
@@ -197,7 +197,7 @@ def test_serving_everything_fails_every_case_with_a_forbidden_object(suite) -> N
         results = run_suites(llm, [suite], preference_rules=RULES, max_repairs=0)
     for case, result in zip(suite.cases, results, strict=True):
         if (case.expect.forbid or case.expect.exclude) and result.passed:  # passed: nothing ruled out was dispatched
-            dropped = ("[preference_conflict] dropped", "[act_on_what_is_there] dropped")
+            dropped = ("[preference_conflict] dropped", "[act_on_what_is_there] dropped", "[acts_on_request] dropped")
             assert any(fix.startswith(dropped) for fix in result.mended), case.id
 
 

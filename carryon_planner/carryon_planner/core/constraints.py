@@ -171,6 +171,18 @@ def asked_ruled_out(facts: PlanningFacts) -> list[str]:
     return [n for n in wanted_names(facts.request, sorted(facts.objects)) if n in remembered]
 
 
+def standing_in(moves: Sequence[tuple[str, str]], facts: PlanningFacts) -> list[str]:
+    """Of a plan's moving subtasks, (id, target) in order, those that would stand in for
+    what the request asks for by name and the preferences rule out. Not one on something
+    else the request names that nothing rules out ("Miso soup and the ceviche" with a soy
+    allergy: the ceviche is still served), nor the opening of a cover when such a subtask
+    remains."""
+    wanted = {n for n in wanted_names(facts.request, sorted(facts.objects)) if n not in facts.ruled_out}
+    serving = any(target in wanted for _, target in moves)
+    kept = wanted | (facts.known_covers if serving else frozenset())
+    return [sid for sid, target in moves if target not in kept]
+
+
 def unsettled_in(subtask: PlannedSubtask, facts: PlanningFacts) -> tuple[str, str] | None:
     """(name, why) when a vla subtask acts on what no trusted source settles for the user."""
     if subtask.kind == "vla":

@@ -10,6 +10,8 @@ repair rounds are left for what needs the model (issue 20).
   statement's acknowledgement that reads as a promise ("Noted: I will drink juice") is
   said anew from what the plan remembers.
 * A step that repeats the one it follows ("observe counter" sixteen times) is dropped.
+* A physical subtask a closed request does not ask for ("the hummus" answered with the
+  drinks too) is dropped (core/scope.py).
 * A subtask that serves what might break a constraint of the user's that no trusted source
   settles is dropped, and the reply asks the user (the ask-back: core/ask_back.py).
 * A subtask that serves what the user's preferences rule out is dropped with the subtasks
@@ -55,7 +57,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from carryon_planner.core.ask_back import ask_unsettled
-from carryon_planner.core.constraints import asked_ruled_out, preference_conflict
+from carryon_planner.core.constraints import asked_ruled_out, preference_conflict, standing_in
 from carryon_planner.core.mend_scene import drop_not_there, search_first
 from carryon_planner.core.mend_usual import (
     REPLY_LIMIT,
@@ -79,6 +81,7 @@ from carryon_planner.core.mend_usual import (
 from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene, UpdateUser, ancestors
 from carryon_planner.core.requests import about_other_users, request_asks_for_action
 from carryon_planner.core.scene_checks import unobserved_place
+from carryon_planner.core.scope import unasked
 from carryon_planner.core.validator import (
     ACTION_PROMISES,
     PlanningFacts,
@@ -114,6 +117,7 @@ def mend(plan: Plan, facts: PlanningFacts) -> Mended | None:
         _control_as_vla,
         _drop_unrequested,
         drop_repeats,
+        _drop_unasked,
         _drop_conflicts,
         ask_unsettled,
         drop_not_there,
@@ -196,11 +200,13 @@ def _noted(raw: dict[str, Any]) -> str:
 def _drop_conflicts(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
     conflicts = flagged(raw, lambda subtask: preference_conflict(subtask, facts))
     # What the request asks for by name and the preferences rule out is not swapped for
-    # something else ("Make me a peanut butter sandwich" with a peanut allergy): nothing moves.
+    # something else ("Make me a peanut butter sandwich" with a peanut allergy): nothing moves
+    # but what else the request names.
     asked = asked_ruled_out(facts)
     if asked:
         why = (asked[0], facts.ruled_out[asked[0]])
-        moving = [e["id"] for e in raw["subtasks"] if e["kind"] in ("vla", "control")]
+        moves = [(e["id"], e["target"]) for e in raw["subtasks"] if e["kind"] in ("vla", "control")]
+        moving = standing_in(moves, facts)
         conflicts |= {i: why for i in moving if i not in conflicts}
     if not conflicts:
         return []
@@ -235,6 +241,21 @@ def _drop_conflicts(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
         f"[preference_conflict] dropped {', '.join(sorted(dropped))}: {spoken(name)} conflicts with '{preference}'"
         for name, preference in sorted(set(conflicts.values()))
     ]
+
+
+def _drop_unasked(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
+    """Mend: drop the physical subtasks a closed request does not ask for; the reply is said
+    anew from what is left."""
+    subtasks = [PlannedSubtask.model_validate(e) for e in raw["subtasks"]]
+    dropped = set(unasked(subtasks, facts))
+    if not dropped:
+        return []
+    targets = {s.id: s.target for s in subtasks}
+    drop(raw, dropped)
+    if any(e["kind"] in ("observe", "vla") for e in raw["subtasks"]):
+        raw["reply"] = said_steps(raw)[:REPLY_LIMIT]
+    what = ", ".join(sorted({spoken(targets[i]) for i in dropped}))
+    return [f"[acts_on_request] dropped {', '.join(sorted(dropped))}: the request does not ask for {what}"]
 
 
 def _record_wish(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:

@@ -14,10 +14,16 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from carryon_planner.core.constraints import ask_first_problems, asked_ruled_out, preference_conflict
+from carryon_planner.core.constraints import (
+    ask_first_problems,
+    asked_ruled_out,
+    preference_conflict,
+    standing_in,
+)
 from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene, UpdateUser, ancestors
 from carryon_planner.core.requests import about_other_users, readable, request_asks_for_action, users_named
 from carryon_planner.core.scene_checks import scene_problems
+from carryon_planner.core.scope import scope_problems
 from carryon_planner.core.usual import Remembered, problems
 from carryon_planner.core.wishes import StatedWish, wish_written
 
@@ -166,6 +172,7 @@ class Validator:
             self._preferences,
             self._ask_first,
             self._memory_and_library,
+            self._acts_on_request,
             self._wish_remembered,
         ):
             violations.extend(check(plan, facts))
@@ -348,11 +355,12 @@ class Validator:
 
     def _preferences(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
         asked = asked_ruled_out(facts)
-        if asked and any(s.kind in ("vla", "control") for s in plan.subtasks):
+        moves = [(s.id, s.target) for s in plan.subtasks if s.kind in ("vla", "control")]
+        if asked and standing_in(moves, facts):
             yield Violation(
                 "preference_conflict",
                 f"the user asks for {_spoken(asked[0])}, which their preference '{facts.ruled_out[asked[0]]}' rules "
-                "out: do nothing in its place; tell the user why in the reply",
+                "out: do nothing in its place (only what else the request names); tell the user why in the reply",
             )
         for subtask in plan.subtasks:
             conflict = preference_conflict(subtask, facts)
@@ -373,6 +381,10 @@ class Validator:
         """What memory says the request uses, covers to open, a family copied whole (core/usual.py)."""
         if plan.refusal is None:
             yield from (Violation(*found) for found in problems(plan, facts))
+
+    def _acts_on_request(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
+        """What the request names is acted on; a closed request gets nothing else (core/scope.py)."""
+        yield from (Violation(*found) for found in scope_problems(plan, facts))
 
     def _wish_remembered(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
         """A preference the request revises is written, with the durability its words give
