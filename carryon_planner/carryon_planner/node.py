@@ -54,7 +54,8 @@ from carryon_planner.core.knowledge_file import load_food_knowledge
 from carryon_planner.core.learned_kinds import LearnedKinds
 from carryon_planner.core.memory_ops import ContextUnavailable, Memory
 from carryon_planner.core.repair import PlanningOutcome
-from carryon_planner.core.session import AssistSession, DispatchHooks, Progress, RequestPlanner, Status
+from carryon_planner.core.request_planner import RequestPlanner
+from carryon_planner.core.session import AssistSession, DispatchHooks, Progress, Status
 from carryon_planner.ros_dispatch import RosDispatch, Sensors
 from carryon_planner.ros_memory import RosMemory
 

@@ -11,9 +11,9 @@ from typing import Any
 
 from carryon_common.core.openai_client import OpenAiClient
 from carryon_planner.core.context import Endpoint, LibraryEntry, build_messages
-from carryon_planner.core.plan import Plan
+from carryon_planner.core.plan import Plan, dependency_cycle
 from carryon_planner.core.repair import plan_with_repair
-from carryon_planner.core.validator import PlanningFacts, Validator, dependency_cycle
+from carryon_planner.core.validator import PlanningFacts, Validator
 from carryon_sim.harness.fakes.openai_server import StubVlmServer
 
 INSTRUCTIONS = ("open the pink cover", "put the carrot in the bowl", "put the meat in the bowl")

@@ -15,7 +15,7 @@ from carryon_common.core.skills import SkillLibrary, VlaSkill
 from carryon_planner.core.facts import load_preference_rules
 from carryon_planner.core.learned_kinds import LearnedKinds
 from carryon_planner.core.memory_ops import MemoryContext, StoredFact
-from carryon_planner.core.session import RequestPlanner
+from carryon_planner.core.request_planner import RequestPlanner
 from carryon_planner.core.taxonomy import ruled_out
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"

@@ -14,7 +14,7 @@ from carryon_planner.core.facts import load_preference_rules
 from carryon_planner.core.memory_ops import FactWrite, MemoryContext, StoredFact, apply_plan_memory, remember_summary
 from carryon_planner.core.plan import parse_plan
 from carryon_planner.core.protected import guard_writes
-from carryon_planner.core.session import RequestPlanner
+from carryon_planner.core.request_planner import RequestPlanner
 
 
 @dataclass
@@ -100,3 +100,20 @@ def test_a_plan_from_another_request_does_not_change_an_allergy() -> None:
     notes = apply_plan_memory(memory, "ines", plan, "p2", guard=planner.fact_guard(context, request, "the plan"))
     assert not [w for w in memory.writes if w[0] == "user"], "a plan inferred an allergy change"
     assert "the plan may not weaken allergy.food" in notes[0]
+
+
+def test_the_reply_confirms_a_lifted_constraint_and_says_which_it_kept() -> None:
+    from carryon_planner.core.plan import Plan
+    from carryon_planner.core.protected import confirm_in_reply
+
+    def plan_writing(value: str) -> Plan:
+        write = {"op": "update_user", "entity": "diet", "key": "preference", "value": value, "durable": True}
+        return Plan.model_validate({"reply": "Done.", "subtasks": [], "memory_operations": [write]})
+
+    lifted = confirm_in_reply(plan_writing("none"), STORED, RULES.excluded, "I'm no longer vegetarian, remember that")
+    assert "Noted: your diet preference is now 'none' (it was 'vegetarian')." in lifted.reply
+    kept = confirm_in_reply(plan_writing("none"), STORED, RULES.excluded, "Bring me the ham")
+    assert "I kept your diet preference as 'vegetarian'" in kept.reply
+    coffee = {"op": "update_user", "entity": "drink", "key": "preference", "value": "coffee", "durable": True}
+    tea = Plan.model_validate({"reply": "Done.", "subtasks": [], "memory_operations": [coffee]})
+    assert confirm_in_reply(tea, STORED, RULES.excluded, "Coffee from now on") is tea

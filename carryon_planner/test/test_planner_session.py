@@ -26,12 +26,12 @@ from carryon_planner.core.memory_ops import (
     plan_writes,
 )
 from carryon_planner.core.plan import Plan, PlannedSubtask
+from carryon_planner.core.request_planner import RequestPlanner
 from carryon_planner.core.session import (
     AssistSession,
     DispatchHooks,
     Phase,
     Progress,
-    RequestPlanner,
     SessionResult,
     Status,
 )

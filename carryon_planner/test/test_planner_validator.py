@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from carryon_planner.core.plan import Plan, PlanParseError, parse_plan, plan_json_schema
+from carryon_planner.core.plan import Plan, PlanParseError, condition_names, parse_plan, plan_json_schema
 from carryon_planner.core.requests import request_asks_for_action
-from carryon_planner.core.validator import PlanningFacts, Validator, condition_names
+from carryon_planner.core.validator import PlanningFacts, Validator
 
 FACTS = PlanningFacts(
     request="Serve me food",
@@ -168,6 +168,41 @@ def test_no_physical_action_for_questions_or_statements() -> None:
     assert request_asks_for_action("The keys are on the sofa now. Put them in the box.")
     assert not request_asks_for_action("My keys are not in the hallway any more, they are on the sofa now.")
     assert not request_asks_for_action("I've switched to tea for good, please remember that. No drink now, thanks.")
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    [
+        "I'd love the hummus and some crudites for lunch.",  # a wish for something now
+        "I'll have the soup, thanks",
+        "The gluten-free soba for lunch, thanks.",  # a noun phrase with no verb
+        "My lunch, the way I always have it.",
+        "The soup of the day for me.",
+        "I'm switching to oat milk for good - make me a bowl now.",  # a dash ends a clause
+    ],
+)
+def test_wishes_for_now_and_verbless_noun_phrases_are_orders(request_text: str) -> None:
+    assert request_asks_for_action(request_text)
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    [
+        "The keys are on the sofa now.",
+        "The stew contains nuts.",  # an inflected verb: a statement
+        "The milk spilled earlier.",
+        "I'd like to know where my mug is",
+        "My favourite drink is tea",
+        "I like tea",
+    ],
+)
+def test_statements_that_open_like_a_noun_phrase_are_not_orders(request_text: str) -> None:
+    assert not request_asks_for_action(request_text)
+
+
+def test_the_known_names_are_taken_out_before_looking_for_a_verb() -> None:
+    assert not request_asks_for_action("The lupini beans for me")  # "beans" reads as a verb
+    assert request_asks_for_action("The lupini beans for me", ["lupini_beans"])
 
 
 def test_a_fact_the_user_said_themselves_is_not_foreign() -> None:

@@ -54,6 +54,8 @@ def wish(text: str, facts: list[tuple[str, str, str]] = FACTS, locations: tuple[
         ("From now on I want tofu and lettuce on my sandwiches.", "sandwich.filling: tofu and lettuce (lasting)"),
         ("I'm pescatarian now, not vegetarian any more. Remember that.", "diet.preference: pescatarian (lasting)"),
         ("I've gone vegan, please remember it. Make me a sandwich.", "diet.preference: vegan (lasting)"),
+        ("As of today I'm vegan. Store that permanently.", "diet.preference: vegan (lasting)"),
+        ("I'm no longer a vegetarian, keep that on file.", "diet.preference: none (lasting)"),
     ],
 )
 def test_the_words_settle_the_fact_the_value_and_how_long(text: str, label: str) -> None:
@@ -84,6 +86,39 @@ def test_another_users_wish_is_never_read_into_this_users_memory() -> None:
 def test_a_key_is_never_invented() -> None:
     assert wish("From now on I drink tea", facts=[("diet", "preference", "vegetarian")]) is None
     assert wish("I've gone vegan, remember that", facts=[("drink", "preference", "coffee")]) is None
+
+
+def test_a_new_allergy_is_added_to_the_one_on_record_and_lifting_one_is_not_read_here() -> None:
+    from carryon_planner.core.wishes import stated_allergy
+
+    on_record = [("allergy", "food", "lupin"), *FACTS]
+    found = stated_allergy("My doctor says I'm allergic to sesame as well. Keep that on file.", on_record)
+    assert found is not None and found.label == "allergy.food: lupin and sesame (lasting)"
+    found = stated_allergy("I'm allergic to mustard and celery", FACTS)
+    assert found is not None and found.label == "allergy.food: mustard and celery (lasting)"
+    assert stated_allergy("I'm allergic to lupin", on_record) is None  # already on record
+    assert stated_allergy("I'm not allergic to lupin any more", on_record) is None
+    assert stated_allergy("Bring me the tea", on_record) is None
+    assert stated_allergy("My son is allergic to peanuts", on_record) is None  # not the user
+
+
+def test_a_lifted_diet_holds_for_the_request_that_lifts_it_and_a_guessed_one_does_not() -> None:
+    """ "I'm vegetarian now, not vegan any more" plans with the new diet; a lasting
+    revision that weakens a diet the request does not lift in so many words does not."""
+    from carryon_planner.core.constraints import rules_out_of
+    from carryon_planner.core.protected import in_force
+
+    def reader(text: str) -> set[str]:
+        return rules_out_of(text, RULES, None)
+
+    vegan = [("diet", "preference", "vegan")]
+    lifted = StatedWish("diet", "preference", "vegetarian", True, "any more")
+    assert in_force(vegan, lifted, "I'm not vegan any more, I'm vegetarian now. Remember that.", reader) == [
+        ("diet", "preference", "vegetarian")
+    ]
+    assert in_force(vegan, lifted, "Vegetarian food from now on", reader) == vegan  # vegan not lifted in words
+    one_off = StatedWish("diet", "preference", "vegetarian", False, "today")
+    assert in_force(vegan, one_off, "Not vegan today", reader) == vegan
 
 
 LIBRARY = SkillLibrary(vla=[VlaSkill(instruction=i) for i in INSTRUCTIONS])

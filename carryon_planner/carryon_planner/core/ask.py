@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from carryon_planner.core.memory_ops import Memory, apply_plan_memory
 from carryon_planner.core.repair import PlanningOutcome
-from carryon_planner.core.session import RequestPlanner
+from carryon_planner.core.request_planner import RequestPlanner
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,11 @@ ROS clients, the in-process simulator, or test fakes.
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from carryon_planner.core.plan import Plan, PlannedSubtask
+from carryon_planner.core.plan import CONDITION, PRESENCE, Plan, PlannedSubtask
 
 
 class State(enum.IntEnum):
@@ -82,10 +81,6 @@ class RunResult:
     message: str
 
 
-_CONDITION = re.compile(r"^\s*([a-z0-9_]+)\s+(?:is\s+)?(under|in|on|at|inside|near)\s+(?:the\s+)?([a-z0-9_]+)\s*$")
-_PRESENCE = re.compile(r"^\s*([a-z0-9_]+)\s+(?:is\s+)?(present|visible|absent|missing)\s*$")
-
-
 def condition_holds(
     condition: str, seen: Mapping[str, tuple[str, ...]], believed: Mapping[str, tuple[str, ...]] | None = None
 ) -> bool | None:
@@ -98,7 +93,7 @@ def condition_holds(
     if not text:
         return True
     items = [i.lower() for entries in seen.values() for i in entries]
-    match = _CONDITION.match(text)
+    match = CONDITION.match(text)
     if match:
         seen = seen if believed is None else believed
         items = [i.lower() for entries in seen.values() for i in entries]
@@ -108,7 +103,7 @@ def condition_holds(
         if any(i == f"{subject} {relation} {host}" for i in items):
             return True
         return False if any(i.split()[0] in (subject, host) for i in items) else None
-    match = _PRESENCE.match(text)
+    match = PRESENCE.match(text)
     if match:
         subject, word = match.groups()
         present = any(i.split()[0] == subject for i in items)

@@ -349,6 +349,7 @@ class FoodKnowledge:
         return {k for k in kinds if kind in self.narrower(k)}
 
 
+KEY_PREFIX = "contains_"  # an answer's key: entity `potluck_stew`, key `contains_sesame` (core/answers.py)
 _HOLDS_NOT = re.compile(r"^\s*(?:no|none|not|never|free|without|doesn'?t|does not|hasn'?t|has no)\b")
 
 
@@ -356,13 +357,14 @@ def confirmations_from(
     facts: Iterable[tuple[str, str, str]], knowledge: FoodKnowledge | None, user: str
 ) -> tuple[Confirmation, ...]:
     """What the user said about objects, as their memory holds it: a fact whose key names a
-    kind and whose entity is the object (entity `potluck_stew`, key `meat`, value "no meat"
-    or "has meat"). A value that starts with a negation says the object lacks the kind."""
+    kind (or is `contains_<kind>`) and whose entity is the object (entity `potluck_stew`, key
+    `contains_meat`, value "no meat" or "has meat"). A value that starts with a negation says
+    the object lacks the kind."""
     if knowledge is None:
         return ()
     out = []
     for entity, key, value in facts:
-        for kind in sorted(knowledge.kinds_named(key)):
+        for kind in sorted(knowledge.kinds_named(key.removeprefix(KEY_PREFIX))):
             out.append(Confirmation(entity, kind, not _HOLDS_NOT.search(value.lower()), user))
     return tuple(out)
 

@@ -32,6 +32,8 @@ repair rounds are left for what needs the model (issue 20).
 * A preference the request revises ("just today, juice instead of coffee"; "I've switched
   to tea for good") is written as its words say (core/wishes.py): an update_user of that
   fact the plan made with another value or durability is replaced.
+* What the request says an object has or lacks ("the stew has no nuts") is written to the
+  user's memory as a fact about the object (core/answers.py).
 * An observation not yet written to scene memory gets its `update_scene set_contents`,
   applied before the plan's first physical step.
 * A conditional subtask with no observe step before it gets one: of the location its
@@ -56,6 +58,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from carryon_planner.core.answers import answer_key, answer_write, unwritten
 from carryon_planner.core.ask_back import ask_unsettled
 from carryon_planner.core.constraints import asked_ruled_out, preference_conflict, standing_in
 from carryon_planner.core.mend_scene import drop_not_there, search_first
@@ -78,15 +81,21 @@ from carryon_planner.core.mend_usual import (
     uncover,
     with_followers,
 )
-from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene, UpdateUser, ancestors
-from carryon_planner.core.requests import about_other_users, request_asks_for_action
+from carryon_planner.core.plan import (
+    Plan,
+    PlannedSubtask,
+    UpdateScene,
+    UpdateUser,
+    ancestors,
+    condition_names,
+    dependency_cycle,
+)
+from carryon_planner.core.requests import about_other_users
 from carryon_planner.core.scene_checks import unobserved_place
 from carryon_planner.core.scope import unasked
 from carryon_planner.core.validator import (
     ACTION_PROMISES,
     PlanningFacts,
-    condition_names,
-    dependency_cycle,
     mentions,
 )
 from carryon_planner.core.wishes import wish_written
@@ -129,6 +138,7 @@ def mend(plan: Plan, facts: PlanningFacts) -> Mended | None:
         uncover,
         record_stated,
         _record_wish,
+        _record_answers,
         _record_observations,
         _observe_first,
         _observe_before_act,
@@ -166,7 +176,7 @@ def _control_as_vla(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
 
 
 def _drop_unrequested(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
-    if request_asks_for_action(facts.request):
+    if facts.asks_for_action:
         return []
     promises = bool(ACTION_PROMISES.search(raw["reply"])) or not raw["reply"].strip()
     moving = {e["id"] for e in raw["subtasks"] if e["kind"] in ("vla", "control")}
@@ -270,6 +280,13 @@ def _record_wish(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
     write = UpdateUser(op="update_user", entity=wish.entity, key=wish.key, value=wish.value, durable=wish.durable)
     raw["memory_operations"].insert(0, write.model_dump(mode="json"))
     return [f"[wish_remembered] update_user {wish.label}: the user said {wish.why!r}"]
+
+
+def _record_answers(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
+    missing = unwritten(Plan.model_validate(raw), facts.answers)
+    for said in missing:
+        raw["memory_operations"].append(answer_write(said).model_dump(mode="json"))
+    return [f"[answer_remembered] update_user {s.obj}.{answer_key(s.kind)}: the user said so" for s in missing]
 
 
 def _record_observations(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:

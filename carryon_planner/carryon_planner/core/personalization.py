@@ -30,7 +30,7 @@ from carryon_planner.core.learned_kinds import LearnedKinds
 from carryon_planner.core.memory_ops import MemoryContext, StoredFact
 from carryon_planner.core.plan import Plan, UpdateScene, UpdateUser, ancestors
 from carryon_planner.core.repair import PlanningOutcome
-from carryon_planner.core.session import RequestPlanner
+from carryon_planner.core.request_planner import RequestPlanner
 from carryon_planner.core.taxonomy import Taxonomy
 
 UserMemory = dict[str, dict[str, str]]  # entity -> key -> value

@@ -224,3 +224,43 @@ def ancestors(subtask: PlannedSubtask, by_id: Mapping[str, PlannedSubtask]) -> s
         seen.add(current)
         stack.extend(by_id[current].depends_on)
     return seen
+
+
+# An observable condition: "carrot under pink_cover" (a relation) or "carrot present".
+CONDITION = re.compile(r"^\s*([a-z0-9_]+)\s+(?:is\s+)?(under|in|on|at|inside|near)\s+(?:the\s+)?([a-z0-9_]+)\s*$")
+PRESENCE = re.compile(r"^\s*([a-z0-9_]+)\s+(?:is\s+)?(present|visible|absent|missing)\s*$")
+
+
+def condition_names(condition: str) -> list[str] | None:
+    """The names an observable condition reads ("carrot under pink_cover" -> [carrot,
+    pink_cover]; "carrot present" -> [carrot]), or None when it is not one."""
+    text = condition.lower()
+    match = CONDITION.match(text) or PRESENCE.match(text)
+    return None if match is None else [match.group(1)] + ([match.group(3)] if match.re is CONDITION else [])
+
+
+def dependency_cycle(subtasks: list[PlannedSubtask]) -> list[str]:
+    graph = {s.id: list(s.depends_on) for s in subtasks}
+    state: dict[str, int] = {}  # 1 = on the stack, 2 = done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        path.append(node)
+        for nxt in graph.get(node, []):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt in graph and state.get(nxt) is None:
+                found = visit(nxt)
+                if found:
+                    return found
+        path.pop()
+        state[node] = 2
+        return []
+
+    for node in graph:
+        if state.get(node) is None:
+            found = visit(node)
+            if found:
+                return found
+    return []

@@ -13,7 +13,6 @@ from carryon_planner.core.ask_back import asked_about
 from carryon_planner.core.choose import ASKED, choose_for_crowded
 from carryon_planner.core.mend import mend
 from carryon_planner.core.plan import Plan, PlanParseError, parse_plan, plan_json_schema
-from carryon_planner.core.requests import request_asks_for_action
 from carryon_planner.core.steps import as_steps, expand, parse_steps, steps_json_schema
 from carryon_planner.core.validator import PlanningFacts, ValidationReport, Validator
 
@@ -72,7 +71,7 @@ def plan_with_repair(
         facts.instructions,
         names,
         control_skills=facts.control_skills,
-        moves=request_asks_for_action(facts.request),
+        moves=facts.asks_for_action,
         locations=sorted(facts.locations),
     )
     conversation = list(messages)

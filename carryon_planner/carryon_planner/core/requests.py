@@ -42,22 +42,87 @@ _SUBJECTS = (
 _FILLERS = ("please", "and", "so", "now", "also", "then", "but")
 
 
-def request_asks_for_action(request: str) -> bool:
+# "I'd love the hummus", "I'll have the soup": a wish for something now is an order.
+_DESIRE = re.compile(
+    r"^(?:i'?d|i would|i'?ll|i will)\s+(?:really\s+|just\s+|also\s+)?(?:like|love|have|take|fancy|go for)\b"
+    r"(?!\s+to\s+(?:know|ask|tell|say|check))"
+)
+# A clause that opens like a noun phrase ("The soup of the day for me", "My lunch, the way I
+# always have it") and holds no verb is an elliptical order; with a verb it is a statement.
+_DETERMINERS = ("the", "my", "a", "an", "some", "this", "that", "these", "those", "our")
+_FINITE = frozenset(
+    [
+        "is",
+        "are",
+        "was",
+        "were",
+        "am",
+        "be",
+        "been",
+        "being",
+        "has",
+        "have",
+        "had",
+        "does",
+        "do",
+        "did",
+        "will",
+        "would",
+        "can",
+        "could",
+        "should",
+        "shall",
+        "must",
+        "may",
+        "might",
+        "won't",
+        "can't",
+        "don't",
+        "doesn't",
+        "didn't",
+        "isn't",
+        "aren't",
+        "wasn't",
+        "weren't",
+        "hasn't",
+        "haven't",
+    ]
+)
+_CLAUSE = re.compile(r"[.,;:!?]|\s[-\u2013\u2014]\s")
+
+
+def _verbless(words: list[str], names: Iterable[str]) -> bool:
+    """Whether a clause opening like a noun phrase holds no verb: no auxiliary or copula, no
+    contraction, and no word that reads as an inflected verb ("contains", "spilled") once the
+    known names are taken out ("the lupini beans for me")."""
+    text = " " + " ".join(words) + " "
+    for name in sorted(names, key=len, reverse=True):
+        text = text.replace(" " + name.replace("_", " ").lower() + " ", " ")
+    rest = text.split()
+    return not any(w in _FINITE or "'" in w or (len(w) > 3 and w.endswith(("s", "ed"))) for w in rest[1:])
+
+
+def request_asks_for_action(request: str, names: Iterable[str] = ()) -> bool:
     """False for questions ("where is my mug?") and statements ("I'm vegetarian", "remember
     that ...", "the keys are on the sofa now"); True when any clause is an order ("Serve
-    me food", "I'm going swimming, pack my bag", "The keys are on the sofa. Put them away.")."""
+    me food", "I'm going swimming, pack my bag", "The keys are on the sofa. Put them away."),
+    a wish for something now ("I'd love the hummus"), or a noun phrase with no verb ("The
+    soup of the day for me, please"; `names`: the known object names, taken out first)."""
     words = re.findall(r"[a-z']+", request.lower())
     if not words:
         return False
     if request.strip().endswith("?") and words[0] in _QUESTION_WORDS:
         return False
-    for clause in re.split(r"[.,;:!?]", request.lower()):
+    names = list(names)
+    for clause in _CLAUSE.split(request.lower()):
         clause_words = re.findall(r"[a-z']+", clause)
         while clause_words and clause_words[0] in _FILLERS:
             clause_words.pop(0)
         if not clause_words:
             continue
         text = " ".join(clause_words)
+        if _DESIRE.match(text) or (clause_words[0] in _DETERMINERS and _verbless(clause_words, names)):
+            return True
         if any(text == s or text.startswith(s + " ") for s in _STATEMENT_STARTS):
             continue
         if clause_words[0] in _SUBJECTS or clause_words[0] in _QUESTION_WORDS:

@@ -26,7 +26,6 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from carryon_planner.core.plan import Plan, PlannedSubtask
-from carryon_planner.core.requests import request_asks_for_action
 from carryon_planner.core.steps import named_in
 from carryon_planner.core.wishes import wanted_names
 
@@ -108,7 +107,7 @@ def _excused(facts: PlanningFacts) -> set[str]:
 def left_out(plan: Plan, facts: PlanningFacts) -> list[str]:
     """The named objects (one per group of alternatives) the plan neither acts on nor may
     leave out."""
-    if plan.refusal is not None or not request_asks_for_action(facts.request):
+    if plan.refusal is not None or not facts.asks_for_action:
         return []
     acted = _acted_on(plan.subtasks, sorted(facts.objects))
     excused = _excused(facts)
@@ -119,7 +118,7 @@ def unasked(subtasks: Sequence[PlannedSubtask], facts: PlanningFacts) -> list[st
     """The ids of the physical subtasks a closed request does not ask for (none for an open
     request): those acting on nothing it names, nothing its remembered usual names, nothing
     an asked-for subtask builds on and no cover."""
-    if not is_closed(facts) or not request_asks_for_action(facts.request):
+    if not is_closed(facts) or not facts.asks_for_action:
         return []
     names = sorted(facts.objects)
     asked = {n for group in requested(facts) for n in group}

@@ -2,7 +2,7 @@
 
 Planning (both): the user's context from memory, the skill library and the endpoints go
 to the LLM; its plan is validated and handed back for repair up to `max_repairs` times,
-else refused safely (`RequestPlanner`).
+else refused safely (`RequestPlanner`, core/request_planner.py).
 
 Assist (`AssistSession.run`): plan, write the plan's memory operations, run the plan with
 the executive (core/assist.py, core/executive.py), replan when an observation contradicts
@@ -22,22 +22,13 @@ import enum
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from carryon_common.core.errors import CarryOnError
-from carryon_common.core.llm import LlmClient
-from carryon_common.core.skills import SkillLibrary
 from carryon_planner.core.assist import AssistResult, assist
-from carryon_planner.core.choose import relevant_to
-from carryon_planner.core.constraints import rules_out_of
-from carryon_planner.core.context import Endpoint, LibraryEntry, build_messages, described_images
-from carryon_planner.core.executive import Dispatch, State, SubtaskRecord, with_hidden
-from carryon_planner.core.facts import planning_facts, preference_texts, scene_and_library_objects
-from carryon_planner.core.knowledge import FoodKnowledge, confirmations_from
-from carryon_planner.core.learned_kinds import LearnedKinds
+from carryon_planner.core.executive import Dispatch, State, SubtaskRecord
 from carryon_planner.core.memory_ops import (
     ContextUnavailable,
-    FactGuard,
     Memory,
     MemoryContext,
     apply_plan_memory,
@@ -45,11 +36,8 @@ from carryon_planner.core.memory_ops import (
     remember_summary,
 )
 from carryon_planner.core.plan import Plan, PlannedSubtask
-from carryon_planner.core.protected import fact_guard
-from carryon_planner.core.repair import PlanningOutcome, plan_with_repair
-from carryon_planner.core.taxonomy import Taxonomy
-from carryon_planner.core.validator import Validator
-from carryon_planner.core.wishes import stated_wish
+from carryon_planner.core.repair import PlanningOutcome
+from carryon_planner.core.request_planner import RequestPlanner  # the planning step
 
 Log = Callable[[str], None]
 
@@ -80,87 +68,6 @@ class Status(enum.IntEnum):
 
 
 _FINAL = {Status.SUCCEEDED: Phase.SUCCEEDED, Status.REFUSED: Phase.REFUSED, Status.CANCELLED: Phase.CANCELLED}
-
-
-@dataclass(frozen=True)
-class RequestPlanner:
-    """Plans one request with the user's memory: context builder, validator, repair loop."""
-
-    llm: LlmClient
-    library: SkillLibrary
-    preferences: Taxonomy
-    max_repairs: int
-    validator: Validator = field(default_factory=Validator)
-    learned: LearnedKinds | None = None  # names the taxonomy does not know, asked of the LLM (None: not asked)
-    knowledge: FoodKnowledge | None = None  # the curated food knowledge (None: the taxonomy alone decides)
-    images: bool = False  # send the user's reference images (else each is named with its description)
-    steps: bool = False  # the LLM answers with step plans (core/steps.py), not full plans
-
-    def plan(
-        self,
-        user_id: str,
-        text: str,
-        context: MemoryContext,
-        observations: Mapping[str, Sequence[str]] | None = None,
-    ) -> PlanningOutcome:
-        """A valid plan or a safe refusal for `text`; `observations` (location -> items
-        seen) are what execution revealed, for a replan."""
-        seen = with_hidden(observations or {}, context.scene)  # a camera cannot see under a cover
-        rules, notes = self.preferences, []
-        if self.learned is not None and context.facts:  # only a user with facts can have something ruled out
-            notes = self.learned.learn(self.llm, scene_and_library_objects(context.scene, self.library), rules)
-            rules = self.learned.taxonomy(rules)
-        facts = planning_facts(
-            request=text,
-            scene=context.scene,
-            library=self.library,
-            user_facts=[f.value for f in context.facts],
-            foreign_facts=context.foreign_values,
-            other_users=[u for u in context.other_users if u != user_id],
-            pending_observations=seen,
-            preference_rules=rules,
-            preferences=preference_texts((f.entity, f.key, f.value) for f in context.facts),
-            knowledge=self.knowledge,
-            confirmations=confirmations_from(
-                ((f.entity, f.key, f.value) for f in context.facts), self.knowledge, user_id
-            ),
-        )
-        relevant = relevant_to(self.llm, text, context.facts, sorted(facts.objects))
-        wish = stated_wish(
-            text,
-            ((f.entity, f.key, f.value) for f in context.facts),
-            instructions=self.library.instructions,
-            names=sorted(facts.objects),
-            locations=context.scene,
-            taxonomy=rules,
-            other_users=facts.other_users,
-        )
-        facts = dataclasses.replace(facts, remembered=tuple(r.remembered() for r in relevant), wish=wish)
-        messages = build_messages(
-            request=text,
-            user_id=user_id,
-            memory=context.rendered,
-            endpoints=[Endpoint(name) for name in sorted(context.scene)],
-            library=[LibraryEntry(s.instruction, s.description) for s in self.library.vla],
-            observations=seen,
-            images=context.images if self.images else (),
-            described=described_images(context.facts) if not self.images else (),
-            ruled_out={name: why for name, why in facts.ruled_out.items() if name in facts.objects},
-            steps=self.steps,
-            relevant=relevant,
-        )
-        outcome = plan_with_repair(
-            self.llm, messages, facts, max_repairs=self.max_repairs, validator=self.validator, steps=self.steps
-        )
-        return dataclasses.replace(outcome, notes=(*notes, *outcome.notes)) if notes else outcome
-
-    def rules_out(self, text: str) -> set[str]:
-        """What a fact's text rules out: kinds and words (core/constraints.py)."""
-        return rules_out_of(text, self.preferences, self.knowledge)
-
-    def fact_guard(self, context: MemoryContext, request: str | None, who: str) -> FactGuard:
-        """`who`'s writes: an allergy or a diet weakened only as `request` says (core/protected.py)."""
-        return fact_guard([(f.entity, f.key, f.value) for f in context.facts], self.rules_out, request, who)
 
 
 @dataclass(frozen=True)
@@ -373,7 +280,6 @@ __all__ = [
     "DispatchHooks",
     "Phase",
     "Progress",
-    "RequestPlanner",
     "SessionResult",
     "Status",
 ]

@@ -14,13 +14,22 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from carryon_planner.core.answers import answer_write, unwritten
 from carryon_planner.core.constraints import (
     ask_first_problems,
     asked_ruled_out,
     preference_conflict,
     standing_in,
 )
-from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene, UpdateUser, ancestors
+from carryon_planner.core.knowledge import Confirmation
+from carryon_planner.core.plan import (
+    Plan,
+    UpdateScene,
+    UpdateUser,
+    ancestors,
+    condition_names,
+    dependency_cycle,
+)
 from carryon_planner.core.requests import about_other_users, readable, request_asks_for_action, users_named
 from carryon_planner.core.scene_checks import scene_problems
 from carryon_planner.core.scope import scope_problems
@@ -28,8 +37,6 @@ from carryon_planner.core.usual import Remembered, problems
 from carryon_planner.core.wishes import StatedWish, wish_written
 
 ACTION_PROMISES = re.compile(r"\b(i will|i'll|let me|i am going to|i'm going to|on it)\b", re.IGNORECASE)
-_CONDITION = re.compile(r"^\s*([a-z0-9_]+)\s+(?:is\s+)?(under|in|on|at|inside|near)\s+(?:the\s+)?([a-z0-9_]+)\s*$")
-_PRESENCE = re.compile(r"^\s*([a-z0-9_]+)\s+(?:is\s+)?(present|visible|absent|missing)\s*$")
 
 
 @dataclass(frozen=True)
@@ -65,7 +72,8 @@ class PlanningFacts:
     observation has something under; gone: objects memory placed at a location observed
     since, that no observation shows; stated: object -> where the request says it is now (whereabouts already says
     so); remembered: the user's facts that bear on the request (core/usual.py); wish: the
-    remembered fact the request revises, and whether for good (core/wishes.py).
+    remembered fact the request revises, and whether for good (core/wishes.py); answers:
+    what the request says an object has or lacks, to be remembered (core/answers.py).
     """
 
     request: str
@@ -88,6 +96,12 @@ class PlanningFacts:
     gone: frozenset[str] = frozenset()  # remembered at a location looked at since, seen nowhere
     in_scene: frozenset[str] | None = None  # what scene memory or an observation mentions (None: not known)
     wish: StatedWish | None = None  # the remembered fact the request revises, and for how long
+    answers: tuple[Confirmation, ...] = ()  # what the request says about objects' kinds (core/answers.py)
+
+    @property
+    def asks_for_action(self) -> bool:
+        """Whether the request is an order, not only a question or a statement (core/requests.py)."""
+        return request_asks_for_action(self.request, self.objects)
 
 
 @dataclass(frozen=True)
@@ -117,41 +131,6 @@ def mentions(text: str, name: str) -> bool:
     return name.lower() in lowered or _spoken(name) in lowered
 
 
-def condition_names(condition: str) -> list[str] | None:
-    """The names an observable condition reads ("carrot under pink_cover" -> [carrot,
-    pink_cover]; "carrot present" -> [carrot]), or None when it is not one."""
-    text = condition.lower()
-    match = _CONDITION.match(text) or _PRESENCE.match(text)
-    return None if match is None else [match.group(1)] + ([match.group(3)] if match.re is _CONDITION else [])
-
-
-def dependency_cycle(subtasks: list[PlannedSubtask]) -> list[str]:
-    graph = {s.id: list(s.depends_on) for s in subtasks}
-    state: dict[str, int] = {}  # 1 = on the stack, 2 = done
-    path: list[str] = []
-
-    def visit(node: str) -> list[str]:
-        state[node] = 1
-        path.append(node)
-        for nxt in graph.get(node, []):
-            if state.get(nxt) == 1:
-                return [*path[path.index(nxt) :], nxt]
-            if nxt in graph and state.get(nxt) is None:
-                found = visit(nxt)
-                if found:
-                    return found
-        path.pop()
-        state[node] = 2
-        return []
-
-    for node in graph:
-        if state.get(node) is None:
-            found = visit(node)
-            if found:
-                return found
-    return []
-
-
 class Validator:
     """Runs every check; `validate(plan, facts)` returns all failures (not just the first)."""
 
@@ -174,6 +153,7 @@ class Validator:
             self._memory_and_library,
             self._acts_on_request,
             self._wish_remembered,
+            self._answers_remembered,
         ):
             violations.extend(check(plan, facts))
         return ValidationReport(tuple(violations))
@@ -273,7 +253,7 @@ class Validator:
         yield from (Violation(*found) for found in scene_problems(plan, facts))
 
     def _action_requested(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
-        if request_asks_for_action(facts.request):
+        if facts.asks_for_action:
             return
         for subtask in plan.subtasks:
             if subtask.kind in ("vla", "control"):
@@ -397,3 +377,13 @@ class Validator:
             f"the user said {wish.why!r}: add update_user entity {wish.entity!r} key {wish.key!r} value "
             f"{wish.value!r} durable {str(wish.durable).lower()}",
         )
+
+    def _answers_remembered(self, plan: Plan, facts: PlanningFacts) -> Iterable[Violation]:
+        """What the user says an object has or lacks is remembered, so that nobody asks again."""
+        for said in unwritten(plan, facts.answers):
+            write = answer_write(said)
+            yield Violation(
+                "answer_remembered",
+                f"the user says the {_spoken(said.obj)} {write.value.replace('no ', 'has no ', 1)}: add update_user "
+                f"entity {write.entity!r} key {write.key!r} value {write.value!r} durable true",
+            )

@@ -34,13 +34,24 @@ from carryon_planner.core.taxonomy import Taxonomy, words
 from carryon_planner.core.usual import slot
 
 _ONE_OFF = re.compile(
-    r"(?<!from )\b(?:today|tonight|this\s+(?:once|time|morning|afternoon|evening))\b(?!\s+on\b)", re.IGNORECASE
+    r"(?<!from )(?<!as of )\b(?:today|tonight|this\s+(?:once|time|morning|afternoon|evening))\b(?!\s+on\b)",
+    re.IGNORECASE,
 )
 _LASTING = re.compile(
     r"\b(?:from\s+now\s+on|for\s+good|remember\s+(?:that|it|this)|please\s+remember|any\s?more|no\s+longer|"
-    r"i'?ve\s+(?:switched|gone|become)|i\s+have\s+(?:switched|gone|become)|going\s+forward)\b",
+    r"i'?ve\s+(?:switched|gone|become)|i\s+have\s+(?:switched|gone|become)|going\s+forward|permanently|"
+    r"for\s+the\s+long\s+(?:term|run)|long[-\s]term|on\s+file|as\s+of\s+(?:today|now)|"
+    r"(?:keep|store|note|save|record)\s+(?:that|this|it))\b",
     re.IGNORECASE,
 )
+# Of the user themself ("I'm allergic to", "I am now allergic to"), not of someone else.
+_ALLERGIC = re.compile(
+    r"\b(?:i'?m|i\s+am|i'?ve\s+(?:become|got|gotten)|i\s+have\s+(?:become|got)|i\s+became|i\s+got)\b"
+    r"[^.;!?]{0,30}?\ballergic\s+to\s+(?P<what>[^.;:!?()]+)",
+    re.IGNORECASE,
+)
+_NOT_ALLERGIC = re.compile(r"\b(?:not|no\s+longer|n't|never)\s+(?:\w+\s+)?allergic\b", re.IGNORECASE)
+_TRAILING = re.compile(r"(?:\s+(?:as\s+well|too|also|now|again|either))+\s*$|^\s*(?:both\s+)?", re.IGNORECASE)
 # What a name preceded (within three words of its clause) by one of these is no longer wanted.
 _NOT_WANTED = {"instead", "no", "not", "without", "done", "skip", "hold", "back", "usual", "than", "nor"}
 
@@ -113,11 +124,13 @@ def stated_wish(
     facts = list(facts)
     diets = sorted(taxonomy.diets, key=len, reverse=True) if taxonomy is not None else []
     said_diets = wanted_names(request, diets)
+    holder = next((f for f in facts if any(_says(f[2], d) for d in diets)), None)
     if said_diets:
-        holder = next((f for f in facts if any(_says(f[2], d) for d in diets)), None)
-        if holder is None:
-            return None
-        return StatedWish(holder[0], holder[1], said_diets[0], durable, marker)
+        return None if holder is None else StatedWish(holder[0], holder[1], said_diets[0], durable, marker)
+    # "I'm no longer a vegetarian": the diet the user holds, declined for good and no other said
+    declined = [d for d in named_in(request.lower(), diets) if holder is not None and _says(holder[2], d)]
+    if declined and durable and holder is not None:
+        return StatedWish(holder[0], holder[1], "none", durable, marker)
     wanted = wanted_names(request, names)
     for entity, key, value in facts:
         held = {fam for name in named_in(value, names) for fam in _families(name, instructions, names)}
@@ -136,3 +149,24 @@ def wish_written(plan: Plan, wish: StatedWish) -> bool:
         and all(re.search(rf"\b{re.escape(p)}\b", op.value.lower()) for p in parts)
         for op in plan.memory_operations
     )
+
+
+def stated_allergy(request: str, facts: Iterable[tuple[str, str, str]]) -> StatedWish | None:
+    """A new allergy the user states of themself ("I'm allergic to sesame as well"; not "my
+    son is allergic to ..."), added
+    to the allergy they have on record (or a new `allergy.food` fact): lasting, unless a
+    one-off marker says otherwise. Adding a constraint is always allowed; lifting one
+    ("not allergic any more") is not read here (core/protected.py)."""
+    found = _ALLERGIC.search(request)
+    if found is None or _NOT_ALLERGIC.search(request) or _ONE_OFF.search(request):
+        return None
+    what = _TRAILING.sub("", found.group("what").strip().lower()).strip()
+    if not words(what):
+        return None
+    holder = next((f for f in facts if "allerg" in f"{f[0]} {f[1]}".lower()), None)
+    if holder is None:
+        return StatedWish("allergy", "food", what, True, f"allergic to {what}")
+    new = [p for p in re.split(r"\s*(?:,|\band\b)\s*", what) if p and not _says(holder[2], p)]
+    if not new:
+        return None
+    return StatedWish(holder[0], holder[1], " and ".join([holder[2], *new]), True, f"allergic to {what}")
