@@ -10,6 +10,8 @@ from carryon_common.core.errors import ConfigError
 from carryon_planner.core.knowledge import Answer, Confirmation, FoodKnowledge
 from carryon_planner.core.knowledge_file import load_food_knowledge
 
+CONFIG = Path(__file__).resolve().parents[2] / "config"
+
 SMALL = """
 kinds:
   gluten: {aka: [wheat, rye]}
@@ -126,3 +128,22 @@ def test_a_kind_nobody_defined_is_refused_at_load(tmp_path: Path) -> None:
     path.write_text("kinds: {pork: {implies: [meat]}}\nfoods: {}\n")
     with pytest.raises(ConfigError, match="implies names undefined"):
         load_food_knowledge(path)
+
+
+def test_only_an_answer_about_an_object_is_read_as_one_not_a_preference() -> None:
+    """ "porridge.milk: oat milk" says what the user likes in their porridge, not that the
+    porridge holds milk; "potluck_stew.contains_sesame: no sesame" is an answer."""
+    from carryon_planner.core.knowledge import confirmations_from
+
+    knowledge = load_food_knowledge(CONFIG / "planner" / "food_knowledge.yaml")
+    facts = [("porridge", "milk", "oat milk"), ("potluck_stew", "contains_sesame", "no sesame")]
+    assert confirmations_from(facts, knowledge, "ines") == (Confirmation("potluck_stew", "sesame", False, "ines"),)
+
+
+def test_a_dislike_of_fizzy_drinks_is_settled_by_the_knowledge() -> None:
+    knowledge = load_food_knowledge(CONFIG / "planner" / "food_knowledge.yaml")
+    assert knowledge.kinds_in("dislikes fizzy drinks") == {"carbonated"}
+    for fizzy in ("shandy", "kombucha", "sparkling water", "cola", "prosecco"):
+        assert answer(knowledge, fizzy, "carbonated") == Answer.YES, fizzy
+    for still in ("coconut water", "water", "orange juice"):
+        assert answer(knowledge, still, "carbonated") == Answer.NO, still

@@ -194,6 +194,8 @@ def test_wishes_for_now_and_verbless_noun_phrases_are_orders(request_text: str) 
         "I'd like to know where my mug is",
         "My favourite drink is tea",
         "I like tea",
+        "Keep that on file: I'm allergic to sesame as well.",  # what to do with it is to remember it
+        "Going forward, make my porridge with oat milk. Nothing needed right now.",
     ],
 )
 def test_statements_that_open_like_a_noun_phrase_are_not_orders(request_text: str) -> None:

@@ -356,14 +356,17 @@ _HOLDS_NOT = re.compile(r"^\s*(?:no|none|not|never|free|without|doesn'?t|does no
 def confirmations_from(
     facts: Iterable[tuple[str, str, str]], knowledge: FoodKnowledge | None, user: str
 ) -> tuple[Confirmation, ...]:
-    """What the user said about objects, as their memory holds it: a fact whose key names a
-    kind (or is `contains_<kind>`) and whose entity is the object (entity `potluck_stew`, key
+    """What the user said about objects, as their memory holds it: a fact whose key is
+    `contains_<kind>` and whose entity is the object (entity `potluck_stew`, key
     `contains_meat`, value "no meat" or "has meat"). A value that starts with a negation says
-    the object lacks the kind."""
+    the object lacks the kind. Only that form: a preference such as `porridge.milk: oat
+    milk` says what the user likes, not what the porridge holds."""
     if knowledge is None:
         return ()
     out = []
     for entity, key, value in facts:
+        if not key.startswith(KEY_PREFIX):
+            continue
         for kind in sorted(knowledge.kinds_named(key.removeprefix(KEY_PREFIX))):
             out.append(Confirmation(entity, kind, not _HOLDS_NOT.search(value.lower()), user))
     return tuple(out)

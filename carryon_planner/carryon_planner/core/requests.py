@@ -9,7 +9,11 @@ from collections.abc import Iterable
 
 # Requests that ask for information or state a fact, not for an action (first word).
 _QUESTION_WORDS = ("what", "where", "which", "who", "whose", "when", "why", "how", "is", "are", "do", "does", "did")
-_STATEMENT_STARTS = ("i", "i'm", "im", "i've", "i'd", "my", "remember", "note", "fyi", "from now on")
+_STATEMENT_STARTS = (
+    *("i", "i'm", "im", "i've", "i'd", "my", "remember", "note", "fyi", "from now on", "going forward", "as of"),
+    # what to do with what was said is to remember it: "Keep that on file", "Store that permanently"
+    *(f"{verb} {what}" for verb in ("keep", "store", "save", "record", "log", "file") for what in ("that", "this")),
+)
 # Clause openings that make a statement, not an order ("the keys are on the sofa now").
 _SUBJECTS = (
     "the",
@@ -88,6 +92,7 @@ _FINITE = frozenset(
         "haven't",
     ]
 )
+_NOTHING_NOW = re.compile(r"\bnothing\b[^.,;:!?]*\b(?:now|yet|today|at the moment)\b|\bnot\s+(?:right\s+)?now\b")
 _CLAUSE = re.compile(r"[.,;:!?]|\s[-\u2013\u2014]\s")
 
 
@@ -112,6 +117,8 @@ def request_asks_for_action(request: str, names: Iterable[str] = ()) -> bool:
     if not words:
         return False
     if request.strip().endswith("?") and words[0] in _QUESTION_WORDS:
+        return False
+    if _NOTHING_NOW.search(request.lower()):  # "Going forward, oat milk in my porridge. Nothing needed now."
         return False
     names = list(names)
     for clause in _CLAUSE.split(request.lower()):
