@@ -23,7 +23,9 @@ kinds:
   meat: {}
   pork: {implies: [meat]}
   beef: {implies: [meat]}
+  poultry: {aka: [chicken], implies: [meat]}
   fish: {}
+  soy: {}
 foods:
   flatbread: {is: [gluten]}
   hummus: {is: [sesame], aka: [houmous], note: chickpeas and tahini}
@@ -35,12 +37,22 @@ foods:
   chorizo: {is: [pork]}
   rice: {}
   cucumber: {}
+  gyoza: {is: [gluten, pork]}
+  tofu: {is: [soy]}
+  chicken: {is: [poultry]}
+  fish chowder: {is: [fish, milk], may: ["*"]}
+  leche de tigre: {is: [fish], note: the lime and fish marinade of a ceviche}
 not_food: [plate, tea towel, laptop]
 describing_words: [warm, blue, the, of]
 vessels: [plate]
 diets:
   vegan: [meat, fish, milk]
   vegetarian: [meat, fish]
+substitutes:
+  words: [tofu]
+  in_place_of: [meat, fish]
+names_that_mislead:
+  leche de tigre: "'leche' is the marinade's colour, not milk"
 """
 
 
@@ -77,6 +89,7 @@ def test_a_word_nothing_places_makes_the_answer_unknown(knowledge: FoodKnowledge
     verdict = knowledge.contains("nduja_flatbread", "pork")
     assert verdict.answer == Answer.UNKNOWN and "nduja" in verdict.source
     assert answer(knowledge, "warm_flatbread", "pork") == Answer.NO  # a word that describes, not an ingredient
+    assert answer(knowledge, "flatbread_warms", "pork") == Answer.NO  # in any number
     assert answer(knowledge, "zorbly", "sesame") == Answer.UNKNOWN
 
 
@@ -133,7 +146,7 @@ def test_a_kind_nobody_defined_is_refused_at_load(tmp_path: Path) -> None:
 def test_only_an_answer_about_an_object_is_read_as_one_not_a_preference() -> None:
     """ "porridge.milk: oat milk" says what the user likes in their porridge, not that the
     porridge holds milk; "potluck_stew.contains_sesame: no sesame" is an answer."""
-    from carryon_planner.core.knowledge import confirmations_from
+    from carryon_planner.core.answers import confirmations_from
 
     knowledge = load_food_knowledge(CONFIG / "planner" / "food_knowledge.yaml")
     facts = [("porridge", "milk", "oat milk"), ("potluck_stew", "contains_sesame", "no sesame")]
@@ -147,3 +160,54 @@ def test_a_dislike_of_fizzy_drinks_is_settled_by_the_knowledge() -> None:
         assert answer(knowledge, fizzy, "carbonated") == Answer.YES, fizzy
     for still in ("coconut water", "water", "orange juice"):
         assert answer(knowledge, still, "carbonated") == Answer.NO, still
+
+
+def test_a_name_that_names_a_kind_must_hold_it_or_say_why_not(tmp_path: Path) -> None:
+    """An entry's other name that names a kind ("seafood paella" under paella) must hold that
+    kind for certain, or be listed as a name that misleads ("lamb's lettuce"): otherwise the
+    file is refused, naming the entry, the name and the kind."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        "kinds: {fish: {aka: [seafood]}, meat: {}}\nfoods:\n  paella: {may: [fish, meat], aka: [seafood paella]}\n"
+    )
+    with pytest.raises(ConfigError, match=r"foods.paella: 'seafood paella' names fish.*names_that_mislead"):
+        load_food_knowledge(path)
+    path.write_text(path.read_text() + "names_that_mislead: {seafood paella: test}\n")
+    load_food_knowledge(path)
+    knowledge = load_food_knowledge(CONFIG / "planner" / "food_knowledge.yaml")
+    for name, kind in [("seafood paella", "crustaceans"), ("pork vindaloo", "pork"), ("prawn tempura", "crustaceans"),
+                       ("almond croissant", "tree_nuts"), ("lamb tagine", "lamb"), ("milk stout", "milk"),
+                       ("beef satay", "beef"), ("honey roast ham", "honey")]:  # fmt: skip
+        assert answer(knowledge, name, kind) == Answer.YES, name
+    for name, kind in [("lamb's lettuce", "lamb"), ("oyster mushroom", "molluscs"), ("oat milk latte", "milk"),
+                       ("coconut meat", "meat"), ("kinder egg", "egg")]:  # fmt: skip
+        assert answer(knowledge, name, kind) == Answer.NO, name
+
+
+def test_a_plant_food_in_the_place_of_a_dishs_meat_frees_it_of_meat(knowledge: FoodKnowledge) -> None:
+    """ "tofu gyoza": tofu where the gyoza's pork was; the rest of the recipe stays, and so
+    does what the name itself calls meat ("tofu chicken") or what stands beside it."""
+    assert answer(knowledge, "tofu_gyoza", "pork") == Answer.NO
+    assert answer(knowledge, "tofu_gyoza", "meat") == Answer.NO
+    assert answer(knowledge, "tofu_gyoza", "gluten") == Answer.YES  # the wrapper
+    assert answer(knowledge, "tofu_gyoza", "soy") == Answer.YES  # the tofu
+    assert "gyoza with tofu in place of its meat" in knowledge.contains("tofu gyoza", "gluten").source
+    assert answer(knowledge, "tofu_chicken", "poultry") == Answer.YES  # the name says chicken
+    assert answer(knowledge, "tofu_and_chorizo", "pork") == Answer.YES  # beside, not in place
+    assert answer(knowledge, "tofu_stew", "meat") == Answer.UNKNOWN  # a stew could hold anything still
+    assert answer(knowledge, "gyoza", "pork") == Answer.YES
+    assert answer(knowledge, "leche de tigre", "milk") == Answer.NO
+
+
+def test_the_curated_substitutes(tmp_path: Path) -> None:
+    knowledge = load_food_knowledge(CONFIG / "planner" / "food_knowledge.yaml")
+    for name in ("jackfruit carnitas", "vegetable gyoza", "seitan gyros", "tempeh bacon", "soy chorizo",
+                 "quorn sausage roll", "tofu katsu curry"):  # fmt: skip
+        assert answer(knowledge, name, "meat") == Answer.NO, name
+    assert answer(knowledge, "seitan gyros", "gluten") == Answer.YES
+    for name in ("vegetable beef soup", "chicken and tofu stir fry", "jackfruit pulled pork", "mushroom burger"):
+        assert answer(knowledge, name, "meat") != Answer.NO, name
+    path = tmp_path / "bad.yaml"
+    path.write_text("kinds: {meat: {}}\nfoods: {tofu: {}}\nsubstitutes: {words: [tofu, zorbly], in_place_of: [meat]}\n")
+    with pytest.raises(ConfigError, match=r"substitutes.words: 'zorbly' is no food"):
+        load_food_knowledge(path)

@@ -25,9 +25,32 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from carryon_planner.core.knowledge import KEY_PREFIX, Answer, Confirmation, FoodKnowledge
+from carryon_planner.core.knowledge import Answer, Confirmation, FoodKnowledge
 from carryon_planner.core.plan import Plan, UpdateUser
 from carryon_planner.core.steps import named_in
+
+KEY_PREFIX = "contains_"  # an answer's key: entity `potluck_stew`, key `contains_sesame`
+_HOLDS_NOT = re.compile(r"^\s*(?:no|none|not|never|free|without|doesn'?t|does not|hasn'?t|has no)\b")
+
+
+def confirmations_from(
+    facts: Iterable[tuple[str, str, str]], knowledge: FoodKnowledge | None, user: str
+) -> tuple[Confirmation, ...]:
+    """What the user said about objects, as their memory holds it: a fact whose key is
+    `contains_<kind>` and whose entity is the object (entity `potluck_stew`, key
+    `contains_meat`, value "no meat" or "has meat"). A value that starts with a negation says
+    the object lacks the kind. Only that form: a preference such as `porridge.milk: oat
+    milk` says what the user likes, not what the porridge holds."""
+    if knowledge is None:
+        return ()
+    out = []
+    for entity, key, value in facts:
+        if not key.startswith(KEY_PREFIX):
+            continue
+        for kind in sorted(knowledge.kinds_named(key.removeprefix(KEY_PREFIX))):
+            out.append(Confirmation(entity, kind, not _HOLDS_NOT.search(value.lower()), user))
+    return tuple(out)
+
 
 _CLAUSES = re.compile(r"(?<=[.!;])\s+|,\s*|\s+-\s+|\bbut\b|\band then\b")
 _VERB = r"(?:has|have|contains?|is|are|'s|does|do|was|were)(?=n't\b|\b)"

@@ -14,8 +14,11 @@ words in it, and says nothing about the rest. This module answers from, in order
    *no* for that food: entries are complete.
 3. **What the name says.** "sesame-free", "without gluten", "dairy free" free the food of
    those kinds; a diet word ("vegan pesto", "halal sausage") frees it of what the diet rules
-   out (`diets`). A word the knowledge cannot place (a brand, a dish nobody listed) makes
-   every kind *unknown*: it might be an ingredient.
+   out (`diets`); a plant food named right before a dish ("jackfruit carnitas", "seitan
+   gyros": `substitutes`) takes the place of that dish's meat and fish, unless the dish's
+   own name says meat ("tofu chicken") or the dish could hold anything ("tofu stew"). A
+   word the knowledge cannot place (a brand, a dish nobody listed) makes every kind
+   *unknown*: it might be an ingredient.
 4. **The taxonomy** and **an LLM's classification** may only say *yes*: they can rule a
    food out, never clear it (`FoodKnowledge.contains(..., also_yes=...)`).
 
@@ -29,15 +32,14 @@ avoider and "meat").
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from carryon_planner.core.words import Phrases, reachable, singular_forms, tokens
+
 ANY = "*"  # in `may`: the food could hold any kind
-_TOKEN = re.compile(r"[a-z0-9]+")
 _FREE_AFTER = ("free",)  # "gluten free bread"
 _FREE_BEFORE = ("no", "without", "non", "zero")  # "no sugar cola", "without egg"
 
@@ -97,63 +99,6 @@ class NameReading:
     food: bool | None
 
 
-def tokens(text: str) -> list[str]:
-    """Lower-case words, accents dropped: `gluten_free_soba` -> [gluten, free, soba];
-    "jamón" -> [jamon]."""
-    plain = unicodedata.normalize("NFKD", text.lower().replace("_", " "))
-    return _TOKEN.findall("".join(c for c in plain if not unicodedata.combining(c)))
-
-
-def singular_forms(word: str) -> list[str]:
-    """A word and its singular forms (tomatoes -> tomatoe, tomato; berries -> berry)."""
-    out = [word]
-    if word.endswith("ies") and len(word) > 4:
-        out.append(word[:-3] + "y")
-    if word.endswith("ves") and len(word) > 4:
-        out.append(word[:-3] + "f")
-    if word.endswith("es") and len(word) > 3:
-        out.append(word[:-2])
-    if word.endswith("s") and not word.endswith("ss") and len(word) > 2:
-        out.append(word[:-1])
-    return out
-
-
-def reachable(starts: Iterable[str], edges: Mapping[str, Iterable[str]]) -> set[str]:
-    """`starts` and everything their `edges` lead to, at any depth."""
-    seen: set[str] = set()
-    todo = list(starts)
-    while todo:
-        node = todo.pop()
-        if node not in seen:
-            seen.add(node)
-            todo.extend(edges.get(node, ()))
-    return seen
-
-
-@dataclass
-class _Phrases:
-    """Phrases (token tuples) -> values, matched longest first, the last word in any number."""
-
-    table: dict[tuple[str, ...], list[Any]] = field(default_factory=dict)
-    longest: int = 1
-
-    def add(self, phrase: str, value: Any) -> None:
-        key = tuple(tokens(phrase))
-        if key:
-            self.table.setdefault(key, []).append(value)
-            self.longest = max(self.longest, len(key))
-
-    def at(self, words: list[str], i: int) -> tuple[int, list[Any]]:
-        """(size, values) of the longest phrase starting at words[i]; (0, []) when none."""
-        for size in range(min(self.longest, len(words) - i), 0, -1):
-            *head, last = words[i : i + size]
-            for form in singular_forms(last):
-                found = self.table.get((*head, form))
-                if found:
-                    return size, found
-        return 0, []
-
-
 class FoodKnowledge:
     """The curated food knowledge (config/planner/food_knowledge.yaml)."""
 
@@ -166,30 +111,32 @@ class FoodKnowledge:
         vessels: Iterable[str] = (),
         diets: Mapping[str, Iterable[str]] | None = None,
         describing: Iterable[str] = (),
+        substitutes: Iterable[str] = (),
+        in_place_of: Iterable[str] = (),
     ) -> None:
         self.kinds = dict(kinds)
-        self._kind_names = _Phrases()
+        self._kind_names = Phrases()
         # What "X-free" frees: a kind's own name or its free_words, never a member of it
         # ("wheat-free rye crackers" still hold gluten; "almond-free" is not tree-nut-free).
-        self._free_names = _Phrases()
+        self._free_names = Phrases()
         for spec in self.kinds.values():
             for phrase in (spec.name, *spec.aka):
                 self._kind_names.add(phrase, spec.name)
             for phrase in (spec.name, *spec.free_words):
                 self._free_names.add(phrase, spec.name)
-        self._foods = _Phrases()
+        self._foods = Phrases()
         self.entries: dict[str, FoodEntry] = {}
         for entry, aka in foods:
             self.entries[entry.name] = entry
             for phrase in (entry.name, *aka):
                 self._foods.add(phrase, entry)
-        self._not_food = _Phrases()
+        self._not_food = Phrases()
         for phrase in not_food:
             self._not_food.add(phrase, True)
         self.vessels = frozenset(" ".join(tokens(v)) for v in vessels)
         # Words that say how a food is made or served (grilled, warm, my), never what it holds.
         self.describing = frozenset(w for d in describing for w in tokens(d))
-        self._diets = _Phrases()
+        self._diets = Phrases()
         self.diets: dict[str, frozenset[str]] = {}
         for diet, ruled in (diets or {}).items():
             named = frozenset(k for item in ruled for k in self.kinds_named(item))
@@ -200,6 +147,9 @@ class FoodKnowledge:
         for name, spec in self.kinds.items():
             for parent in spec.implies:
                 self._children.setdefault(parent, set()).add(name)
+        # Plant foods that take a dish's meat's place when named right before it ("seitan gyros").
+        self.substitutes = frozenset(e.name for phrase in substitutes for e in self._foods.at(tokens(phrase), 0)[1])
+        self.replaced = self._freed(in_place_of)
 
     # -- kinds -----------------------------------------------------------------------------
     def kinds_named(self, text: str) -> set[str]:
@@ -273,33 +223,71 @@ class FoodKnowledge:
         foods: list[FoodEntry] = []
         unplaced: list[str] = []
         head = ""  # what the last word belongs to: the head of a compound name ("nibbles dish" is a dish)
+        substitute: tuple[int, int] | None = None  # where the plant food just read stands
         i = 0
-        while i < len(words):
-            if used[i]:
-                i += 1
-                continue
-            size, found = self._foods.at(words, i)
-            size = size if not any(used[i : i + size]) else 0
-            thing, _ = self._not_food.at(words, i)
-            if thing >= size and thing:  # the longer name wins: "tea towel" is no tea
-                i += thing
-                head = "thing"
-                continue
-            if size:
-                foods.extend(found)
-                i += size
-                head = "food"
-                continue
-            if words[i] not in self.describing:
+        for part, size, found in self._parts(words, used):
+            if part == "food":
+                entries = found
+                if substitute is not None and substitute[1] == i:
+                    plant = " ".join(words[substitute[0] : i])
+                    entries = [self._in_place(e, plant, words[i : i + size]) for e in found]
+                foods.extend(entries)
+                substitute = (i, i + size) if any(e.name in self.substitutes for e in found) else None
+            elif part == "word":
                 unplaced.append(words[i])
-                head = "word"
-            i += 1
+            if part != "skip":
+                head = part
+            i += size
         if head == "thing":  # a dish, a cup, a bin named after what it holds is still no food
             return NameReading((), self._freed(freed), (), False)
         food: bool | None = True if foods else None
         if not foods and not unplaced and words:
             food = False if any(self._not_food.at(words, i)[0] for i in range(len(words))) else None
         return NameReading(tuple(foods), self._freed(freed), tuple(unplaced), food)
+
+    def _parts(self, words: list[str], used: list[bool]) -> list[tuple[str, int, list[Any]]]:
+        """How `words` divide into known names: the division that leaves the fewest words
+        unplaced, then has the fewest parts, then takes the longer name first ("quorn sausage
+        roll" is quorn + sausage roll, not quorn sausage + an unknown "roll"; "tea towel" is
+        no tea). Parts: ("food", size, entries), ("thing", size, _), ("word", 1, _): a word
+        nothing places, ("skip", 1, _): a describing word or one the name's freeing used."""
+        best: list[tuple[tuple[int, int], list[tuple[str, int, list[Any]]]]] = [((0, 0), [])] * (len(words) + 1)
+        for i in range(len(words) - 1, -1, -1):
+            options: list[tuple[str, int, list[Any]]] = []
+            if used[i]:
+                options.append(("skip", 1, []))
+            else:
+                options += [("thing", size, found) for size, found in self._not_food.every(words, i)]
+                options += [
+                    ("food", size, found) for size, found in self._foods.every(words, i) if not any(used[i : i + size])
+                ]
+                describes = any(form in self.describing for form in singular_forms(words[i]))  # "slices"
+                options.append(("skip" if describes else "word", 1, []))
+            choice: tuple[tuple[int, int], list[tuple[str, int, list[Any]]]] | None = None
+            for option in options:
+                (unplaced, parts), rest = best[i + option[1]]
+                cost = (unplaced + (option[0] == "word"), parts + (option[0] != "skip"))
+                if choice is None or cost < choice[0]:
+                    choice = (cost, [option, *rest])
+            assert choice is not None
+            best[i] = choice
+        return best[0][1]
+
+    def _in_place(self, entry: FoodEntry, plant: str, named: list[str]) -> FoodEntry:
+        """`entry` with `plant` in the place of its meat and fish: "seitan gyros" holds no meat.
+        Not where the dish's own name says meat ("tofu chicken") or the dish could hold
+        anything ("tofu stew": the tofu may be beside pork)."""
+        if ANY in entry.may or self.kinds_in(" ".join(named)) & self.replaced:
+            return entry
+        if not (entry.is_ | entry.may) & self.replaced:
+            return entry
+        return FoodEntry(
+            f"{plant} {entry.name}",
+            entry.is_ - self.replaced,
+            entry.may - self.replaced,
+            entry.free_of,
+            f"{entry.name} with {plant} in place of its meat",
+        )
 
     def is_food(self, name: str) -> bool | None:
         """True: a known food; False: a known non-food object (a plate, a towel); None:
@@ -347,29 +335,6 @@ class FoodKnowledge:
 
     def broader_in(self, kind: str, kinds: Iterable[str]) -> set[str]:
         return {k for k in kinds if kind in self.narrower(k)}
-
-
-KEY_PREFIX = "contains_"  # an answer's key: entity `potluck_stew`, key `contains_sesame` (core/answers.py)
-_HOLDS_NOT = re.compile(r"^\s*(?:no|none|not|never|free|without|doesn'?t|does not|hasn'?t|has no)\b")
-
-
-def confirmations_from(
-    facts: Iterable[tuple[str, str, str]], knowledge: FoodKnowledge | None, user: str
-) -> tuple[Confirmation, ...]:
-    """What the user said about objects, as their memory holds it: a fact whose key is
-    `contains_<kind>` and whose entity is the object (entity `potluck_stew`, key
-    `contains_meat`, value "no meat" or "has meat"). A value that starts with a negation says
-    the object lacks the kind. Only that form: a preference such as `porridge.milk: oat
-    milk` says what the user likes, not what the porridge holds."""
-    if knowledge is None:
-        return ()
-    out = []
-    for entity, key, value in facts:
-        if not key.startswith(KEY_PREFIX):
-            continue
-        for kind in sorted(knowledge.kinds_named(key.removeprefix(KEY_PREFIX))):
-            out.append(Confirmation(entity, kind, not _HOLDS_NOT.search(value.lower()), user))
-    return tuple(out)
 
 
 def _cite(entry: FoodEntry, said: str) -> str:

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 
 from carryon_common.core.llm import LlmClient
 from carryon_common.core.skills import SkillLibrary
-from carryon_planner.core.answers import answers_in, is_answer
+from carryon_planner.core.answers import answers_in, confirmations_from, is_answer
 from carryon_planner.core.choose import relevant_to
 from carryon_planner.core.constraints import rules_out_of
 from carryon_planner.core.context import Endpoint, LibraryEntry, build_messages, described_images
 from carryon_planner.core.executive import with_hidden
 from carryon_planner.core.facts import planning_facts, preference_texts, scene_and_library_objects
-from carryon_planner.core.knowledge import FoodKnowledge, confirmations_from
+from carryon_planner.core.knowledge import FoodKnowledge
 from carryon_planner.core.learned_kinds import LearnedKinds
 from carryon_planner.core.memory_ops import FactGuard, MemoryContext
 from carryon_planner.core.protected import confirm_in_reply, fact_guard, in_force

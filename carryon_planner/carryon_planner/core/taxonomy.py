@@ -34,7 +34,7 @@ from pathlib import Path
 
 from carryon_common.core.config import read_yaml
 from carryon_common.core.errors import ConfigError
-from carryon_planner.core.knowledge import reachable, singular_forms
+from carryon_planner.core.words import reachable, singular_forms
 
 _WORD = re.compile(r"[a-z0-9]+")
 SAID = "you said: "  # how request_wishes marks what the request itself says
