@@ -137,6 +137,35 @@ def test_a_request_cannot_lift_a_stored_constraint() -> None:
         assert "zorbly_stew" in facts.unsettled or "zorbly_stew" in facts.ruled_out
 
 
+def test_an_intolerance_is_broken_by_what_holds_its_kind_not_by_what_may_hold_a_little() -> None:
+    """Lactose intolerance is dose-dependent (most tolerate up to 12 g at once, EFSA 2010):
+    what the knowledge says a food may hold (ham, bread: a little milk in some recipes) is
+    served; what holds it for certain is not; what could hold anything is still asked about.
+    A milk allergy is not dose-dependent: the same ham is asked about."""
+    library = SkillLibrary(
+        vla=[
+            VlaSkill(instruction=f"put the {o} on the plate", objects=[o, "plate"])
+            for o in ("ham", "bread", "butter", "stew")
+        ]
+    )
+
+    def facts(constraint: str) -> Any:
+        return planning_facts(
+            request="Bring me some food",
+            scene={"shelf": ["ham", "bread", "butter", "stew", "plate"]},
+            library=library,
+            user_facts=[constraint],
+            preference_rules=RULES,
+            knowledge=KNOWLEDGE,
+        )
+
+    intolerant = facts("diet preference: lactose intolerant")
+    assert not {"ham", "bread"} & (set(intolerant.unsettled) | set(intolerant.ruled_out))
+    assert "butter" in intolerant.ruled_out and "stew" in intolerant.unsettled
+    allergic = facts("allergy food: milk")
+    assert {"ham", "bread", "stew"} <= set(allergic.unsettled) and "butter" in allergic.ruled_out
+
+
 CASES = [(suite, case) for suite in GENERAL for case in suite.cases if case.expect.forbid or case.expect.ask]
 
 

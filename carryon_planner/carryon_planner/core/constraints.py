@@ -9,7 +9,10 @@ molluscs). Then, for each object:
 
 * **Kinds the knowledge has** are settled by it: *yes* rules the object out, *no* clears
   it, *unknown* leaves it *unsettled* unless the taxonomy's word list says *yes* (the
-  taxonomy and an LLM's classification can only rule out, never clear).
+  taxonomy and an LLM's classification can only rule out, never clear). A dose-dependent
+  kind (lactose: an intolerance, not an allergy) is not broken by what a curated entry
+  says only a variant *may* add; it is by what holds it for certain, and a food that could
+  hold anything or a word nothing places is still asked about.
 * **Words that name no kind** ("dislikes coriander") and kinds only the taxonomy has
   rule out a name that holds them, as the taxonomy reads names.
 * Known non-food objects (a plate, a towel) are never unsettled; an object nothing knows
@@ -143,6 +146,8 @@ def _settle_object(
                 return True, _why(constraint.text, spoken, kind, verdict.source)
             if verdict.answer == Answer.UNKNOWN and kind in listed:
                 return True, _why(constraint.text, spoken, kind, "taxonomy")
+            if verdict.answer == Answer.UNKNOWN and verdict.only_may and knowledge.kinds[kind].dose_dependent:
+                continue  # an intolerance: what a variant may add is a little (lactose in some hams)
             if verdict.answer == Answer.UNKNOWN and doubt is None:
                 doubt = f"whether the {spoken} has {kind.replace('_', ' ')} ({constraint.text}; {verdict.source})"
     return (False, doubt) if doubt is not None else None

@@ -57,6 +57,7 @@ class Verdict:
     answer: Answer
     kind: str
     source: str
+    only_may: bool = False  # unknown only because a curated entry says a variant may hold it
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class KindSpec:
     note: str = ""
     separable: bool = False  # can be taken out of what implies it: lactose-free milk is still milk
     free_words: tuple[str, ...] = ()  # besides its name, what "X-free" may say of it ("dairy-free")
+    dose_dependent: bool = False  # an intolerance: a little is tolerated (a `may` does not break it)
 
 
 @dataclass(frozen=True)
@@ -310,19 +312,23 @@ class FoodKnowledge:
             if kind in holds:
                 return Verdict(Answer.YES, kind, _cite(entry, f"{entry.name} is {kind}"))
         doubts: list[str] = []
+        only_may = True
         for entry in reading.foods:
             if ANY in entry.may:
                 doubts.append(f"{entry.name} could hold anything")
+                only_may = False
             elif kind in self.closure(entry.may) or self.narrower(kind) & (entry.may | entry.is_):
                 doubts.append(f"{entry.name} may hold {kind}")
             elif kind in self.narrower_than_any(entry.is_ | entry.may):
                 doubts.append(f"{entry.name} holds {', '.join(sorted(self.broader_in(kind, entry.is_ | entry.may)))}")
+                only_may = False
         if reading.unplaced:
             doubts.append(f"nothing is known about '{' '.join(reading.unplaced)}'")
         if not reading.foods and not reading.unplaced:
             doubts.append(f"nothing is known about {spoken}")
         if doubts:
-            return Verdict(Answer.UNKNOWN, kind, "; ".join(doubts))
+            only_may = only_may and not reading.unplaced and bool(reading.foods)
+            return Verdict(Answer.UNKNOWN, kind, "; ".join(doubts), only_may)
         names = ", ".join(e.name for e in reading.foods)
         return Verdict(Answer.NO, kind, f"food knowledge: {names} holds no {kind}")
 

@@ -37,6 +37,7 @@ def load_food_knowledge(path: Path) -> FoodKnowledge:
             str(spec.get("note", "")),
             bool(spec.get("separable", False)),
             _strings(spec.get("free_words"), f"{path}: kinds.{name}.free_words"),
+            bool(spec.get("dose_dependent", False)),
         )
     known = set(kinds) | {ANY}
     foods: list[tuple[FoodEntry, tuple[str, ...]]] = []
