@@ -130,3 +130,19 @@ def test_a_user_saying_an_object_has_no_allergen_the_knowledge_says_it_has_is_no
     )
     assert not [s for s in outcome.plan.physical if s.kind == "vla"]
     assert not [op for op in outcome.plan.memory_operations if isinstance(op, UpdateUser)]
+
+
+def test_an_answer_that_lists_kinds_or_names_a_diet_settles_each_kind() -> None:
+    """The answer to "whether the stew has egg, honey or milk": "it has no egg, honey or
+    milk" settles all three; "the stew is vegan" settles what veganism rules out; "not
+    vegan" says nothing of which kind it holds."""
+    objects = ["zorbly_stew", "bowl"]
+    listed = answers_in("The zorbly stew has no egg, honey or milk, bring it.", objects, KNOWLEDGE, "ines")
+    assert {(c.kind, c.holds) for c in listed} == {("egg", False), ("honey", False), ("milk", False)}
+    vegan = {(c.kind, c.holds) for c in answers_in("the zorbly stew is vegan", objects, KNOWLEDGE, "ines")}
+    assert {("egg", False), ("milk", False), ("meat", False), ("honey", False)} <= vegan
+    assert answers_in("the zorbly stew is not vegan", objects, KNOWLEDGE, "ines") == ()
+    # a diet word never clears what the knowledge says an object holds
+    assert ("milk", False) not in {
+        (c.kind, c.holds) for c in answers_in("the cheddar is vegan", OBJECTS, KNOWLEDGE, "ines")
+    }

@@ -166,6 +166,21 @@ def test_an_intolerance_is_broken_by_what_holds_its_kind_not_by_what_may_hold_a_
     assert {"ham", "bread", "stew"} <= set(allergic.unsettled) and "butter" in allergic.ruled_out
 
 
+def test_one_question_names_every_kind_in_doubt() -> None:
+    """A vegan is asked once about the bread's egg, honey and milk, not three times in turn;
+    "it has none of those" or "no egg, honey or milk" then settles all three."""
+    library = SkillLibrary(vla=[VlaSkill(instruction="put the bread on the plate", objects=["bread", "plate"])])
+    facts = planning_facts(
+        request="A slice of bread, please",
+        scene={"shelf": ["bread", "plate"]},
+        library=library,
+        user_facts=["diet preference: vegan"],
+        preference_rules=RULES,
+        knowledge=KNOWLEDGE,
+    )
+    assert facts.unsettled["bread"].startswith("whether the bread has egg, honey or milk (diet preference: vegan")
+
+
 CASES = [(suite, case) for suite in GENERAL for case in suite.cases if case.expect.forbid or case.expect.ask]
 
 

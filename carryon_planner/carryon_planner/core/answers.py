@@ -83,6 +83,24 @@ def _said(clause: str, subject: str, knowledge: FoodKnowledge) -> list[tuple[str
         # each part says its own: "mustard and no egg"; "no mustard or egg" is one part
         negated = glued or _NEGATED.search(part) is not None
         out += [(kind, not negated) for kind in sorted(knowledge.kinds_in(part))]
+        if not negated:  # "it is vegan": none of what the diet rules out ("not vegan" says not which)
+            for diet, kinds in knowledge.diets.items():
+                if re.search(rf"\b{re.escape(diet)}\b", part):
+                    out += [(kind, False) for kind in sorted(kinds)]
+    return out
+
+
+def _clauses(text: str, knowledge: FoodKnowledge) -> list[str]:
+    """The request's clauses, a list of kinds kept with the clause it continues: "the stew
+    has no egg, honey or milk" is one clause."""
+    out: list[str] = []
+    for part in _CLAUSES.split(text):
+        clause = part.strip()
+        pieces = [p for p in re.split(r",|\b(?:and|or|nor)\b", clause) if p.strip()]
+        if out and pieces and all(knowledge.kinds_named(p) for p in pieces):
+            out[-1] = f"{out[-1]}, {clause}"
+        elif clause:
+            out.append(clause)
     return out
 
 
@@ -96,9 +114,8 @@ def answers_in(
     text = request.lower().replace("’", "'").replace("-", " ").replace("_", " ")
     out: list[Confirmation] = []
     everywhere = [n for n in named_in(text, objects) if knowledge.is_food(n) is not False]
-    for part in _CLAUSES.split(text):
-        clause = part.strip()
-        if not clause or clause.endswith("?") or _QUESTION_START.match(clause) or _HEDGED.search(clause):
+    for clause in _clauses(text, knowledge):
+        if clause.endswith("?") or _QUESTION_START.match(clause) or _HEDGED.search(clause):
             continue
         named = named_in(clause, objects)
         if len(named) == 1:

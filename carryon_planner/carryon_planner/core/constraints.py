@@ -138,7 +138,8 @@ def _settle_object(
         return None
     spoken = name.replace("_", " ")
     listed = knowledge.closure(k for term in taxonomy.kinds_of(name) for k in knowledge.kinds_named(term))
-    doubt: str | None = None
+    doubted: list[str] = []  # every kind in doubt, asked in one question
+    doubt = ""  # the first constraint and source in doubt
     for constraint in constraints:
         for kind in sorted(constraint.kinds):
             verdict = knowledge.contains(name, kind, said)
@@ -148,9 +149,13 @@ def _settle_object(
                 return True, _why(constraint.text, spoken, kind, "taxonomy")
             if verdict.answer == Answer.UNKNOWN and verdict.only_may and knowledge.kinds[kind].dose_dependent:
                 continue  # an intolerance: what a variant may add is a little (lactose in some hams)
-            if verdict.answer == Answer.UNKNOWN and doubt is None:
-                doubt = f"whether the {spoken} has {kind.replace('_', ' ')} ({constraint.text}; {verdict.source})"
-    return (False, doubt) if doubt is not None else None
+            if verdict.answer == Answer.UNKNOWN and kind.replace("_", " ") not in doubted:
+                doubted.append(kind.replace("_", " "))
+                doubt = doubt or f"{constraint.text}; {verdict.source}"
+    if not doubted:
+        return None
+    kinds = doubted[0] if len(doubted) == 1 else f"{', '.join(doubted[:-1])} or {doubted[-1]}"
+    return False, f"whether the {spoken} has {kinds} ({doubt})"
 
 
 def _why(constraint: str, spoken: str, kind: str, source: str) -> str:
