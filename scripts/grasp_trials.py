@@ -17,11 +17,11 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
-from carryon_arm.core.kinematics import load_robot
 from carryon_recovery.core.base_skill import run_base_skill
 from carryon_recovery.core.library import SkillLibrary, SkillVersion
 from carryon_recovery.core.motion import builtin_motion
 from carryon_recovery.core.types import Outcome
+from carryon_robot.core.kinematics import load_robot
 from carryon_sim.core.cameras import CameraRig
 from carryon_sim.core.driver import Driver
 from carryon_sim.core.scene import load_scene

@@ -35,7 +35,6 @@ from sensor_msgs.msg import JointState
 from test_arm_adapter_graph import HOME_TOOL, Probe, line
 from trajectory_msgs.msg import JointTrajectory
 
-from carryon_arm.core.kinematics import ArmKinematics, load_robot
 from carryon_bringup.bench.faults_robot import FORGED_FRAME, FORGER
 from carryon_bringup.core.graph import GraphSpec
 from carryon_bringup.graph_run import GraphRun
@@ -46,6 +45,7 @@ from carryon_common.core.command_auth import create_key_file, load_key
 from carryon_common.core.processes import stop_process
 from carryon_common.core.status import NodeState
 from carryon_interfaces.srv import GetStatus
+from carryon_robot.core.kinematics import ArmKinematics, load_robot
 
 pytestmark = pytest.mark.graph
 TOPIC = "/joint_trajectory_controller/joint_trajectory"

@@ -19,16 +19,21 @@ ROS_MODULES = ("rclpy", "rosidl", "builtin_interfaces", "std_msgs", "geometry_ms
 
 def test_expected_packages_exist() -> None:
     expected = {"carryon_memory", "carryon_planner", "carryon_policy", "carryon_shield", "carryon_judge",
-                "carryon_recovery", "carryon_sim", "carryon_bringup", "carryon_common"}  # fmt: skip
+                "carryon_recovery", "carryon_sim", "carryon_bringup", "carryon_common", "carryon_robot"}  # fmt: skip
     assert expected <= set(PYTHON_PACKAGES)
     assert (REPO / "carryon_interfaces" / "CMakeLists.txt").is_file()
+
+
+# Packages that are a library only: no node, so nothing to convert from ROS messages.
+LIBRARY_PACKAGES = frozenset({"carryon_robot"})
 
 
 @pytest.mark.parametrize("package", PYTHON_PACKAGES)
 def test_python_package_shape(package: str) -> None:
     root = REPO / package
+    node = () if package in LIBRARY_PACKAGES else (f"{package}/node.py", f"{package}/convert.py")
     for rel in ("package.xml", "setup.py", "setup.cfg", f"resource/{package}", f"{package}/__init__.py",
-                f"{package}/core/__init__.py", f"{package}/node.py", f"{package}/convert.py", "test"):  # fmt: skip
+                f"{package}/core/__init__.py", *node, "test"):  # fmt: skip
         assert (root / rel).exists(), f"{package}: missing {rel}"
 
 

@@ -21,10 +21,10 @@ from std_msgs.msg import Float64
 from trajectory_msgs.msg import JointTrajectory
 
 from carryon_arm.core.config import FakeControllerConfig
-from carryon_arm.core.kinematics import load_robot
 from carryon_common.core.status import implemented
 from carryon_common.node import CarryOnNode, run_node
 from carryon_common.qos import TopicKind, qos_of
+from carryon_robot.core.kinematics import load_robot
 
 
 class FakeControllerNode(CarryOnNode):

@@ -41,7 +41,6 @@ from carryon_arm.core.cameras import CameraSource, depth_in_metres, load_camera_
 from carryon_arm.core.config import ArmAdapterConfig
 from carryon_arm.core.executor import ChunkExecutor, Command, RobotState, StateVerdict
 from carryon_arm.core.joint_states import StateStatus
-from carryon_arm.core.kinematics import load_robot
 from carryon_common import convert as common_convert
 from carryon_common.core import names
 from carryon_common.core.chunk import InvalidChunk
@@ -53,6 +52,7 @@ from carryon_common.driver_link import DriverLink
 from carryon_common.node import CarryOnNode, run_node
 from carryon_common.qos import TopicKind, qos_for, qos_of
 from carryon_interfaces.msg import ActionChunk, SegmentationLabels
+from carryon_robot.core.kinematics import load_robot
 
 CAPABILITIES = (
     implemented("arm.joint_trajectory", "released steps → JointTrajectory via Pinocchio IK from the URDF"),

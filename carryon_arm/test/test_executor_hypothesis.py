@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 from carryon_arm.core.config import INTERFACES, ArmAdapterConfig
 from carryon_arm.core.executor import ChunkExecutor, Command, RobotState
-from carryon_arm.core.kinematics import ArmKinematics, load_robot
 from carryon_common.core.chunk import Chunk, ChunkSource, Convention, InvalidChunk
 from carryon_common.core.driver import LIMITS, DriverState
+from carryon_robot.core.kinematics import ArmKinematics, load_robot
 
 NAN, INF = math.nan, math.inf
 HOME = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785])  # tool down, about (0.46, 0, 0.83) in world

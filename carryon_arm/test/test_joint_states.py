@@ -12,9 +12,9 @@ import pytest
 from carryon_arm.core.config import ArmAdapterConfig
 from carryon_arm.core.executor import ChunkExecutor, RobotState
 from carryon_arm.core.joint_states import StateStatus
-from carryon_arm.core.kinematics import ArmKinematics, load_robot
 from carryon_common.core.chunk import Chunk, ChunkSource, Convention, InvalidChunk
 from carryon_common.core.driver import DriverState
+from carryon_robot.core.kinematics import ArmKinematics, load_robot
 
 HOME = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785])
 DOWN_ROTVEC = np.array([np.pi / np.sqrt(2), np.pi / np.sqrt(2), 0.0])

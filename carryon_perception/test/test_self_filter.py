@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from scipy.spatial import cKDTree
 
-from carryon_arm.core.kinematics import RobotDescription, load_robot
 from carryon_common.core.config import read_yaml
 from carryon_common.core.depth import points_by_label
 from carryon_common.core.errors import CarryOnError, ConfigError
 from carryon_perception.core.self_filter import MissingJoints, RobotSelfFilter, sample_triangles
+from carryon_robot.core.kinematics import RobotDescription, load_robot
 from carryon_sim.core.cameras import CameraRig
 from carryon_sim.core.scene import load_scene, scene_path, scenes_dir
 from carryon_sim.core.world import ARM_JOINTS as SIM_ARM_JOINTS

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from carryon_arm.core.kinematics import RobotDescription
 from carryon_common.core.registry import Registry
 from carryon_recovery.core.config import RecoveryConfig
 from carryon_recovery.core.motion import MotionBackend, builtin_motion
+from carryon_robot.core.kinematics import RobotDescription
 
 MotionFactory = Callable[[RobotDescription, RecoveryConfig], MotionBackend]
 MOTION_BACKENDS: Registry[MotionFactory] = Registry("motion backend")

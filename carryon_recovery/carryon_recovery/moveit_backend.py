@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 from geometry_msgs.msg import PoseStamped
 
-from carryon_arm.core.kinematics import ArmKinematics
 from carryon_common import convert as common_convert
 from carryon_common.core.errors import ConfigError
 from carryon_recovery.core.motion import FloatArray, MoveItPlanner
+from carryon_robot.core.kinematics import ArmKinematics
 
 
 def moveit_planner(kinematics: ArmKinematics, group: str, base_frame: str, tool_frame: str) -> MoveItPlanner:

@@ -43,7 +43,6 @@ from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64
 
-from carryon_arm.core.kinematics import load_robot
 from carryon_common.convert import CAMERA_STREAM_TYPES
 from carryon_common.core import names
 from carryon_common.core.config import config_path
@@ -67,6 +66,7 @@ from carryon_recovery.core.runner import RecoveryRequest, recover
 from carryon_recovery.core.types import Outcome, RecoveryResult
 from carryon_recovery.motion_backends import make_motion
 from carryon_recovery.ros_io import STREAMS, Latest, MotionParams, RosRecoveryIO
+from carryon_robot.core.kinematics import load_robot
 
 CAPABILITIES = (
     implemented("recovery.recover", "base re-grasp skill: localise, grasp, check holding, transport, resume"),

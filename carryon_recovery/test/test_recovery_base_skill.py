@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from carryon_arm.core.kinematics import load_robot
 from carryon_common.core.chunk import Chunk, ChunkSource
 from carryon_common.core.openai_client import OpenAiClient
 from carryon_planner.core.executive import Executive
@@ -32,6 +31,7 @@ from carryon_recovery.core.library import SkillLibrary, SkillVersion
 from carryon_recovery.core.motion import builtin_motion
 from carryon_recovery.core.reflection import reflect
 from carryon_recovery.core.types import Outcome
+from carryon_robot.core.kinematics import load_robot
 from carryon_shield.core.config import ShieldConfig
 from carryon_shield.core.response import load_response_model
 from carryon_sim.core.cameras import CameraRig

@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 
-from carryon_arm.core.kinematics import load_robot
 from carryon_common.core import names
 from carryon_common.core.chunk import Chunk
 from carryon_common.core.clouds import CameraView
@@ -21,6 +20,7 @@ from carryon_recovery.core.look import run_look
 from carryon_recovery.core.motion import builtin_motion
 from carryon_recovery.core.runner import RecoveryRequest, recover
 from carryon_recovery.core.types import Outcome
+from carryon_robot.core.kinematics import load_robot
 from carryon_shield.core.config import ShieldConfig
 from carryon_shield.core.response import load_response_model
 from carryon_sim.core.cameras import CameraRig

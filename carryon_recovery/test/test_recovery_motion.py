@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from carryon_arm.core.kinematics import ArmKinematics, load_robot
 from carryon_recovery.core.motion import CartesianIk, MoveItPlanner, resample
+from carryon_robot.core.kinematics import ArmKinematics, load_robot
 
 HOME = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785])
 

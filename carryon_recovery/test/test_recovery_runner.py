@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from carryon_arm.core.kinematics import load_robot
 from carryon_common.core.errors import CarryOnError, UnknownNameError
 from carryon_recovery.core.base_skill import Seen
 from carryon_recovery.core.config import MOTION_BACKENDS as CONFIGURED
@@ -22,6 +21,7 @@ from carryon_recovery.core.reflection import Attempt
 from carryon_recovery.core.runner import RecoveryRequest, recover
 from carryon_recovery.core.types import Outcome
 from carryon_recovery.motion_backends import MOTION_BACKENDS, make_motion
+from carryon_robot.core.kinematics import load_robot
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
 LIBRARY = SkillLibrary(CONFIG / "skills" / "recovery")

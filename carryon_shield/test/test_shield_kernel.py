@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
+from carryon_robot.core.hand import box_distance
 from carryon_shield.core.filter import NEAR_RANGE_M, Thresholds, check_poses
-from carryon_shield.core.geometry import GripperGeometry, Part, box_distance
+from carryon_shield.core.geometry import GripperGeometry, Part
 from carryon_shield.core.types import ObstacleSet
 
 

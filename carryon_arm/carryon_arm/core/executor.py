@@ -39,9 +39,9 @@ import numpy.typing as npt
 
 from carryon_arm.core.config import ArmAdapterConfig
 from carryon_arm.core.joint_states import JointStateGate, JointStateLimits, RobotState, StateStatus, StateVerdict
-from carryon_arm.core.kinematics import ArmKinematics
 from carryon_common.core.chunk import Chunk, InvalidChunk, ToolTarget, tool_targets
 from carryon_common.core.driver import DriverState, Rejection, check_executable, step_beyond_limits
+from carryon_robot.core.kinematics import ArmKinematics
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -75,8 +75,8 @@ class ArmTruth:
         from sensor_msgs.msg import JointState
         from std_msgs.msg import String
 
-        from carryon_arm.core.kinematics import load_robot
         from carryon_interfaces.msg import ActionChunk
+        from carryon_robot.core.kinematics import load_robot
 
         self.session, self.kinematics = session, load_robot(robot_file).kinematics()
         self.tools: list[np.ndarray] = []

@@ -48,7 +48,6 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress
 
-from carryon_arm.core.kinematics import load_robot
 from carryon_bringup.bench.cpu import saved_rows
 from carryon_bringup.bench.llm_serving import local_model_server
 from carryon_bringup.bench.node_config import node_config
@@ -72,6 +71,7 @@ from carryon_policy.core.policy import Policy
 from carryon_recovery.core.library import SkillLibrary, SkillVersion
 from carryon_recovery.core.motion import CartesianIk, builtin_motion
 from carryon_recovery.core.reflection import Attempt, failed_attempts, reflect
+from carryon_robot.core.kinematics import load_robot
 from carryon_sim.core.cameras import CameraRig
 from carryon_sim.core.predicates import inside_of
 from carryon_sim.core.scene import Scene, load_scene, scenes_dir

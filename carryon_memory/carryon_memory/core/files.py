@@ -23,9 +23,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from carryon_common.core.durable import read_bytes
 from carryon_common.core.names import MEMORY_IMAGES_DIR
 from carryon_memory.core import validate
-from carryon_memory.core.durable import read_bytes
 from carryon_memory.core.errors import ReadOnly
 from carryon_memory.core.markdown import SectionDoc
 from carryon_memory.core.scene import SCENE_FILE, locations

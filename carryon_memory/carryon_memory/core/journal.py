@@ -27,7 +27,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from carryon_memory.core.durable import atomic_write, fsync_dir
+from carryon_common.core.durable import atomic_write, fsync_dir
 from carryon_memory.core.errors import HistoryError
 from carryon_memory.core.types import Change, Problem
 

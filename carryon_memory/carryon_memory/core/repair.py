@@ -34,8 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from carryon_common.core.durable import read_bytes
 from carryon_memory.core import validate
-from carryon_memory.core.durable import read_bytes
 from carryon_memory.core.errors import InvalidArgument, NotFound, RepairError
 from carryon_memory.core.files import USERS_DIR, load_file, user_file, valid_file
 from carryon_memory.core.journal import sha256

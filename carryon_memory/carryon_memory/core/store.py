@@ -26,8 +26,8 @@ import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from carryon_common.core.durable import atomic_write
 from carryon_memory.core import validate
-from carryon_memory.core.durable import atomic_write
 from carryon_memory.core.errors import InvalidArgument, NotFound
 from carryon_memory.core.files import (
     IMAGES_DIR,

@@ -28,10 +28,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from carryon_memory.core.durable import TEMP_MARK, WriteLock, atomic_write, fsync_dir, read_bytes
+from carryon_common.core.durable import TEMP_MARK, atomic_write, fsync_dir, read_bytes
 from carryon_memory.core.files import IMAGES_DIR, USERS_DIR, valid_file
 from carryon_memory.core.journal import HISTORY_DIR, Journal, sha256
 from carryon_memory.core.types import Change
+from carryon_memory.core.write_lock import WriteLock
 
 LOCK_FILE = ".lock"
 

@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 from scipy.spatial import cKDTree
 
-from carryon_arm.core.kinematics import load_robot
 from carryon_common.core.config import load_node_config, under_config_dir
 from carryon_common.core.locations import load_locations
 from carryon_common.core.registry import Registry
@@ -31,6 +30,7 @@ from carryon_perception.core.segment import Segment, SegmentParams
 from carryon_perception.core.self_filter import RobotSelfFilter
 from carryon_perception.core.tabletop import Labeller, TabletopParams, TabletopPerception
 from carryon_perception.core.tracker import Tracker
+from carryon_robot.core.kinematics import load_robot
 
 
 @dataclass(frozen=True)

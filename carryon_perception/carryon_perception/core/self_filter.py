@@ -23,8 +23,8 @@ import numpy.typing as npt
 import pinocchio as pin
 from scipy.spatial import cKDTree
 
-from carryon_arm.core.kinematics import RobotDescription, default_urdf, transform
 from carryon_common.core.errors import CarryOnError, ConfigError
+from carryon_robot.core.kinematics import RobotDescription, default_urdf, transform
 
 coal = pin.coal  # Pinocchio's collision library (its geometry types), typed like pinocchio
 

@@ -25,8 +25,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from carryon_common.core.durable import atomic_write
 from carryon_common.core.llm import ChatMessage, LlmClient, LlmError
-from carryon_memory.core.durable import atomic_write
 from carryon_planner.core.taxonomy import Taxonomy
 
 MAX_NAMES_PER_REQUEST = 24

@@ -18,7 +18,7 @@ from carryon_policy.core.config import PolicyConfig
 from carryon_policy.core.policy import Policy
 
 if TYPE_CHECKING:
-    from carryon_arm.core.kinematics import ArmKinematics
+    from carryon_robot.core.kinematics import ArmKinematics
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def kinematics_for(config: PolicyConfig) -> ArmKinematics | None:
     joint targets (vla_action_convention joint_*); None otherwise, or for the stand-ins."""
     if config.backend.startswith("sim_scripted") or not config.vla_action_convention.startswith("joint_"):
         return None
-    from carryon_arm.core.kinematics import load_robot
+    from carryon_robot.core.kinematics import load_robot
 
     return load_robot(config.robot_file).kinematics()
 

@@ -12,8 +12,8 @@ import numpy.typing as npt
 from scipy.spatial import cKDTree
 
 from carryon_recovery.core.library import SkillVersion
-from carryon_shield.core.config import ShieldConfig
-from carryon_shield.core.geometry import FINGER_Y, FINGER_Z, HAND_BOXES, box_distance, finger_boxes
+from carryon_robot.core.clearance import CARRIED_CLEARANCE_M, FINGER_CLEARANCE_M, HAND_CLEARANCE_M
+from carryon_robot.core.hand import FINGER_Y, FINGER_Z, HAND_BOXES, box_distance, finger_boxes
 
 FloatArray = npt.NDArray[np.float64]
 DOWN = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])  # tool z down, finger axis along world y
@@ -43,11 +43,11 @@ class Candidate:
 
 GRIPPER_OPENING_M = 0.08  # the Panda's fingers open this far
 FINGER_MARGIN_M = 0.015  # room a finger needs beside the object, metres
-# The shield's distances (its defaults, config/nodes/shield_node.yaml): fingers and hand
-# closer than these to an obstacle are refused.
-FINGER_THRESHOLD_M = ShieldConfig.model_fields["finger_threshold_m"].default
-HAND_THRESHOLD_M = ShieldConfig.model_fields["hand_threshold_m"].default
-CARRIED_THRESHOLD_M = ShieldConfig.model_fields["carried_threshold_m"].default
+# The shield's distances (the robot model's clearances, its defaults; config/nodes/shield_node.yaml):
+# fingers and hand closer than these to an obstacle are refused.
+FINGER_THRESHOLD_M = FINGER_CLEARANCE_M
+HAND_THRESHOLD_M = HAND_CLEARANCE_M
+CARRIED_THRESHOLD_M = CARRIED_CLEARANCE_M
 SQUEEZE_SAMPLES = 6  # angles at which the turn a closing grasp gives the object is checked
 SLACK_M = 0.005  # a pose needs this beyond them (the tracking error the shield predicts, its own view)
 TURNS_RAD = (0.0, 0.5, -0.5)  # finger axis turned about the vertical from across the narrow axis (crowded only)

@@ -7,7 +7,7 @@ releases, trims or blocks them, then to the driver. A backend decides *which* st
 * `builtin` (`CartesianIk`) — Cartesian interpolation at the recovery speed, and IK of
   every step on the arm's kinematic model (Pinocchio from the URDF in
   `robot/<arm>.yaml`; on the simulated Panda it agrees with the MuJoCo model, see
-  carryon_arm's tests), each step seeded with the previous one: a path with an unreachable
+  carryon_robot's tests), each step seeded with the previous one: a path with an unreachable
   step, or a joint flip after the first step (which turns the tool to the path's rotation),
   is refused before the arm moves.
 * `moveit_py` (`MoveItPlanner`, robot PCs with MoveIt 2) — MoveIt plans a collision-free
@@ -26,8 +26,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy.spatial.transform import Rotation
 
-from carryon_arm.core.kinematics import ArmKinematics, RobotDescription
 from carryon_common.core.chunk import WORLD_FRAME, Chunk, ChunkSource, Convention
+from carryon_robot.core.kinematics import ArmKinematics, RobotDescription
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -2,7 +2,8 @@
 
 Distance thresholds follow the per-part layout of the paper's Table 7: the hand (palm,
 flange and wrist), the fingers and a carried object each have their own minimum allowed
-predicted distance to any obstacle point.
+predicted distance to any obstacle point; their defaults are the robot model's clearances
+(`carryon_robot.core.clearance`), which recovery's grasps keep too.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pydantic import Field
 
 from carryon_common.core.config import one_of
 from carryon_common.core.operator_auth import NodeIdentityConfig, OperatorAuthConfig
+from carryon_robot.core.clearance import CARRIED_CLEARANCE_M, FINGER_CLEARANCE_M, HAND_CLEARANCE_M
 from carryon_shield.core.grounders import GROUNDERS
 
 
@@ -51,13 +53,17 @@ class ShieldConfig(OperatorAuthConfig, NodeIdentityConfig):
         "naming the topic (a second, unauthenticated publisher would steer the shield; docs/security.md).",
     )
     hand_threshold_m: float = Field(
-        0.02, gt=0.0, description="Minimum predicted distance between the hand (palm, flange) and obstacles, metres."
+        HAND_CLEARANCE_M,
+        gt=0.0,
+        description="Minimum predicted distance between the hand (palm, flange) and obstacles, metres.",
     )
     finger_threshold_m: float = Field(
-        0.008, gt=0.0, description="Minimum predicted distance between the fingers and obstacles, metres."
+        FINGER_CLEARANCE_M, gt=0.0, description="Minimum predicted distance between the fingers and obstacles, metres."
     )
     carried_threshold_m: float = Field(
-        0.015, gt=0.0, description="Minimum predicted distance between a carried object and obstacles, metres."
+        CARRIED_CLEARANCE_M,
+        gt=0.0,
+        description="Minimum predicted distance between a carried object and obstacles, metres.",
     )
     max_observation_age_s: float = Field(
         0.5, gt=0.0, description="Chunks computed from older observations are rejected, seconds."

@@ -1,10 +1,10 @@
 """What the shield checks: the hand, the fingers and a carried object as spheres.
 
 Every part is a set of spheres fixed in the tool frame (tool centre point between the
-fingertips; tool z = approach direction, tool x = finger axis; the Panda hand's measured
-collision geometry). Boxes are covered by a grid of spheres that each contain one cell,
-so a sphere's clearance (centre distance minus radius) never overstates the box's true
-clearance. A carried object's spheres come from its segmented points at grasp time,
+fingertips; tool z = approach direction, tool x = finger axis; the hand's boxes of the
+robot model, `carryon_robot.core.hand`). Boxes are covered by a grid of spheres that each
+contain one cell, so a sphere's clearance (centre distance minus radius) never overstates
+the box's true clearance. A carried object's spheres come from its segmented points at grasp time,
 expressed in the tool frame, so they move with the tool.
 
 The holding latch decides when the carried object is included: it sets when the executed
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from carryon_robot.core.hand import HAND_BOXES, OPEN_WIDTH_M, finger_boxes
 from carryon_shield.core.types import FloatArray
 
 
@@ -33,17 +34,6 @@ class Part(enum.IntEnum):
 
 PART_NAMES = {Part.HAND: "hand", Part.FINGERS: "fingers", Part.CARRIED: "carried object"}
 
-# Panda hand in the tool frame, metres: axis-aligned boxes (min, max) measured from the
-# simulator's collision meshes (panda_gripper_hand_collision, panda_link7_collision).
-HAND_BOXES = (
-    ((-0.100, -0.032, -0.123), (0.104, 0.032, -0.031)),  # palm
-    ((-0.088, -0.044, -0.152), (0.054, 0.044, -0.097)),  # flange (link 7)
-)
-# One finger at full opening (width 0.08): x from the inner face outwards, y, z.
-FINGER_DEPTH_M = 0.026  # outer face minus inner face along the finger axis
-FINGER_Y = (-0.010, 0.010)
-FINGER_Z = (-0.044, 0.011)
-OPEN_WIDTH_M = 0.08
 _CELL_M = 0.07  # coarse on purpose: exact box distances decide, spheres only find candidates
 
 
@@ -58,16 +48,6 @@ def box_spheres(lo: tuple[float, float, float], hi: tuple[float, float, float], 
     centres = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3)
     radius = 0.5 * float(np.linalg.norm(cell))
     return np.column_stack([centres, np.full(len(centres), radius)])
-
-
-def finger_boxes(width_m: float) -> list[tuple[tuple[float, float, float], tuple[float, float, float]]]:
-    """Boxes (lo, hi) of both fingers opened to `width_m` (clamped to [0, 0.08]), tool frame."""
-    half = 0.5 * min(max(width_m, 0.0), OPEN_WIDTH_M)
-    boxes = []
-    for sign in (-1.0, 1.0):
-        inner, outer = sign * half, sign * (half + FINGER_DEPTH_M)
-        boxes.append(((min(inner, outer), FINGER_Y[0], FINGER_Z[0]), (max(inner, outer), FINGER_Y[1], FINGER_Z[1])))
-    return boxes
 
 
 @dataclass(frozen=True)
@@ -151,12 +131,6 @@ def inside_hand(local: FloatArray, width_m: float, margin_m: float = 0.0) -> npt
     for lo, hi in boxes:
         inside |= np.all((local >= lo - margin_m) & (local <= hi + margin_m), axis=1)
     return inside
-
-
-def box_distance(points: FloatArray, lo: FloatArray, hi: FloatArray) -> FloatArray:
-    """Euclidean distance (N,) of points (N, 3) to the box [lo, hi] (0 inside)."""
-    out: FloatArray = np.linalg.norm(np.maximum(np.maximum(lo - points, points - hi), 0.0), axis=1)
-    return out
 
 
 def carried_spheres(

@@ -27,9 +27,9 @@ import numpy as np
 import numpy.typing as npt
 from scipy.spatial.transform import Rotation
 
+from carryon_robot.core.hand import OPEN_WIDTH_M
 from carryon_shield.core.filter import Snapshot
 from carryon_shield.core.geometry import (
-    OPEN_WIDTH_M,
     GripperGeometry,
     HoldingLatch,
     attached_to_tool,

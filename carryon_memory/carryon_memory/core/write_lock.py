@@ -1,13 +1,11 @@
-"""Crash-safe file writes and the cross-process write lock.
+"""The cross-process write lock of the memory store.
 
-* `atomic_write`: write a temporary file in the same folder, fsync it, rename it over
-  the target, fsync the folder. A reader (or a process killed at any instant) sees the
-  old file or the new one, never a mix.
-* `WriteLock`: one writer at a time across threads and processes. A thread lock plus
-  `fcntl.flock` on `<memory>/.lock`, polled without blocking so that waiting is bounded
-  by `timeout_s` (flock itself has no timeout). The kernel releases a flock when its
-  holder dies, so a SIGKILLed writer never leaves the store locked. The lock file also
-  carries the marker of the transaction in flight (see `MemoryStore`).
+`WriteLock`: one writer at a time across threads and processes. A thread lock plus
+`fcntl.flock` on `<memory>/.lock`, polled without blocking so that waiting is bounded by
+`timeout_s` (flock itself has no timeout). The kernel releases a flock when its holder
+dies, so a SIGKILLed writer never leaves the store locked. The lock file also carries the
+marker of the transaction in flight (see `MemoryStore`). Crash-safe writes themselves are
+`carryon_common.core.durable`.
 """
 
 from __future__ import annotations
@@ -15,57 +13,12 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import secrets
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from carryon_memory.core.errors import LockTimeout
-
-TEMP_MARK = ".tmp-"
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def temp_path(target: Path) -> Path:
-    """A temporary name beside `target`; `MemoryStore` removes leftovers of killed writers."""
-    return target.with_name(f".{target.name}{TEMP_MARK}{os.getpid()}-{secrets.token_hex(4)}")
-
-
-def atomic_write(target: Path, data: bytes, *, sync_dir: bool = True) -> None:
-    """Replace `target` by `data` atomically and durably (temp file, fsync, rename, fsync dir)."""
-    tmp = temp_path(target)
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        tmp.replace(target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    if sync_dir:
-        fsync_dir(target.parent)
-
-
-def read_bytes(path: Path) -> bytes | None:
-    """The file's bytes, None when it does not exist."""
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return None
 
 
 class WriteLock:
