@@ -57,16 +57,16 @@ ALLOWED = {
 # Rule 5's imports left for later, (module file, imported module): TEMPORARY, each to be
 # removed by the change its reason names, and nothing else may be added here.
 _PERSONALIZATION_LATER = (
-    "TEMPORARY: the personalization benchmark's scorer renders memory as the planner sees it; it "
-    "moves out of the planner (to the benchmarks) once the planner's current rework has landed"
+    "TEMPORARY (issue 45, left for later): personalization.py is a benchmark scorer that renders memory "
+    "with memory's own code; it is fixed once the planner work in progress has landed"
 )
 LATER_PEER_IMPORTS = {
     ("carryon_planner/carryon_planner/core/personalization.py", "carryon_memory.core.others"): _PERSONALIZATION_LATER,
     ("carryon_planner/carryon_planner/core/personalization.py", "carryon_memory.core.render"): _PERSONALIZATION_LATER,
     ("carryon_planner/carryon_planner/core/personalization.py", "carryon_memory.core.types"): _PERSONALIZATION_LATER,
     ("carryon_policy/carryon_policy/core/backends.py", "carryon_sim.harness.stand_in"): (
-        "TEMPORARY: the scripted stand-in VLA is registered by module name (rule 2's exception); it goes "
-        "when the policy backends are found by entry point, so the harness registers its own"
+        "TEMPORARY (issue 45, left for later): the scripted stand-in VLA is registered by module name "
+        "(rule 2's exception); it goes when policy backends are found by entry point, the harness registering its own"
     ),
 }
 
