@@ -29,16 +29,21 @@ def temp_path(target: Path) -> Path:
     return target.with_name(f".{target.name}{TEMP_MARK}{os.getpid()}-{secrets.token_hex(4)}")
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of `data` to `fd` (os.write may write less) and fsync it."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.fsync(fd)
+
+
 def atomic_write(target: Path, data: bytes, *, sync_dir: bool = True) -> None:
     """Replace `target` by `data` atomically and durably (temp file, fsync, rename, fsync dir)."""
     tmp = temp_path(target)
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            write_all(fd, data)
         finally:
             os.close(fd)
         tmp.replace(target)

@@ -27,7 +27,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from carryon_common.core.durable import atomic_write, fsync_dir
+from carryon_common.core.durable import atomic_write, fsync_dir, write_all
 from carryon_memory.core.errors import HistoryError
 from carryon_memory.core.types import Change, Problem
 
@@ -196,10 +196,7 @@ class Journal:
             size = os.fstat(fd).st_size
             if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
                 payload = b"\n" + payload  # never glue a change onto a foreign partial line
-            view = memoryview(payload)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            write_all(fd, payload)
         finally:
             os.close(fd)
         if size == 0:
