@@ -211,3 +211,12 @@ def test_the_curated_substitutes(tmp_path: Path) -> None:
     path.write_text("kinds: {meat: {}}\nfoods: {tofu: {}}\nsubstitutes: {words: [tofu, zorbly], in_place_of: [meat]}\n")
     with pytest.raises(ConfigError, match=r"substitutes.words: 'zorbly' is no food"):
         load_food_knowledge(path)
+
+
+def test_a_drink_holds_what_it_is_made_of_not_what_a_drinker_adds() -> None:
+    knowledge = load_food_knowledge(CONFIG / "planner" / "food_knowledge.yaml")
+    for drink in ("coffee", "tea", "black coffee", "americano"):
+        assert answer(knowledge, drink, "milk") == Answer.NO, drink
+    for drink in ("latte", "masala chai", "flat white"):
+        assert answer(knowledge, drink, "milk") == Answer.YES, drink
+    assert answer(knowledge, "cup of tea", "milk") == Answer.UNKNOWN  # as the drinker takes it
