@@ -112,13 +112,19 @@ def test_every_node_config_class_is_the_one_in_graph_yaml() -> None:
 
 
 RUNTIME_MODULES = sorted(p for p in REPO.glob("carryon_*/carryon_*/**/*.py") if "test" not in p.relative_to(REPO).parts)
-MAX_MODULE_LINES = 400  # house style 16: a module a reader can hold
+# House style 16: a module does one thing and its size follows what belongs together
+# (LeRobot's modeling_act.py is 750 lines and reads fine). The cap catches a module that
+# grew a second topic; at 400 it made modules split mid-topic just to fit (mend /
+# mend_scene, grounding / text_grounding), so it sits where one topic still fits.
+MAX_MODULE_LINES = 600
 
 
 @pytest.mark.parametrize("path", RUNTIME_MODULES, ids=lambda p: str(p.relative_to(REPO)))
 def test_runtime_modules_are_short_and_formatter_clean(path: Path) -> None:
     lines = path.read_text().splitlines()
-    assert len(lines) <= MAX_MODULE_LINES, f"{path.relative_to(REPO)} has {len(lines)} lines: split it by concern"
+    assert len(lines) <= MAX_MODULE_LINES, (
+        f"{path.relative_to(REPO)} has {len(lines)} lines: split it by topic (house style 16)"
+    )
     skipped = [i + 1 for i, line in enumerate(lines) if "fmt: skip" in line or "fmt: off" in line]
     assert not skipped, f"{path.relative_to(REPO)}: formatter turned off at lines {skipped} (only for aligned tables)"
 
