@@ -61,7 +61,6 @@ from pydantic import ValidationError
 from carryon_planner.core.answers import answer_key, answer_write, unwritten
 from carryon_planner.core.ask_back import ask_unsettled
 from carryon_planner.core.constraints import asked_ruled_out, preference_conflict, standing_in
-from carryon_planner.core.mend_scene import drop_not_there, search_first
 from carryon_planner.core.mend_usual import (
     REPLY_LIMIT,
     ask_instead,
@@ -91,7 +90,7 @@ from carryon_planner.core.plan import (
     dependency_cycle,
 )
 from carryon_planner.core.requests import about_other_users
-from carryon_planner.core.scene_checks import unobserved_place
+from carryon_planner.core.scene_checks import needless_uncover, nowhere, unobserved_place, unsearched_places
 from carryon_planner.core.scope import unasked
 from carryon_planner.core.validator import (
     ACTION_PROMISES,
@@ -129,7 +128,7 @@ def mend(plan: Plan, facts: PlanningFacts) -> Mended | None:
         _drop_unasked,
         _drop_conflicts,
         ask_unsettled,
-        drop_not_there,
+        _drop_not_there,
         drop_copied_beside,
         ask_instead,
         ask_usual,
@@ -142,7 +141,7 @@ def mend(plan: Plan, facts: PlanningFacts) -> Mended | None:
         _record_observations,
         _observe_first,
         _observe_before_act,
-        search_first,
+        _search_first,
         _reply_from_subtasks,
     ):
         fixes += repair(raw, facts)
@@ -268,6 +267,36 @@ def _drop_unasked(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
     return [f"[acts_on_request] dropped {', '.join(sorted(dropped))}: the request does not ask for {what}"]
 
 
+def _drop_not_there(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
+    """act_on_what_is_there (core/scene_checks.py): a step on what a look did not find, on what
+    is nowhere left to look for, or opening a cover that hides nothing the plan uses, is
+    dropped with the steps after it that handle the same thing."""
+    by_id = {e["id"]: PlannedSubtask.model_validate(e) for e in raw["subtasks"]}
+    gone = {i for i, s in by_id.items() if s.kind == "vla" and s.target in facts.gone}
+    unknown = {i for i, s in by_id.items() if nowhere(s, facts)}
+    needless = {i for i, s in by_id.items() if needless_uncover(s, by_id, facts)}
+    if not gone | unknown | needless:
+        return []
+    names = {spoken(by_id[i].target) for i in gone | unknown}
+    drop(raw, with_followers(raw, gone | unknown | needless, names))
+    fixes = [f"[act_on_what_is_there] dropped {i}: {spoken(by_id[i].target)} was not seen" for i in sorted(gone)]
+    fixes += [f"[act_on_what_is_there] dropped {i}: no {spoken(by_id[i].target)} anywhere" for i in sorted(unknown)]
+    fixes += [
+        f"[act_on_what_is_there] dropped {i}: nothing to use under {spoken(by_id[i].target)}" for i in sorted(needless)
+    ]
+    if any(e["kind"] in ("vla", "control") for e in raw["subtasks"]):
+        raw["reply"] = said_steps(raw)[:REPLY_LIMIT]
+    else:  # nothing left to do here: what was looked at is recorded, nothing moves
+        raw["subtasks"] = []
+        missing = ", ".join(sorted(names)) or "what I would use"
+        raw["reply"] = (
+            f"I looked, but {missing} is not where I remembered it, so nothing was done."
+            if gone
+            else f"I know of no {missing} here, so nothing was done."
+        )[:REPLY_LIMIT]
+    return fixes
+
+
 def _record_wish(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
     wish = facts.wish
     if wish is None or raw["refusal"] is not None or wish_written(Plan.model_validate(raw), wish):
@@ -346,6 +375,16 @@ def _observe_before_act(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
         place = unobserved_place(by_id[entry["id"]], by_id, facts)
         if place:
             fixes.append(look_before(raw, entry, place, f"see what is at {place}", "observe_before_act"))
+    return fixes
+
+
+def _search_first(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
+    fixes = []
+    for entry in list(raw["subtasks"]):
+        by_id = {e["id"]: PlannedSubtask.model_validate(e) for e in raw["subtasks"]}
+        for place in unsearched_places(by_id[entry["id"]], by_id, facts):
+            objective = f"look for the {spoken(entry['target'])} at {place}"
+            fixes.append(look_before(raw, entry, place, objective, "search_before_act"))
     return fixes
 
 
