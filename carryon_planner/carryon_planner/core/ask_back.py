@@ -20,8 +20,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from carryon_planner.core.constraints import asked_unsettled, asks_about, unsettled_in
-from carryon_planner.core.mend_usual import REPLY_LIMIT, drop, flagged, mentioned, spoken, with_followers
 from carryon_planner.core.plan import Plan
+from carryon_planner.core.plan_edits import REPLY_LIMIT, drop, flagged, mentioned, spoken, with_followers
 
 if TYPE_CHECKING:  # the validator's facts; the validator imports this module
     from carryon_planner.core.validator import PlanningFacts

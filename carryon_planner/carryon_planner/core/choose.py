@@ -30,8 +30,9 @@ from typing import Any
 from carryon_common.core.llm import ChatMessage, LlmClient, LlmError
 from carryon_planner.core.context import RelevantFact, relevant_facts
 from carryon_planner.core.memory_ops import StoredFact
-from carryon_planner.core.mend_usual import REPLY_LIMIT, drop, follow_memory, said_steps, spoken
+from carryon_planner.core.mend_usual import follow_memory
 from carryon_planner.core.plan import Plan
+from carryon_planner.core.plan_edits import REPLY_LIMIT, drop, said_steps, spoken
 from carryon_planner.core.usual import Remembered, crowded_family, slot, usual_items
 from carryon_planner.core.validator import PlanningFacts
 

@@ -62,23 +62,14 @@ from carryon_planner.core.answers import answer_key, answer_write, unwritten
 from carryon_planner.core.ask_back import ask_unsettled
 from carryon_planner.core.constraints import asked_ruled_out, preference_conflict, standing_in
 from carryon_planner.core.mend_usual import (
-    REPLY_LIMIT,
     ask_instead,
     ask_usual,
     base_first,
-    drop,
     drop_copied_beside,
     drop_repeats,
-    flagged,
     follow_memory,
-    fresh_id,
-    look_before,
-    mentioned,
     record_stated,
-    said_steps,
-    spoken,
     uncover,
-    with_followers,
 )
 from carryon_planner.core.plan import (
     Plan,
@@ -88,6 +79,17 @@ from carryon_planner.core.plan import (
     ancestors,
     condition_names,
     dependency_cycle,
+)
+from carryon_planner.core.plan_edits import (
+    REPLY_LIMIT,
+    drop,
+    flagged,
+    fresh_id,
+    look_before,
+    mentioned,
+    said_steps,
+    spoken,
+    with_followers,
 )
 from carryon_planner.core.requests import about_other_users
 from carryon_planner.core.scene_checks import needless_uncover, nowhere, unobserved_place, unsearched_places

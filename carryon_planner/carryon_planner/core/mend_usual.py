@@ -1,13 +1,12 @@
 """The deterministic repairs core/mend.py takes from memory and the library's families
-(core/usual.py), and the graph edits every repair shares."""
+(core/usual.py); the edits they make are core/plan_edits.py's."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any
 
-from carryon_planner.core.plan import Plan, PlannedSubtask, UpdateScene, ancestors
+from carryon_planner.core.plan import PlannedSubtask, UpdateScene
+from carryon_planner.core.plan_edits import REPLY_LIMIT, drop, fresh_id, insert_after, said_anew, spoken
 from carryon_planner.core.steps import named_in, vla_subtask
 from carryon_planner.core.usual import (
     copied_beside,
@@ -22,69 +21,9 @@ from carryon_planner.core.usual import (
 )
 from carryon_planner.core.validator import PlanningFacts
 
-T = TypeVar("T")
-
-REPLY_LIMIT: int = Plan.model_json_schema()["properties"]["reply"]["maxLength"]
-
-
-def spoken(name: str) -> str:
-    return name.replace("_", " ")
-
-
-def said_steps(raw: dict[str, Any]) -> str:
-    """The reply a plan's observe and VLA subtasks say, in order ("I will look at ...")."""
-    steps = [
-        f"look at the {spoken(e['target'])}" if e["kind"] == "observe" else e["instruction"]
-        for e in raw["subtasks"]
-        if e["kind"] in ("observe", "vla")
-    ]
-    return f"I will {', then '.join(steps)}."
-
-
-def said_anew(raw: dict[str, Any]) -> str:
-    """The reply said anew from the plan's steps, keeping what it said was left out and why."""
-    left_out = re.search(r"Left out because of your preferences: .*", raw["reply"])
-    return " ".join([said_steps(raw), left_out.group(0) if left_out else ""]).strip()[:REPLY_LIMIT]
-
-
-def drop(raw: dict[str, Any], dropped: set[str]) -> None:
-    """Remove the `dropped` subtasks; a remaining subtask that waited for one waits for
-    what that one waited for instead, and a scene update due before one is due at once."""
-    by_id = {e["id"]: e for e in raw["subtasks"]}
-
-    def inherited(ids: list[str]) -> list[str]:
-        out: list[str] = []
-        for dep in ids:
-            for kept in inherited(by_id[dep]["depends_on"]) if dep in dropped else [dep]:
-                if kept not in out:
-                    out.append(kept)
-        return out
-
-    raw["subtasks"] = [e for e in raw["subtasks"] if e["id"] not in dropped]
-    for entry in raw["subtasks"]:
-        entry["depends_on"] = inherited(entry["depends_on"])
-    for op in raw["memory_operations"]:
-        if op.get("before_subtask") in dropped:
-            op["before_subtask"] = None
-
-
-def fresh_id(taken: Iterable[str], stem: str) -> str:
-    used = set(taken)
-    return next(f"{stem}{n}" for n in range(1, len(used) + 2) if f"{stem}{n}" not in used)
-
 
 def _subtasks(raw: dict[str, Any]) -> list[PlannedSubtask]:
     return [PlannedSubtask.model_validate(e) for e in raw["subtasks"]]
-
-
-def _insert_after(raw: dict[str, Any], anchor: str | None, new: list[PlannedSubtask]) -> None:
-    """Put the chain `new` right after `anchor` (first when None): it waits for the anchor
-    and what waited for the anchor waits for the chain's end."""
-    position = next((n + 1 for n, e in enumerate(raw["subtasks"]) if e["id"] == anchor), 0)
-    for entry in raw["subtasks"]:
-        if anchor is not None and anchor in entry["depends_on"]:
-            entry["depends_on"] = [new[-1].id if d == anchor else d for d in entry["depends_on"]]
-    raw["subtasks"][position:position] = [s.model_dump(mode="json") for s in new]
 
 
 def drop_repeats(raw: dict[str, Any], _facts: PlanningFacts) -> list[str]:
@@ -123,7 +62,7 @@ def follow_memory(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
             vla_subtask(gap.wanted[name], names, facts.whereabouts, facts.skill_objects, id=new_id, depends_on=after)
         )
     if new:
-        _insert_after(raw, anchor, new)
+        insert_after(raw, anchor, new)
     raw["reply"] = said_anew(raw)
     said = "; ".join(gap.facts)
     fixes = [f"[follows_memory] dropped {', '.join(gap.extra)}: not in {said}"] if gap.extra else []
@@ -258,50 +197,3 @@ def record_stated(raw: dict[str, Any], facts: PlanningFacts) -> list[str]:
         raw["memory_operations"].insert(0, move.model_dump(mode="json"))
         fixes.append(f"[stated_move_recorded] added update_scene move_item {item} -> {place}: the user said so")
     return fixes
-
-
-def handles(entry: dict[str, Any], names: set[str]) -> bool:
-    """Whether a subtask acts on, takes from or puts into one of `names` (spoken form)."""
-    return mentioned(" ".join(entry[k] for k in ("instruction", "target", "source", "destination", "condition")), names)
-
-
-def flagged(raw: dict[str, Any], check: Callable[[PlannedSubtask], T | None]) -> dict[str, T]:
-    """Subtask id -> what `check` found in it, for the subtasks where it found something."""
-    found = {e["id"]: check(PlannedSubtask.model_validate(e)) for e in raw["subtasks"]}
-    return {i: f for i, f in found.items() if f is not None}
-
-
-def with_followers(raw: dict[str, Any], dropped: set[str], names: set[str]) -> set[str]:
-    """`dropped` and every subtask after one of them that handles one of `names` (spoken form)."""
-    out = set(dropped)
-    while True:
-        more = {e["id"] for e in raw["subtasks"] if set(e["depends_on"]) & out and handles(e, names)} - out
-        if not more:
-            return out
-        out |= more
-
-
-def mentioned(text: str, names: set[str]) -> bool:
-    said = spoken(text).lower()
-    return any(re.search(rf"\b{re.escape(name)}\b", said) for name in names if name)
-
-
-def look_before(raw: dict[str, Any], entry: dict[str, Any], place: str, objective: str, check: str) -> str:
-    """Make `entry` wait for an observe step of `place`: the plan's own one that does not
-    wait for it, else a new one inserted before it; returns the fix's line for the log."""
-    by_id = {e["id"]: PlannedSubtask.model_validate(e) for e in raw["subtasks"]}
-    looks = [
-        e["id"]
-        for e in raw["subtasks"]
-        if e["kind"] == "observe" and e["target"] == place and entry["id"] not in ancestors(by_id[e["id"]], by_id)
-    ]
-    if looks:
-        entry["depends_on"] = [*entry["depends_on"], looks[0]]
-        return f"[{check}] {entry['id']} now waits for observe step {looks[0]} of {place}"
-    new_id = fresh_id(by_id, "look")
-    look = PlannedSubtask(
-        id=new_id, kind="observe", objective=objective, target=place, depends_on=list(entry["depends_on"])
-    )
-    raw["subtasks"].insert(raw["subtasks"].index(entry), look.model_dump(mode="json"))
-    entry["depends_on"] = [*entry["depends_on"], new_id]
-    return f"[{check}] added observe step {new_id} of {place} before {entry['id']}"
