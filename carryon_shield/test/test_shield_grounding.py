@@ -5,8 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from carryon_shield.core.grounding import GroundingParams, MaskGrounder, voxel_downsample
-from carryon_shield.core.text_grounding import TextPromptedGrounder, region_from_point
+from carryon_shield.core.grounding import (
+    GroundingParams,
+    MaskGrounder,
+    TextPromptedGrounder,
+    region_from_point,
+    voxel_downsample,
+)
 from carryon_shield.core.types import PerceptionUnavailable, RgbdFrame, TaskSpec
 
 LABELS = {1: "table", 2: "carrot", 3: "bowl", 4: "bottle", 5: "robot"}

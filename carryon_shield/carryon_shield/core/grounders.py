@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING
 
 from carryon_common.core.names import ORACLE_LABEL, camera_topic, sim_truth_camera_topic
 from carryon_common.core.registry import Registry
-from carryon_shield.core.grounding import Grounder, GroundingParams, MaskGrounder
-from carryon_shield.core.text_grounding import TextPromptedGrounder
+from carryon_shield.core.grounding import Grounder, GroundingParams, MaskGrounder, TextPromptedGrounder
 
 if TYPE_CHECKING:
     from carryon_shield.core.config import ShieldConfig

@@ -19,7 +19,7 @@ from carryon_common.core.errors import ConfigError
 
 
 class ClipSegSegmenter:
-    """Segmenter (carryon_shield.core.text_grounding.Segmenter) over a local CLIPSeg model:
+    """Segmenter (carryon_shield.core.grounding.Segmenter) over a local CLIPSeg model:
     one mask per prompt where the sigmoid of its logits exceeds `threshold`, resized to
     the image."""
 
