@@ -10,10 +10,9 @@ from carryon_common.core.config import config_path
 from carryon_common.core.skills import SkillLibrary
 from carryon_planner.core.constraints import read_constraints, settle
 from carryon_planner.core.knowledge import Confirmation, FoodKnowledge
-from carryon_planner.core.stated import stated_moves
 from carryon_planner.core.steps import named_in
 from carryon_planner.core.taxonomy import Taxonomy, load_taxonomy, request_wishes, ruled_out
-from carryon_planner.core.usual import Remembered
+from carryon_planner.core.usual import Remembered, stated_moves
 from carryon_planner.core.validator import PlanningFacts
 from carryon_planner.core.words import tokens
 

@@ -13,8 +13,9 @@ things the library offers. What can be read without the model is read here:
   that stays the model's decision.
 * `cover_to_open`: scene memory puts the target under a cover and the library can open
   that cover: the plan opens it first.
-* what the request says about where a remembered object is now (core/stated.py): the
-  plan records it (update_scene move_item), and the planner looks for the object there.
+* `stated_moves`: what the request says about where a remembered object is now ("The keys
+  are on the sofa now"): the plan records it (update_scene move_item), and the planner looks
+  for the object there (core/facts.py).
 * `crowded_family`: the plan fills most of a large family's slots though the request
   names none of them: that is copying the library, not choosing.
 
@@ -39,6 +40,13 @@ if TYPE_CHECKING:  # the validator imports this module
 _ALL = re.compile(r"\b(all|every|everything|whole)\b", re.IGNORECASE)
 _USUAL = re.compile(r"\b(?:my|the)\s+(?:usual|regular|normal)\b|\bas\s+usual\b", re.IGNORECASE)
 CROWDED_FAMILY = 6  # a family this large or larger, filled past half by a plan, is "crowded"
+# What a clause must and must not hold to state where an object is now (`stated_moves`).
+_ORDER = re.compile(
+    r"^(?:please\s+)?(?:put|bring|take|move|place|get|carry|tidy|give|fetch|hand|could|can|would|will|is|are|where)\b"
+)
+_NEGATED = re.compile(r"\b(?:not|no longer|any ?more)\b|n't\b")
+_STATES = re.compile(r"\b(?:is|are|moved|left|put|now|sits|lies|lives)\b|'s\b|'re\b")
+_PRONOUN = re.compile(r"\b(?:it|they|them)\b")
 
 
 @dataclass(frozen=True)
@@ -177,6 +185,31 @@ def cover_to_open(
         if cover in (s.target, *named_in(s.instruction, names)) and a in ancestors(subtask, by_id)
     }
     return None if handled else (cover, opening[0])
+
+
+def stated_moves(request: str, whereabouts: Mapping[str, str], locations: Iterable[str]) -> dict[str, str]:
+    """Object -> the location the request says it is at now, for objects scene memory puts
+    somewhere else: "My keys are on the sofa now", "I moved my glasses from the desk to the
+    kitchen counter", "The remote isn't on the sofa, it's on the bedside table". Orders
+    ("Put the keys on the sofa"), questions and negated clauses state nothing."""
+    places = sorted(set(locations))
+    known = sorted(whereabouts)
+    moves: dict[str, str] = {}
+    last: list[str] = []
+    for sentence in re.findall(r"[^.;!?]+[.;!?]?", request.lower()):
+        if sentence.strip().endswith("?"):
+            continue
+        for clause in re.split(r",|\bbut\b|\band\b(?= (?:it|they|the|my)\b)", sentence):
+            text = clause.strip().replace("_", " ")
+            found = [n for n in named_in(text, known) if n not in places]
+            subjects = found or (last if _PRONOUN.search(text) else [])
+            last = found or last
+            if not subjects or _ORDER.match(text) or _NEGATED.search(text) or not _STATES.search(text):
+                continue
+            where = [p for p in named_in(text, places) if p != whereabouts.get(subjects[0])]
+            if len(subjects) == 1 and len(where) == 1:
+                moves[subjects[0]] = where[-1]
+    return {o: p for o, p in moves.items() if whereabouts.get(o) != p}
 
 
 def recorded(op: object, item: str, place: str) -> bool:
