@@ -45,7 +45,6 @@ from carryon_interfaces.action import Assist, Recover, RunPolicy
 from carryon_interfaces.msg import PerceivedScene, PlanState, SubtaskState
 from carryon_interfaces.srv import Ask
 from carryon_planner import convert
-from carryon_planner.core.ask import ask
 from carryon_planner.core.config import TEXT_ONLY_BACKENDS, PlannerConfig
 from carryon_planner.core.context import warm_up_messages
 from carryon_planner.core.executive import Dispatch, State, SubtaskRecord
@@ -55,7 +54,7 @@ from carryon_planner.core.learned_kinds import LearnedKinds
 from carryon_planner.core.memory_ops import ContextUnavailable, Memory
 from carryon_planner.core.repair import PlanningOutcome
 from carryon_planner.core.request_planner import RequestPlanner
-from carryon_planner.core.session import AssistSession, DispatchHooks, Progress, Status
+from carryon_planner.core.session import AssistSession, DispatchHooks, Progress, Status, ask
 from carryon_planner.ros_dispatch import RosDispatch, Sensors
 from carryon_planner.ros_memory import RosMemory
 

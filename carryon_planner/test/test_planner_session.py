@@ -14,7 +14,6 @@ import pytest
 
 from carryon_common.core.llm import ChatMessage
 from carryon_common.core.skills import load_skill_library, skills_path
-from carryon_planner.core.ask import ask
 from carryon_planner.core.executive import Dispatch, Report
 from carryon_planner.core.memory_ops import (
     ContextUnavailable,
@@ -34,6 +33,7 @@ from carryon_planner.core.session import (
     Progress,
     SessionResult,
     Status,
+    ask,
 )
 from carryon_planner.core.taxonomy import Taxonomy
 

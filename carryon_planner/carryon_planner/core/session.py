@@ -4,6 +4,9 @@ Planning (both): the user's context from memory, the skill library and the endpo
 to the LLM; its plan is validated and handed back for repair up to `max_repairs` times,
 else refused safely (`RequestPlanner`, core/request_planner.py).
 
+Ask (`ask`, planner_node's Ask service): plan one request and write what the plan
+remembers (its durable user facts, its immediate scene updates); nothing moves.
+
 Assist (`AssistSession.run`): plan, write the plan's memory operations, run the plan with
 the executive (core/assist.py, core/executive.py), replan when an observation contradicts
 scene memory, record where moved targets are, and finally let the summariser store
@@ -40,6 +43,46 @@ from carryon_planner.core.repair import PlanningOutcome
 from carryon_planner.core.request_planner import RequestPlanner  # the planning step
 
 Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class AskAnswer:
+    """Ask's answer: the plan's id, the planning outcome and notes (LLM rounds, memory
+    writes, dispatch)."""
+
+    plan_id: str
+    outcome: PlanningOutcome
+    notes: tuple[str, ...]
+
+
+def ask(
+    planner: RequestPlanner,
+    memory: Memory,
+    *,
+    user_id: str,
+    text: str,
+    new_plan_id: Callable[[], str],
+    plan_only: bool,
+) -> AskAnswer:
+    """Plan `text` for `user_id`. Unless `plan_only`, a valid plan's durable user facts and
+    immediate scene updates are written; nothing moves. Raises ContextUnavailable (then no
+    plan id is taken)."""
+    context = memory.context(user_id)
+    outcome = planner.plan(user_id, text, context)
+    plan_id = new_plan_id()
+    notes = [f"{len(outcome.attempts)} LLM round(s)", *(f"mended: {f}" for a in outcome.attempts for f in a.mended)]
+    notes += [*outcome.notes, *outcome.left_out_lines()]
+    if not outcome.refused and not plan_only:
+        notes += apply_plan_memory(
+            memory, user_id, outcome.plan, plan_id, guard=planner.fact_guard(context, text, "the plan")
+        )
+    if not outcome.refused:
+        notes.append(
+            "plan only: nothing dispatched"
+            if plan_only
+            else "not dispatched: Ask only plans (use the Assist action to carry it out)"
+        )
+    return AskAnswer(plan_id, outcome, tuple(notes))
 
 
 class Cancelled(CarryOnError):
@@ -275,6 +318,7 @@ class AssistSession:
 
 
 __all__ = [
+    "AskAnswer",
     "AssistSession",
     "Cancelled",
     "DispatchHooks",
@@ -282,4 +326,5 @@ __all__ = [
     "Progress",
     "SessionResult",
     "Status",
+    "ask",
 ]
