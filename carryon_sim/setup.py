@@ -21,5 +21,10 @@ setup(
     license="Apache-2.0",
     entry_points={
         "console_scripts": ["sim_node = carryon_sim.node:main"],
+        # The scripted stand-in VLAs, found by policy_node's backend registry (carryon_policy/core/backends.py).
+        "carryon.policy_backends": [
+            "sim_scripted = carryon_sim.harness.stand_in:sim_scripted",
+            "sim_scripted_safe = carryon_sim.harness.stand_in:sim_scripted_safe",
+        ],
     },
 )

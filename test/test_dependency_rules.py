@@ -3,8 +3,9 @@
 1. core/ never imports a node module: a `carryon_*/core/` module imports only other core
    modules of the workspace (never `node.py`, `convert.py` or anything else that talks ROS).
 2. No runtime package imports the simulator or its harness (`carryon_sim`): what a robot
-   perceives it perceives from the cameras. The one exception is the scripted stand-in VLA,
-   registered by name in the policy's backend registry (it reads simulator truth by design).
+   perceives it perceives from the cameras. The scripted stand-in VLA, which reads simulator
+   truth by design, is no exception: the harness registers it through an entry point
+   (`carryon.policy_backends`) and the policy's backend registry finds it there by name.
 3. Planner core never imports the execution loop's packages (shield, policy, judge,
    recovery): the planner talks to them only through messages.
 4. Every package's package.xml declares each workspace package its modules import (lazy
@@ -47,12 +48,9 @@ CAPABILITIES = frozenset(
 )
 SHARED_LAYERS = frozenset({"carryon_common", "carryon_robot", "carryon_interfaces"})
 # (module file relative to the repo, imported module): the labelled exceptions, each with its reason.
-ALLOWED = {
-    ("carryon_policy/carryon_policy/core/backends.py", "carryon_sim.harness.stand_in"): (
-        "the scripted stand-in VLA reads simulator truth by design; it lives in the harness and is "
-        "registered by name (a package.xml dependency would be a cycle: the harness depends on policy)"
-    ),
-}
+# None now: the scripted stand-in VLA, once imported here by name, registers itself through an
+# entry point (carryon_sim/setup.py, group carryon.policy_backends).
+ALLOWED: dict[tuple[str, str], str] = {}
 
 # Rule 5's imports left for later, (module file, imported module): TEMPORARY, each to be
 # removed by the change its reason names, and nothing else may be added here.
@@ -64,10 +62,6 @@ LATER_PEER_IMPORTS = {
     ("carryon_planner/carryon_planner/core/personalization.py", "carryon_memory.core.others"): _PERSONALIZATION_LATER,
     ("carryon_planner/carryon_planner/core/personalization.py", "carryon_memory.core.render"): _PERSONALIZATION_LATER,
     ("carryon_planner/carryon_planner/core/personalization.py", "carryon_memory.core.types"): _PERSONALIZATION_LATER,
-    ("carryon_policy/carryon_policy/core/backends.py", "carryon_sim.harness.stand_in"): (
-        "TEMPORARY (issue 45, left for later): the scripted stand-in VLA is registered by module name "
-        "(rule 2's exception); it goes when policy backends are found by entry point, the harness registering its own"
-    ),
 }
 
 

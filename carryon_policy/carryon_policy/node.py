@@ -47,7 +47,11 @@ from carryon_policy.core.timing import InferenceRecord
 
 CAPABILITIES = (
     implemented("policy.run", "RunPolicy action: observations -> backend -> chunks at the control rate"),
-    implemented("policy.backend", "backends sim_scripted, sim_scripted_safe, openpi_remote, lerobot_local"),
+    implemented(
+        "policy.backend",
+        "backends openpi_remote, lerobot_local and those installed packages register (entry points "
+        "carryon.policy_backends: the simulation harness's sim_scripted, sim_scripted_safe)",
+    ),
 )
 MAX_DROPPED_IN_A_ROW = 3
 # The node clock going back by more than this (a simulator reset) restarts a goal's schedule.

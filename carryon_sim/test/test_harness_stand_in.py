@@ -10,7 +10,7 @@ import pytest
 
 from carryon_common.core.errors import ConfigError
 from carryon_common.core.skills import SkillLibrary, VlaSkill, load_skill_library, skills_path
-from carryon_policy.core.backends import BACKENDS
+from carryon_policy.core.backends import BACKENDS, BackendRegistry, installed_entry_points, make_policy
 from carryon_policy.core.config import PolicyConfig
 from carryon_policy.core.policy import MissingObservation, UnknownInstruction
 from carryon_sim.core.scene import load_scene, scenes_dir
@@ -22,6 +22,8 @@ from carryon_sim.harness.stand_in import (
     ScriptedPolicy,
     load_stand_in_scripts,
     scene_geometry,
+    sim_scripted,
+    sim_scripted_safe,
     stand_in_scripts_path,
 )
 
@@ -142,6 +144,24 @@ def test_backends_are_chosen_by_name() -> None:
     with pytest.raises(KeyError, match="did you mean 'sim_scripted'"):
         BACKENDS.get("sim_scriptd")
     assert np.isfinite(PolicyConfig().scripted_speed_m_s)
+
+
+def test_the_stand_ins_are_found_through_the_installed_entry_point() -> None:
+    """The registry knows them only from carryon_sim's package metadata (setup.py's entry
+    points, as colcon installed them), never by a module name of its own."""
+    found = {ep.name: ep for ep in installed_entry_points()}
+    assert found["sim_scripted"].value == "carryon_sim.harness.stand_in:sim_scripted"
+    assert found["sim_scripted_safe"].value == "carryon_sim.harness.stand_in:sim_scripted_safe"
+    dist = found["sim_scripted"].dist
+    assert dist is not None and dist.name.replace("-", "_") == "carryon_sim"  # setuptools writes carryon-sim
+    fresh = BackendRegistry((), discover=installed_entry_points)
+    for name, safe in (("sim_scripted", False), ("sim_scripted_safe", True)):
+        backend = fresh.get(name)
+        assert backend.make is (sim_scripted_safe if safe else sim_scripted)
+        assert backend.description.startswith("SIMULATION HARNESS: scripted stand-in")
+        policy = make_policy(PolicyConfig(backend=name))
+        assert (policy.metadata.backend, policy.metadata.scripted) == (name, True)
+        assert isinstance(policy, ScriptedPolicy) and (policy.params.avoid_fraction is not None) == safe
 
 
 def test_an_instruction_without_a_script_is_refused_when_asked(tmp_path: Path) -> None:

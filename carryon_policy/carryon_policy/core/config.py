@@ -4,20 +4,28 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
-from carryon_common.core.config import one_of
 from carryon_common.core.operator_auth import OperatorAuthConfig
+from carryon_common.core.registry import unknown_name_message
+from carryon_policy.core.backends import BACKENDS
 from carryon_policy.core.remote_config import RemoteBackendConfig
 
-POLICY_BACKENDS = ("sim_scripted", "sim_scripted_safe", "openpi_remote", "lerobot_local")
+
+def _known_backend(name: str) -> str:
+    """A backend built into carryon_policy or registered by an installed package's entry point
+    (`carryon.policy_backends`); an unknown name lists the valid ones and suggests the closest."""
+    if name not in BACKENDS:
+        raise ValueError(unknown_name_message(BACKENDS.kind, name, BACKENDS.names()))
+    return name
 
 
 class PolicyConfig(RemoteBackendConfig, OperatorAuthConfig):
-    backend: Annotated[str, one_of("policy backend", POLICY_BACKENDS)] = Field(
+    backend: Annotated[str, AfterValidator(_known_backend)] = Field(
         "sim_scripted",
-        description="Policy backend by name: 'sim_scripted' (scripted stand-in for a frozen VLA), "
-        "'sim_scripted_safe' (stand-in for a safety-finetuned VLA), 'openpi_remote', 'lerobot_local'.",
+        description="Policy backend by name: 'openpi_remote', 'lerobot_local', or one an installed package "
+        "registers (entry point group carryon.policy_backends), e.g. the simulation harness's 'sim_scripted' "
+        "(scripted stand-in for a frozen VLA) and 'sim_scripted_safe' (stand-in for a safety-finetuned VLA).",
     )
     control_rate_hz: float = Field(20.0, gt=0.0, le=1000.0, description="Rate at which chunk steps execute, Hz.")
     chunk_horizon: int = Field(16, ge=1, description="Steps per inferred chunk.")
