@@ -8,9 +8,11 @@ Reads the rosbag2 (`bag/`) and the audit log (`audit.jsonl`) and writes
   entry count and last hash (to check its tail later:
   `carryon audit verify audit.jsonl --last HASH`);
 * `report.png`: top-down tool path (tool positions from `ee_pose`) with the places the
-  shield released only a prefix, retreated or rejected, the scene's objects, and a
-  timeline of subtasks (active, recovering, outcome);
-* `report.md`: the above in words, with the plot.
+  shield released only a prefix, retreated or rejected, the scene's objects (labels placed
+  clear of each other), and a timeline of subtasks, each named by its instruction (active,
+  recovering, outcome);
+* `report.md`: the above in words, with the plot (and `animation.gif`, when
+  `carryon report --animation` made one: `carryon_bringup.report_animation`).
 """
 
 from __future__ import annotations
@@ -19,17 +21,26 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from ament_index_python.packages import get_package_share_directory
 from rosbags.rosbag2 import Reader
 
+from carryon_bringup.core.labels import place_labels
 from carryon_bringup.core.recorder import typestore_for
+from carryon_bringup.report_animation import ANIMATION_FILE
 from carryon_common.core.audit import verify
 from carryon_common.core.contact_rules import VIOLATIONS_FILE, Violation, read_violations
 from carryon_shield.core.gate import Decision
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+    from matplotlib.text import Annotation
+
+_NAME_CHARS = 34  # a subtask's instruction is cut to this many characters on the timeline
+
+_LABEL_BOX = {"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.75}  # readable over the path
 _MARKERS = {"released_prefix": ("o", "tab:orange"), "retreat": ("^", "tab:red")}
 
 
@@ -114,11 +125,12 @@ def subtask_spans(audit: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(spans.values())
 
 
-def _subtask_figures(span: dict[str, Any]) -> dict[str, Any]:
+def _subtask_figures(span: dict[str, Any], instructions: dict[tuple[int, str], str]) -> dict[str, Any]:
     seconds = round(span["end"] - span["start"], 1) if span["start"] and span["end"] else None
     return {
         "plan": span["plan"],
         "id": span["subtask"],
+        "instruction": instructions.get((span["plan"], span["subtask"]), ""),
         "state": span["state"],
         "message": span["message"],
         "seconds": seconds,
@@ -126,20 +138,28 @@ def _subtask_figures(span: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def subtask_objectives(audit: list[dict[str, Any]]) -> dict[str, str]:
-    """Subtask id -> its objective (or instruction) in the latest plan that has it."""
-    out: dict[str, str] = {}
+def plan_instructions(audit: list[dict[str, Any]]) -> dict[tuple[int, str], str]:
+    """(plan number, counted from 1 as in `subtask_spans`, subtask id) -> the subtask's
+    instruction (its objective when it has none, as for observe subtasks)."""
+    out: dict[tuple[int, str], str] = {}
+    plan_index = 0
     for entry in audit:
         if entry["kind"] != "plan":
             continue
+        plan_index += 1
         try:
             steps = json.loads(entry["data"].get("plan", "")).get("subtasks", [])
         except (json.JSONDecodeError, AttributeError):
             continue
         for step in steps:
             if isinstance(step, dict) and step.get("id"):
-                out[str(step["id"])] = str(step.get("instruction") or step.get("objective") or "")
+                out[(plan_index, str(step["id"]))] = str(step.get("instruction") or step.get("objective") or "")
     return out
+
+
+def subtask_objectives(audit: list[dict[str, Any]]) -> dict[str, str]:
+    """Subtask id -> its instruction (or objective) in the latest plan that has it."""
+    return {subtask: text for (_, subtask), text in sorted(plan_instructions(audit).items())}
 
 
 def violation_rows(data: RunData) -> list[dict[str, Any]]:
@@ -179,6 +199,7 @@ def metrics(data: RunData, run_dir: Path) -> dict[str, Any]:
     ends = [e for e in data.audit if e["kind"] == "plan.end"]
     times = [t for t, *_ in data.path] + [_time(e) for e in data.audit]
     spans = subtask_spans(data.audit)
+    instructions = plan_instructions(data.audit)
     check = verify(run_dir / "audit.jsonl") if (run_dir / "audit.jsonl").is_file() else None
     return {
         "run": str(run_dir),
@@ -187,7 +208,7 @@ def metrics(data: RunData, run_dir: Path) -> dict[str, Any]:
         "outcome_message": ends[-1]["data"]["message"] if ends else "",
         "plans": sum(1 for e in data.audit if e["kind"] == "plan"),
         "validator_rejections": sum(1 for e in data.audit if e["kind"] == "plan.validation"),
-        "subtasks": [_subtask_figures(s) for s in spans],
+        "subtasks": [_subtask_figures(s, instructions) for s in spans],
         "recoveries": sum(len(s["recovering"]) for s in spans),
         "shield_not_released_whole": dict(Counter(kind for _, kind, _ in data.blocks)),
         "memory_changes": sum(1 for e in data.audit if e["kind"] == "memory.change"),
@@ -199,7 +220,10 @@ def metrics(data: RunData, run_dir: Path) -> dict[str, Any]:
     }
 
 
-def plot(data: RunData, spans: list[dict[str, Any]], path: Path) -> None:
+def figure(data: RunData, spans: list[dict[str, Any]]) -> Figure:
+    """The report's figure: top-down tool path with the shield's decisions and the scene's
+    objects (labels placed clear of each other), and the subtask timeline, each subtask named
+    by its instruction. The caller saves and closes it."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -227,9 +251,14 @@ def plot(data: RunData, spans: list[dict[str, Any]], path: Path) -> None:
                 zorder=3,
                 label=f"shield rejected ({len(rejected)})",
             )
+    labels = []
     for name, (x, y) in data.objects.items():
-        top.scatter([y], [x], color="black", s=12)
-        top.annotate(name, (y, x), fontsize=8, xytext=(3, 3), textcoords="offset points")
+        top.scatter([y], [x], color="black", s=12, zorder=4)
+        labels.append(
+            top.annotate(
+                name, (y, x), fontsize=8, xytext=(0, 0), textcoords="offset points", va="bottom", bbox=_LABEL_BOX
+            )
+        )
     top.set_xlabel("world y, m")
     top.set_ylabel("world x, m")
     top.invert_xaxis()
@@ -254,11 +283,43 @@ def plot(data: RunData, spans: list[dict[str, Any]], path: Path) -> None:
         for start, stop in span["recovering"]:
             timeline.barh(row, (stop or end) - start, left=start - t0, color="tab:orange", hatch="//", alpha=0.9)
         timeline.text(end - t0 + 0.5, row, span["state"] or "running", va="center", fontsize=8)
-    timeline.set_yticks(range(len(spans)), [f"plan {s['plan']}: {s['subtask']}" for s in spans])
+    instructions = plan_instructions(data.audit)
+    names = [_subtask_name(s, instructions.get((s["plan"], s["subtask"]), "")) for s in spans]
+    timeline.set_yticks(range(len(spans)), names, fontsize=8)
     timeline.invert_yaxis()
     timeline.set_xlabel("seconds since the first subtask started")
     timeline.set_title("subtasks (orange hatched: recovery)")
     fig.tight_layout()
+    _spread_labels(fig, labels)
+    return fig
+
+
+def _subtask_name(span: dict[str, Any], instruction: str) -> str:
+    """`plan 2 · s4` and its instruction on a second line, cut to fit the tick label."""
+    text = instruction if len(instruction) <= _NAME_CHARS else instruction[: _NAME_CHARS - 1].rstrip() + "…"
+    return f"plan {span['plan']} · {span['subtask']}" + (f"\n{text}" if text else "")
+
+
+def _spread_labels(fig: Figure, labels: list[Annotation]) -> None:
+    """Move each object label off its point so that no two labels overlap (`place_labels`,
+    in display pixels; the annotations' offsets are in points)."""
+    if not labels:
+        return
+    fig.canvas.draw()  # lays the figure out: transforms and text sizes are final after this
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    anchors = [tuple(label.axes.transData.transform(label.xy)) for label in labels]
+    extents = [label.get_window_extent(renderer) for label in labels]
+    offsets = place_labels(anchors, [(e.width, e.height) for e in extents])
+    points_per_pixel = 72.0 / fig.dpi
+    for label, (dx, dy) in zip(labels, offsets, strict=True):
+        label.xyann = (dx * points_per_pixel, dy * points_per_pixel)
+
+
+def plot(data: RunData, spans: list[dict[str, Any]], path: Path) -> None:
+    """`figure(data, spans)` saved to `path` (PNG)."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(data, spans)
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -284,12 +345,16 @@ def write_report(run_dir: Path) -> dict[str, Any]:
         f"* audit log: {figures['audit_entries']} entries, chain {'intact' if figures['audit_ok'] else 'BROKEN'}, "
         f"last hash `{figures['audit_last_hash']}`",
         "",
-        "| plan | subtask | state | seconds | recoveries | why |",
-        "|---|---|---|---|---|---|",
+        "| plan | subtask | instruction | state | seconds | recoveries | why |",
+        "|---|---|---|---|---|---|---|",
     ]
     for s in figures["subtasks"]:
-        why = s["message"].replace("|", "/")
-        lines.append(f"| {s['plan']} | {s['id']} | {s['state']} | {s['seconds']} | {s['recoveries']} | {why} |")
+        why, does = s["message"].replace("|", "/"), s["instruction"].replace("|", "/")
+        lines.append(
+            f"| {s['plan']} | {s['id']} | {does} | {s['state']} | {s['seconds']} | {s['recoveries']} | {why} |"
+        )
     lines += ["", "![tool path and subtask timeline](report.png)", ""]
+    if (run_dir / ANIMATION_FILE).is_file():
+        lines += [f"![the run, from its scene camera (carryon report --animation)]({ANIMATION_FILE})", ""]
     (run_dir / "report.md").write_text("\n".join(lines), encoding="utf-8")
     return figures

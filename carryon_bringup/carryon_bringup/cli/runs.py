@@ -22,6 +22,12 @@ def add_replay(sub: Subparsers, _common: argparse.ArgumentParser) -> None:
 def add_report(sub: Subparsers, _common: argparse.ArgumentParser) -> None:
     report = sub.add_parser("report", help="write a run folder's report: metrics.json, report.png, report.md")
     report.add_argument("run_dir", help="a run folder of carryon up / make demo (with bag/ and audit.jsonl)")
+    report.add_argument(
+        "--animation",
+        action="store_true",
+        help="also write animation.gif: the run from its recorded scene camera (else rendered from its joint "
+        "states), with the active subtask's instruction, the shield's decisions and the sim time on each frame",
+    )
     report.set_defaults(handler=cmd_report)
 
 
@@ -76,6 +82,17 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not (run_dir / "bag").is_dir() and not (run_dir / "audit.jsonl").is_file():
         err.print(f"{run_dir}: no bag/ or audit.jsonl (was recorder_node running?)")
         return EXIT_USAGE
+    if args.animation:
+        from carryon_bringup.report_animation import write_animation
+
+        if not (run_dir / "bag").is_dir():
+            err.print(f"{run_dir}: no bag/ to make an animation from")
+            return EXIT_USAGE
+        made = write_animation(run_dir)
+        console.print(
+            f"wrote {made.path}: {made.frames} frames at {made.fps:g} fps from the {made.source} images, "
+            f"{made.bytes / 1e6:.2f} MB (image scale {made.scale:g})"
+        )
     figures = write_report(run_dir)
     console.print(f"{figures['outcome']}: {figures['outcome_message']}")
     console.print(f"unpermitted contacts (simulator): {figures['unpermitted_contacts']}", markup=False)
