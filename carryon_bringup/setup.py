@@ -32,7 +32,7 @@ setup(
     zip_safe=True,
     maintainer="CarryOn maintainers",
     maintainer_email="maintainers@carryon-robotics.org",
-    description="Launch description, process launcher, operator CLI and benchmarks of CarryOn.",
+    description="Launch description, process launcher, operator CLI, recorder and replay of CarryOn.",
     license="Apache-2.0",
     entry_points={
         "console_scripts": [

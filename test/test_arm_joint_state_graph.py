@@ -35,7 +35,7 @@ from sensor_msgs.msg import JointState
 from test_arm_adapter_graph import HOME_TOOL, Probe, line
 from trajectory_msgs.msg import JointTrajectory
 
-from carryon_bringup.bench.faults_robot import FORGED_FRAME, FORGER
+from carryon_bench.faults_robot import FORGED_FRAME, FORGER
 from carryon_bringup.core.graph import GraphSpec
 from carryon_bringup.graph_run import GraphRun
 from carryon_common.calls import RosSession

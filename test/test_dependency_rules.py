@@ -54,15 +54,9 @@ ALLOWED: dict[tuple[str, str], str] = {}
 
 # Rule 5's imports left for later, (module file, imported module): TEMPORARY, each to be
 # removed by the change its reason names, and nothing else may be added here.
-_PERSONALIZATION_LATER = (
-    "TEMPORARY (issue 45, left for later): personalization.py is a benchmark scorer that renders memory "
-    "with memory's own code; it is fixed once the planner work in progress has landed"
-)
-LATER_PEER_IMPORTS = {
-    ("carryon_planner/carryon_planner/core/personalization.py", "carryon_memory.core.others"): _PERSONALIZATION_LATER,
-    ("carryon_planner/carryon_planner/core/personalization.py", "carryon_memory.core.render"): _PERSONALIZATION_LATER,
-    ("carryon_planner/carryon_planner/core/personalization.py", "carryon_memory.core.types"): _PERSONALIZATION_LATER,
-}
+# None now: the personalization scorer, which rendered memory with memory's own code inside the
+# planner's core, is the benchmarks' (carryon_bench/core/personalization_score.py).
+LATER_PEER_IMPORTS: dict[tuple[str, str], str] = {}
 
 
 @dataclass(frozen=True)

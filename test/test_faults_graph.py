@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from carryon_bringup.bench.faults import run
-from carryon_bringup.core.bench import BenchOptions
+from carryon_bench.core.bench import BenchOptions
+from carryon_bench.faults import run
 
 pytestmark = pytest.mark.graph
 

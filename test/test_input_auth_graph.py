@@ -1,5 +1,5 @@
 """Issue 43's probes against sim_node and shield_node in their own processes, by a process
-on the same DDS domain that holds no key (carryon_bringup/bench/faults_inputs.py):
+on the same DDS domain that holds no key (carryon_bench/faults_inputs.py):
 
 * an unsigned `shield/set_task` naming the bottle the target and a permitted contact is
   refused, and a chunk driving the hand into the bottle is cut exactly as without it, with
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from carryon_bringup.bench import faults_inputs
-from carryon_bringup.bench.faults_probe import FaultProbe
+from carryon_bench import faults_inputs
+from carryon_bench.faults_probe import FaultProbe
 from carryon_bringup.core.graph import GraphSpec
 from carryon_bringup.graph_run import GraphRun
 

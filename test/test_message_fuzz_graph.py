@@ -1,6 +1,6 @@
 """Issue 43: nothing a message holds crashes a node. sim_node and shield_node (sim profile)
 and arm_adapter_node (robot profile, with the fake controller) run in their own processes;
-a probe (carryon_bringup/bench/fuzz_probe.py) finds every topic and service they take by graph
+a probe (carryon_bench/fuzz_probe.py) finds every topic and service they take by graph
 introspection and sends each malformed variants of its type, made generically from the
 message definitions (bench/fuzz_messages.py): non-ASCII, very long, NUL and control-character
 strings, NaN / infinite / huge numbers and integer limits, empty, oversized and mismatched
@@ -34,7 +34,7 @@ SIM_NODES = ("sim_node", "shield_node")
 
 def _fuzz(graph: GraphRun, namespace: str, nodes: tuple[str, ...], objects: str, log: Path) -> dict[str, Any]:
     pids = graph.node_pids()
-    command = [sys.executable, "-m", "carryon_bringup.bench.fuzz_probe", "--namespace", namespace, "--objects", objects]
+    command = [sys.executable, "-m", "carryon_bench.fuzz_probe", "--namespace", namespace, "--objects", objects]
     command += [arg for name in nodes for arg in ("--node", f"{name}={pids[name]}")]
     done = subprocess.run(command, env=graph.env, capture_output=True, text=True, timeout=240, check=False)
     log.write_text(done.stderr)

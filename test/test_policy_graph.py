@@ -19,7 +19,7 @@ pytestmark = pytest.mark.graph
 
 def probe(graph: GraphRun, namespace: str, instruction: str, steps: int) -> tuple[int, dict]:  # type: ignore[type-arg]
     command = [
-        sys.executable, "-m", "carryon_bringup.bench.chunk_stream", "--namespace", namespace,
+        sys.executable, "-m", "carryon_bench.chunk_stream", "--namespace", namespace,
         "--instruction", instruction, "--steps", str(steps),
     ]  # fmt: skip
     done = subprocess.run(command, env=graph.env, capture_output=True, text=True, timeout=180, check=False)

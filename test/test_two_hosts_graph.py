@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from carryon_bench.hosts import chunk_latency, drop_trials, robot_side, split_graph
 from carryon_bringup import netns
-from carryon_bringup.bench.hosts import chunk_latency, drop_trials, robot_side, split_graph
 from carryon_bringup.core.graph import GraphSpec
 
 UNAVAILABLE = netns.unavailable()  # makes and removes a namespace: once

@@ -19,13 +19,15 @@ ROS_MODULES = ("rclpy", "rosidl", "builtin_interfaces", "std_msgs", "geometry_ms
 
 def test_expected_packages_exist() -> None:
     expected = {"carryon_memory", "carryon_planner", "carryon_policy", "carryon_shield", "carryon_judge",
-                "carryon_recovery", "carryon_sim", "carryon_bringup", "carryon_common", "carryon_robot"}  # fmt: skip
+                "carryon_recovery", "carryon_sim", "carryon_bringup", "carryon_common", "carryon_robot",
+                "carryon_bench"}  # fmt: skip
     assert expected <= set(PYTHON_PACKAGES)
     assert (REPO / "carryon_interfaces" / "CMakeLists.txt").is_file()
 
 
-# Packages that are a library only: no node, so nothing to convert from ROS messages.
-LIBRARY_PACKAGES = frozenset({"carryon_robot"})
+# Packages without a node of their own, so nothing to convert from ROS messages: a library
+# (the robot model) and the benchmarks.
+LIBRARY_PACKAGES = frozenset({"carryon_robot", "carryon_bench"})
 
 
 @pytest.mark.parametrize("package", PYTHON_PACKAGES)

@@ -1,1 +1,2 @@
-"""Launch description, process launcher, operator CLI and benchmarks of CarryOn."""
+"""Launch description, process launcher, operator CLI, recorder and replay of CarryOn: what a
+robot PC runs (the benchmarks are carryon_bench, which adds `carryon bench`)."""

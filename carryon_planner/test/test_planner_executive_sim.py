@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from planner_fixtures import plan_request
+
 from carryon_common.core.openai_client import OpenAiClient
 from carryon_common.core.skills import load_skill_library, skills_path
 from carryon_judge.core.backends import rule_params, shapes_for
@@ -16,7 +18,6 @@ from carryon_judge.core.config import JudgeConfig
 from carryon_planner.core.assist import assist
 from carryon_planner.core.executive import Executive, State
 from carryon_planner.core.facts import load_preference_rules
-from carryon_planner.core.personalization import plan_request
 from carryon_planner.core.plan import Plan, UpdateScene, parse_plan
 from carryon_planner.core.repair import PlanningOutcome
 from carryon_policy.core.backends import BACKENDS

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from planner_fixtures import plan_request
+
 from carryon_common.core.llm_backends import LLM_BACKENDS, make_llm
 from carryon_common.core.scripted_llm import ScriptedLlm
 from carryon_common.core.skills import load_skill_library, skills_path
 from carryon_planner.core.config import LLM_BACKENDS as CONFIGURABLE
 from carryon_planner.core.config import PlannerConfig
 from carryon_planner.core.facts import load_preference_rules
-from carryon_planner.core.personalization import plan_request
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
 SCENE = {"kitchen_counter": ("pink_cover", "carrot under pink_cover", "plate"), "dining_table": ("bowl",)}

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from carryon_bringup.bench.policy import FOOD_TASKS, _tasks
+from carryon_bench.policy import FOOD_TASKS, _tasks
 from carryon_common.core.chunk import Chunk, ChunkSource, Convention
 from carryon_policy.core.backends import make_policy
 from carryon_policy.core.config import PolicyConfig

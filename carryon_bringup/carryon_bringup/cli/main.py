@@ -13,11 +13,13 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from carryon_bringup.cli import assist, bench, catalog, graph, memory, policy, reflect, runs, sim
+from carryon_bringup.cli import assist, catalog, graph, memory, policy, reflect, runs, sim
 from carryon_bringup.cli.common import DEFAULT_TIMEOUT_S, EXIT_UNREACHABLE, EXIT_USAGE, err
+from carryon_bringup.cli.extensions import extension, others
 from carryon_common.core.errors import CarryOnError
 
 # In the order `carryon --help` lists the commands; each adds its subparser with a `handler` default.
+# `extension(name)`: a command another package adds (cli/extensions.py), such as carryon_bench's.
 COMMANDS = (
     graph.add_up,
     graph.add_status,
@@ -31,7 +33,7 @@ COMMANDS = (
     policy.add_policy,
     graph.add_estop,
     graph.add_keys,
-    bench.add_bench,
+    extension("bench"),
     runs.add_audit,
     reflect.add_reflect,
 )
@@ -58,6 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in COMMANDS:
         add(sub, common)
+    for add in others(placed=set(sub.choices)):
+        add(sub, common)
     return parser
 
 
@@ -66,7 +70,10 @@ def _terminated(_signum: int, _frame: object) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and not getattr(args, "takes_any_arguments", False):  # only a missing extension's stand-in
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     on_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminated) if on_main_thread else None  # `up` sets its own
     try:

@@ -1,1 +1,1 @@
-"""Graph description, process supervision and benchmark plumbing (never imports rclpy)."""
+"""Graph description and process supervision (never imports rclpy)."""
