@@ -14,6 +14,9 @@
    recovery, memory, arm) imports only `carryon_common`, `carryon_robot` (the robot model),
    `carryon_interfaces` and itself. What two capabilities share moves down to one of those;
    bringup, the simulation harness and the benchmarks may import capabilities.
+6. Nothing imports the benchmarks: `carryon_bench` sits on top, beside bringup and the
+   simulation harness, so a robot PC installs every other package without it (`carryon
+   bench` is found by entry point, carryon_bringup/cli/extensions.py).
 
 Each rule has a test that feeds it a deliberate violation, so a checker that stopped
 looking would fail here.
@@ -47,6 +50,7 @@ CAPABILITIES = frozenset(
     )
 )
 SHARED_LAYERS = frozenset({"carryon_common", "carryon_robot", "carryon_interfaces"})
+BENCHMARKS = "carryon_bench"  # rule 6: on top, beside carryon_bringup and carryon_sim's harness
 # (module file relative to the repo, imported module): the labelled exceptions, each with its reason.
 # None now: the scripted stand-in VLA, once imported here by name, registers itself through an
 # entry point (carryon_sim/setup.py, group carryon.policy_backends).
@@ -194,12 +198,23 @@ def capabilities_import_a_peer(root: Path) -> list[str]:
     return sorted(found)
 
 
+def imports_the_benchmarks(root: Path) -> list[str]:
+    """Rule 6."""
+    found = {
+        f"{e.path} imports {BENCHMARKS} (nothing imports the benchmarks; a robot PC runs without them)"
+        for e in edges(root)
+        if e.target_package == BENCHMARKS and e.source_package != BENCHMARKS
+    }
+    return sorted(found)
+
+
 RULES = {
     "core never imports a node module": core_imports_non_core,
     "no runtime package imports the simulator or the harness": runtime_imports_simulator,
     "planner core never imports shield / policy / judge / recovery": planner_core_imports_execution_loop,
     "package.xml declares every package a module imports": undeclared_dependencies,
     "a capability imports only common, robot, interfaces and itself": capabilities_import_a_peer,
+    "nothing imports the benchmarks": imports_the_benchmarks,
 }
 
 
@@ -301,3 +316,13 @@ def test_a_capability_importing_a_peer_is_caught(workspace: Path) -> None:
     ]
     (workspace / "carryon_judge/carryon_judge/core/rules.py").write_text("from carryon_robot.core.hand import X\n")
     assert capabilities_import_a_peer(workspace) == []  # the robot model lies beneath every capability
+
+
+def test_bringup_importing_the_benchmarks_is_caught(workspace: Path) -> None:
+    _package(workspace, BENCHMARKS, ("carryon_common",), {"core/bench.py": "X = 1\n"})
+    _package(workspace, "carryon_bringup", (BENCHMARKS,), {"core/cli.py": "from carryon_bench.core.bench import X\n"})
+    assert imports_the_benchmarks(workspace) == [
+        "carryon_bringup/carryon_bringup/core/cli.py imports carryon_bench "
+        "(nothing imports the benchmarks; a robot PC runs without them)"
+    ]
+    assert undeclared_dependencies(workspace) == []  # declaring it does not make it allowed
