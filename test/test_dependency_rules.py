@@ -17,6 +17,11 @@
 6. Nothing imports the benchmarks: `carryon_bench` sits on top, beside bringup and the
    simulation harness, so a robot PC installs every other package without it (`carryon
    bench` is found by entry point, carryon_bringup/cli/extensions.py).
+7. Three floors: every package stands on one of them, and no import points to a floor above
+   its own. The ground holds what everything shares (`carryon_interfaces`, `carryon_common`,
+   `carryon_robot`); the capabilities stand side by side on it (rule 5); bringup, the
+   simulation harness and the benchmarks stand on top. A new package is placed on a floor
+   before it can pass.
 
 Each rule has a test that feeds it a deliberate violation, so a checker that stopped
 looking would fail here.
@@ -25,6 +30,7 @@ looking would fail here.
 from __future__ import annotations
 
 import ast
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,11 +62,12 @@ BENCHMARKS = "carryon_bench"  # rule 6: on top, beside carryon_bringup and carry
 # entry point (carryon_sim/setup.py, group carryon.policy_backends).
 ALLOWED: dict[tuple[str, str], str] = {}
 
-# Rule 5's imports left for later, (module file, imported module): TEMPORARY, each to be
-# removed by the change its reason names, and nothing else may be added here.
-# None now: the personalization scorer, which rendered memory with memory's own code inside the
-# planner's core, is the benchmarks' (carryon_bench/core/personalization_score.py).
-LATER_PEER_IMPORTS: dict[tuple[str, str], str] = {}
+# Rule 7: the floors, lowest first.
+FLOORS: tuple[frozenset[str], ...] = (
+    SHARED_LAYERS,
+    CAPABILITIES,
+    frozenset({"carryon_bringup", SIMULATOR, BENCHMARKS}),
+)
 
 
 @dataclass(frozen=True)
@@ -180,20 +187,12 @@ def undeclared_dependencies(root: Path) -> list[str]:
     return sorted(set(bad))
 
 
-def _later(edge: Edge) -> bool:
-    """An import of LATER_PEER_IMPORTS, or a name imported from one of its modules."""
-    pairs = LATER_PEER_IMPORTS
-    return (edge.path, edge.module) in pairs or (edge.path, edge.module.rsplit(".", 1)[0]) in pairs
-
-
 def capabilities_import_a_peer(root: Path) -> list[str]:
     """Rule 5."""
     found = {
         f"{e.path} imports {e.target_package} (a capability imports only common, robot, interfaces and itself)"
         for e in edges(root)
-        if e.source_package in CAPABILITIES
-        and e.target_package not in SHARED_LAYERS | {e.source_package}
-        and not _later(e)
+        if e.source_package in CAPABILITIES and e.target_package not in SHARED_LAYERS | {e.source_package}
     }
     return sorted(found)
 
@@ -208,6 +207,21 @@ def imports_the_benchmarks(root: Path) -> list[str]:
     return sorted(found)
 
 
+def _floor(package: str) -> int | None:
+    return next((i for i, floor in enumerate(FLOORS) if package in floor), None)
+
+
+def imports_point_down(root: Path) -> list[str]:
+    """Rule 7."""
+    packages = {p.name for p in root.glob("carryon_*") if (p / "package.xml").is_file()}
+    found = {f"{name} stands on no floor (place it in FLOORS)" for name in packages if _floor(name) is None}
+    for e in edges(root):
+        source, target = _floor(e.source_package), _floor(e.target_package)
+        if source is not None and target is not None and target > source:
+            found.add(f"{e.path} imports {e.target_package}, a floor above its own (imports point down)")
+    return sorted(found)
+
+
 RULES = {
     "core never imports a node module": core_imports_non_core,
     "no runtime package imports the simulator or the harness": runtime_imports_simulator,
@@ -215,6 +229,7 @@ RULES = {
     "package.xml declares every package a module imports": undeclared_dependencies,
     "a capability imports only common, robot, interfaces and itself": capabilities_import_a_peer,
     "nothing imports the benchmarks": imports_the_benchmarks,
+    "three floors, and imports point down": imports_point_down,
 }
 
 
@@ -229,13 +244,6 @@ def test_allowed_exceptions_are_still_needed() -> None:
     seen = {(e.path, e.module) for e in edges(REPO)}
     stale = [f"{path} -> {module}" for path, module in ALLOWED if (path, module) not in seen]
     assert not stale, f"unused exceptions: {stale}"
-
-
-def test_imports_left_for_later_are_still_there() -> None:
-    """An entry of LATER_PEER_IMPORTS whose import has gone is removed with it."""
-    seen = {(e.path, e.module) for e in edges(REPO)}
-    stale = [f"{path} -> {module}" for path, module in LATER_PEER_IMPORTS if (path, module) not in seen]
-    assert not stale, f"imports left for later that are gone: {stale}"
 
 
 # -- each rule catches a deliberate violation -----------------------------------------------
@@ -326,3 +334,21 @@ def test_bringup_importing_the_benchmarks_is_caught(workspace: Path) -> None:
         "(nothing imports the benchmarks; a robot PC runs without them)"
     ]
     assert undeclared_dependencies(workspace) == []  # declaring it does not make it allowed
+
+
+def test_the_workspace_stands_on_three_floors() -> None:
+    """Every package is placed, and the longest chain of package imports crosses at most the
+    three floors (inside the ground, robot -> common -> interfaces is one floor)."""
+    placed = {p.name for p in REPO.glob("carryon_*") if (p / "package.xml").is_file()}
+    assert placed == set().union(*FLOORS)
+    assert len(FLOORS) == 3
+
+
+def test_a_package_on_no_floor_or_an_import_upward_is_caught(workspace: Path) -> None:
+    _package(workspace, "carryon_extra", (), {"core/x.py": "X = 1\n"})
+    assert imports_point_down(workspace) == ["carryon_extra stands on no floor (place it in FLOORS)"]
+    shutil.rmtree(workspace / "carryon_extra")
+    (workspace / "carryon_common/carryon_common/core/skills.py").write_text("from carryon_judge.core.rules import Y\n")
+    assert imports_point_down(workspace) == [
+        "carryon_common/carryon_common/core/skills.py imports carryon_judge, a floor above its own (imports point down)"
+    ]

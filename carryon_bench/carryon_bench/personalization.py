@@ -53,7 +53,7 @@ from carryon_common.core.openai_client import OpenAiClient
 from carryon_planner.core.config import PlannerConfig
 from carryon_planner.core.context import warm_up_messages
 from carryon_planner.core.facts import load_preference_rules
-from carryon_planner.core.knowledge_file import load_food_knowledge
+from carryon_planner.core.knowledge import load_food_knowledge
 from carryon_planner.core.learned_kinds import LearnedKinds
 
 # The suite sets, each a folder of the config dir: the project's own suites, and the

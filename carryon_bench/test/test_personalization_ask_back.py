@@ -13,7 +13,7 @@ import pytest
 from carryon_bench.core.personalization_score import forbidden_dispatches, load_suites, run_case
 from carryon_common.core.openai_client import OpenAiClient
 from carryon_planner.core.facts import load_preference_rules
-from carryon_planner.core.knowledge_file import load_food_knowledge
+from carryon_planner.core.knowledge import load_food_knowledge
 from carryon_sim.harness.fakes.openai_server import StubVlmServer
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"

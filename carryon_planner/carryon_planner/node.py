@@ -49,7 +49,7 @@ from carryon_planner.core.config import TEXT_ONLY_BACKENDS, PlannerConfig
 from carryon_planner.core.context import warm_up_messages
 from carryon_planner.core.executive import Dispatch, State, SubtaskRecord
 from carryon_planner.core.facts import food_knowledge_path, load_preference_rules, preferences_path
-from carryon_planner.core.knowledge_file import load_food_knowledge
+from carryon_planner.core.knowledge import load_food_knowledge
 from carryon_planner.core.learned_kinds import LearnedKinds
 from carryon_planner.core.memory_ops import ContextUnavailable, Memory
 from carryon_planner.core.repair import PlanningOutcome

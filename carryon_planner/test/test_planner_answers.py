@@ -16,8 +16,7 @@ from carryon_common.core.openai_client import OpenAiClient
 from carryon_common.core.skills import SkillLibrary, VlaSkill
 from carryon_planner.core.answers import answers_in
 from carryon_planner.core.facts import load_preference_rules
-from carryon_planner.core.knowledge import Confirmation
-from carryon_planner.core.knowledge_file import load_food_knowledge
+from carryon_planner.core.knowledge import Confirmation, load_food_knowledge
 from carryon_planner.core.plan import UpdateUser
 from carryon_sim.harness.fakes.openai_server import StubVlmServer
 

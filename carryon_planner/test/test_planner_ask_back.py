@@ -11,8 +11,7 @@ from typing import Any
 from carryon_common.core.openai_client import OpenAiClient
 from carryon_common.core.skills import SkillLibrary, VlaSkill
 from carryon_planner.core.facts import load_preference_rules, planning_facts
-from carryon_planner.core.knowledge import Confirmation
-from carryon_planner.core.knowledge_file import load_food_knowledge
+from carryon_planner.core.knowledge import Confirmation, load_food_knowledge
 from carryon_sim.harness.fakes.openai_server import StubVlmServer
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"

@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from carryon_common.core.errors import ConfigError
-from carryon_planner.core.knowledge import Answer, Confirmation, FoodKnowledge
-from carryon_planner.core.knowledge_file import load_food_knowledge
+from carryon_planner.core.knowledge import Answer, Confirmation, FoodKnowledge, load_food_knowledge
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
 
