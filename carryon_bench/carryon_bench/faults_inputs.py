@@ -190,6 +190,9 @@ def replay_trials(probe: FaultProbe, trials: int, seed: int = 0) -> list[dict[st
     return rows
 
 
+MATCH_WAIT_S = 15.0  # the longest the shield's reader may take to match a new writer on its input
+
+
 def second_publisher_trials(probe: FaultProbe, trials: int) -> list[dict[str, Any]]:
     """Per trial: an intruder publishes tool poses 20 cm off the real ones on ee_pose. Chunks
     are sent until the shield fails one closed naming the topic (its reader matches the new
@@ -205,7 +208,9 @@ def second_publisher_trials(probe: FaultProbe, trials: int) -> list[dict[str, An
         for _ in range(trials):
             publisher = intruder.node.create_publisher(PoseStamped, probe.ns + "ee_pose", qos_for("ee_pose"))
             started, named, during = time.monotonic(), None, 0
-            for _attempt in range(40):
+            # Until the shield names the topic, bounded by time (not by a count of chunks, whose
+            # pace follows the machine's load): DDS matches the new writer within about 2 s here.
+            while time.monotonic() - started < MATCH_WAIT_S:
                 forged = PoseStamped()
                 forged.header.frame_id, forged.header.stamp = "world", intruder.node.get_clock().now().to_msg()
                 forged.pose.position.x, forged.pose.position.z = probe.tool()[0] + 0.2, probe.tool()[2]

@@ -12,9 +12,10 @@ from carryon_common.core import names
 from carryon_common.qos import TopicKind, kind_of, qos_for, qos_for_qualified, qos_of
 
 REPO = Path(__file__).resolve().parents[2]
-# Tools that are not nodes of the graph: benchmarks' probes and the simulator harness's
-# stand-ins for other software (they name other software's topics on purpose).
-NOT_RUNTIME = ("bench", "harness")
+# Tools that are not nodes of the graph: the benchmarks' probes (their own package) and the
+# simulator harness's stand-ins for other software (they name other software's topics on purpose).
+NOT_RUNTIME_PACKAGES = ("carryon_bench",)
+NOT_RUNTIME = ("harness",)
 QOS_ARGUMENT = {"create_publisher": 2, "create_subscription": 3}
 
 
@@ -22,6 +23,7 @@ def runtime_modules() -> list[Path]:
     return sorted(
         path
         for package in REPO.glob("carryon_*/carryon_*")
+        if package.name not in NOT_RUNTIME_PACKAGES
         for path in package.rglob("*.py")
         if not set(path.relative_to(package).parts) & set(NOT_RUNTIME)
     )
