@@ -204,8 +204,24 @@ def forbidden_dispatches(dispatched: Iterable[str], expect: Expect) -> list[str]
     return [bad for bad in expect.forbid if bad in said]
 
 
-def _facts_of(memory: UserMemory) -> list[Fact]:
-    return [Fact(entity, key, value) for entity, keys in memory.items() for key, value in keys.items()]
+def memory_context(user: str, users: Mapping[str, UserMemory], scene: Mapping[str, Sequence[str]]) -> MemoryContext:
+    """What memory_node's GetContext gives the planner for `user`, from user and scene memory
+    held in dictionaries, rendered by memory's own code: the user's facts, the scene memory,
+    and for the validator's cross-user checks (carryon_memory/core/others.py) the other users
+    and the values only they hold. The planner's tests plan from it too."""
+    facts = [Fact(entity, key, value) for entity, keys in users.get(user, {}).items() for key, value in keys.items()]
+    scene_items = {name: tuple(items) for name, items in scene.items()}
+    others = tuple(sorted(u for u in users if u != user))
+    theirs = (value for other in others for keys in users[other].values() for value in keys.values())
+    return MemoryContext(
+        rendered=render_context(
+            user, facts, (), [Location(name, items) for name, items in scene_items.items()], known_user=user in users
+        ),
+        facts=tuple(StoredFact(f.entity, f.key, f.value) for f in facts),
+        scene=scene_items,
+        other_users=others,
+        foreign_values=foreign_values((f.value for f in facts), theirs),
+    )
 
 
 def plan_request(
@@ -227,20 +243,7 @@ def plan_request(
     an Ask from memory_node's context (the same RequestPlanner: rendering, context,
     validator, mending, repair, and `learned` kinds when given; the other users and the
     values only they hold, for the cross-user checks, as memory_node gives them)."""
-    user_facts = _facts_of(users.get(user, {}))
-    scene_items = {name: tuple(items) for name, items in scene.items()}
-    places = [Location(name, items) for name, items in scene_items.items()]
-    # What memory_node's GetContext also gives (carryon_memory/core/others.py): the other
-    # users and the values only they hold, for the validator's cross-user checks.
-    other_users = tuple(sorted(u for u in users if u != user))
-    theirs = (value for other in other_users for keys in users[other].values() for value in keys.values())
-    context = MemoryContext(
-        rendered=render_context(user, user_facts, (), places, known_user=user in users),
-        facts=tuple(StoredFact(f.entity, f.key, f.value) for f in user_facts),
-        scene=scene_items,
-        other_users=other_users,
-        foreign_values=foreign_values((f.value for f in user_facts), theirs),
-    )
+    context = memory_context(user, users, scene)
     planner = RequestPlanner(
         llm, library, preference_rules, max_repairs, learned=learned, knowledge=knowledge, steps=steps
     )
