@@ -22,7 +22,7 @@ POLICY="$CACHE/policies/act_food_serving-s$SEED"
 VENV="${LEROBOT_VENV:-$ROOT/.venv-lerobot}"
 LEROBOT_VENV="$VENV" bash "$ROOT/scripts/test_extra.sh" lerobot --install-only
 export MUJOCO_GL="${MUJOCO_GL:-egl}" HF_HUB_OFFLINE=1 HF_DATASETS_CACHE="$CACHE/hf-datasets"
-PYTHONPATH="$(printf '%s:' "$ROOT"/carryon_*/ | sed 's|/:|:|g; s|:$||')"
+PYTHONPATH="$VENV/carryon-metadata:$(printf '%s:' "$ROOT"/carryon_*/ | sed 's|/:|:|g; s|:$||')"  # metadata: test_extra.sh
 export PYTHONPATH
 run() { "$VENV/bin/python" -m "carryon_sim.harness.learned.$1" "${@:2}"; }
 record() {

@@ -50,11 +50,21 @@ if [ "$(cat "$VENV/.carryon-extra-stamp" 2>/dev/null)" != "$req_hash" ]; then
   say "installed in $(( $(date +%s) - started )) s"
 fi
 
+# The checkout's packages run from PYTHONPATH here (no colcon build), so their metadata is made
+# as colcon's build makes it: entry points (the policy backends carryon_sim registers, the
+# `carryon` commands) are found through it. Cheap; made again every run so it follows setup.py.
+META="$VENV/carryon-metadata"
+rm -rf "$META" && mkdir -p "$META"
+for setup in "$ROOT"/carryon_*/setup.py; do
+  (cd "$(dirname "$setup")" && "$VENV/bin/python" setup.py --quiet egg_info --egg-base "$META" >/dev/null 2>&1) \
+    || { echo "egg_info failed for $setup" >&2; exit 1; }
+done
+
 if [ "${1:-}" = "--install-only" ]; then exit 0; fi   # scripts/learned_policy.sh: the virtualenv only
 
 say "pytest ${TESTS[*]}"
 # $REQUIRE: a broken install fails these tests instead of skipping them.
 # The packages from the checkout (no colcon build here); headless rendering; never the Hub.
-PACKAGES="$(printf '%s:' "$ROOT"/carryon_*/ | sed 's|/:|:|g; s|:$||')"
+PACKAGES="$META:$(printf '%s:' "$ROOT"/carryon_*/ | sed 's|/:|:|g; s|:$||')"
 env "$REQUIRE=1" PYTHONPATH="$PACKAGES" MUJOCO_GL="${MUJOCO_GL:-egl}" HF_HUB_OFFLINE=1 \
   "$VENV/bin/python" -m pytest "${TESTS[@]}" "$@"

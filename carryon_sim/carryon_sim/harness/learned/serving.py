@@ -42,9 +42,16 @@ def extra_env() -> dict[str, str]:
     """This environment plus the checkout's packages on PYTHONPATH, headless rendering and
     no Hub access (the extra's virtualenv does not have CarryOn installed)."""
     root = layout.repo_root()
+    # The packages' metadata (entry points: the policy backends) that scripts/test_extra.sh
+    # makes beside the extra's virtualenv, as colcon's build does for the main one.
+    try:
+        metadata = Path(lerobot_python()).parent.parent / "carryon-metadata"
+    except CarryOnError:  # no extra: the caller's own lerobot_python() says so
+        metadata = root / ".venv-lerobot" / "carryon-metadata"
+    paths = [metadata] if metadata.is_dir() else []
     return {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join(str(p) for p in sorted(root.glob("carryon_*")) if p.is_dir()),
+        "PYTHONPATH": os.pathsep.join(str(p) for p in [*paths, *sorted(root.glob("carryon_*"))] if p.is_dir()),
         "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"),
         "HF_HUB_OFFLINE": "1",
     }
