@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from carryon_bench.core.personalization_score import UserMemory, memory_context
-from carryon_common.core.llm import ChatMessage, LlmClient, LlmError
-from carryon_common.core.skills import SkillLibrary
-from carryon_planner.core.knowledge import FoodKnowledge
-from carryon_planner.core.repair import PlanningOutcome
-from carryon_planner.core.request_planner import RequestPlanner
-from carryon_planner.core.taxonomy import Taxonomy
+from carryon_common.core.llm import ChatMessage, LlmError
 
 
 @dataclass
@@ -33,22 +27,3 @@ class ScriptedLlm:
         if reply == "RAISE":
             raise LlmError("connection refused")
         return reply
-
-
-def plan_request(
-    llm: LlmClient,
-    *,
-    request: str,
-    user: str,
-    users: Mapping[str, UserMemory],
-    scene: Mapping[str, Sequence[str]],
-    library: SkillLibrary,
-    preference_rules: Taxonomy,
-    max_repairs: int,
-    observations: Mapping[str, Sequence[str]] | None = None,
-    knowledge: FoodKnowledge | None = None,
-) -> PlanningOutcome:
-    """Plan one request as planner_node plans an Ask from memory_node's context (the same
-    RequestPlanner: rendering, context, validator, mending, repair)."""
-    planner = RequestPlanner(llm, library, preference_rules, max_repairs, knowledge=knowledge)
-    return planner.plan(user, request, memory_context(user, users, scene), observations)

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from planner_fixtures import plan_request
 
+from carryon_bench.core.personalization_score import plan_request  # planned as planner_node plans an Ask
 from carryon_common.core.openai_client import OpenAiClient
 from carryon_common.core.skills import SkillLibrary, VlaSkill
 from carryon_planner.core.answers import answers_in

@@ -9,8 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from planner_fixtures import plan_request
-
+from carryon_bench.core.personalization_score import plan_request  # planned as planner_node plans an Ask
 from carryon_common.core.openai_client import OpenAiClient
 from carryon_common.core.skills import load_skill_library, skills_path
 from carryon_judge.core.backends import rule_params, shapes_for

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from planner_fixtures import plan_request
-
+from carryon_bench.core.personalization_score import plan_request  # planned as planner_node plans an Ask
 from carryon_common.core.llm_backends import LLM_BACKENDS, make_llm
 from carryon_common.core.scripted_llm import ScriptedLlm
 from carryon_common.core.skills import load_skill_library, skills_path
