@@ -47,14 +47,16 @@ def test_clients_made_while_the_executor_spins_do_not_stop_it() -> None:
         except Exception as exc:  # noqa: BLE001 - the failure under test: the spin loop dies
             errors.append(exc)
 
+    nodes: list[Node] = []
+    thread = threading.Thread(target=spin, name="race-spin", daemon=True)
     try:
         server_node = Node("server", context=context)
         ActionServer(server_node, RunPolicy, "run", _execute)
         node = Node("clients", context=context)
         node.create_timer(0.0005, lambda: None)  # keeps the executor rebuilding its wait set
+        nodes += [server_node, node]
         executor.add_node(server_node)
         executor.add_node(node)
-        thread = threading.Thread(target=spin, daemon=True)
         thread.start()
 
         clients = [client_class(node, RunPolicy, "run") for _ in range(CLIENTS)]
@@ -70,5 +72,16 @@ def test_clients_made_while_the_executor_spins_do_not_stop_it() -> None:
         assert future.done(), f"goal not answered (executor errors: {errors!r})"
         assert future.result().accepted
     finally:
-        executor.shutdown(timeout_sec=2.0)
+        # Everything this test started ends here: its spin thread (a 0.5 ms timer and 300
+        # clients) left alive spun on into the next test, whose own session then hung in a
+        # full run (carryon_common/test/test_calls_sendable.py, 10 min at 100 % CPU).
+        executor.shutdown(timeout_sec=5.0)
+        if thread.is_alive():
+            thread.join(timeout=5.0)
+        if thread.is_alive():  # still in its wait: the context's shutdown ends that wait
+            rclpy.try_shutdown(context=context)
+            thread.join(timeout=10.0)
+        for made in nodes:
+            made.destroy_node()
         rclpy.try_shutdown(context=context)
+    assert not thread.is_alive(), "the executor's spin thread outlived the test"
