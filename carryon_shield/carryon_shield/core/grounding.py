@@ -166,6 +166,7 @@ def assemble(
     keep = ~(robot | exempt)
     obstacle_points, obstacle_labels = voxel_downsample(points[keep], label_of_point[keep], params.voxel_m)
     target_points, _ = voxel_downsample(points[target], label_of_point[target], params.voxel_m)
+    exempt_cloud, exempt_labels = voxel_downsample(points[exempt], label_of_point[exempt], params.voxel_m)
     return ObstacleSet(
         points=obstacle_points,
         label_index=obstacle_labels.astype(np.int32),
@@ -175,6 +176,8 @@ def assemble(
         target_points=target_points,
         exempt_points=int(exempt.sum()),
         robot_points=int(robot.sum()),
+        exempt_cloud=exempt_cloud,
+        exempt_label_index=exempt_labels.astype(np.int32),
     )
 
 

@@ -73,6 +73,7 @@ class RobotState:
     stamp_s: float
     commanded_position: FloatArray | None = None  # the driver's current target, when known (delta chunks)
     commanded_rotation: FloatArray | None = None
+    joints: FloatArray | None = None  # measured arm joints (the robot description's order), when known
 
 
 @dataclass
@@ -90,7 +91,12 @@ class ObstacleSet:
     exempt_points: int = 0  # points dropped as target / source patch / destination / permitted
     robot_points: int = 0  # points dropped as the robot
     image_stamps: tuple[float, ...] = ()  # depth stamp of each camera's image that went into it
+    # The exempt points (target, source patch, destination, permitted), downsampled, with their
+    # label indices: exempt for the hand only; the arm's links may touch none of them.
+    exempt_cloud: FloatArray = field(default_factory=lambda: np.zeros((0, 3)))
+    exempt_label_index: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
     _grid: PointGrid | None = field(default=None, repr=False)
+    _arm_grid: PointGrid | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return int(self.points.shape[0])
@@ -104,3 +110,23 @@ class ObstacleSet:
 
     def name_of(self, index: int) -> str:
         return self.names[int(self.label_index[index])] if 0 <= index < len(self) else ""
+
+    @property
+    def arm_grid(self) -> PointGrid:
+        """What the arm's links are checked against: the obstacle points, then the exempt ones
+        (indices from len(self) on; `arm_point` / `arm_name_of` read them)."""
+        if self._arm_grid is None:
+            self._arm_grid = (
+                PointGrid.build(np.vstack([self.points, self.exempt_cloud])) if len(self.exempt_cloud) else self.grid
+            )
+        return self._arm_grid
+
+    def arm_point(self, index: int) -> FloatArray:
+        out: FloatArray = self.points[index] if index < len(self) else self.exempt_cloud[index - len(self)]
+        return out
+
+    def arm_name_of(self, index: int) -> str:
+        if 0 <= index < len(self):
+            return self.name_of(index)
+        extra = index - len(self)
+        return self.names[int(self.exempt_label_index[extra])] if 0 <= extra < len(self.exempt_cloud) else ""

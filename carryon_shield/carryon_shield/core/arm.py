@@ -1,0 +1,220 @@
+"""The whole arm: every link of every configuration a chunk passes through, against the obstacles.
+
+The hand check (`filter.check_poses`) sees the hand, the fingers and a carried object at the
+tool poses of a chunk. This module adds the rest of the arm and the motion between steps:
+
+1. **Configurations.** Each step's tool target becomes the joint configuration the driver
+   will command: the same IK as the drivers (`carryon_robot.core.kinematics`), seeded from
+   the measured joints and then from the previous step's solution. A step the IK cannot
+   reach within `max_ik_error_m` / `max_ik_rotation_rad` fails closed: it and every step after
+   it are blocked (the drivers refuse it too).
+2. **The sweep.** Between two configurations (the measured one before the first step), the
+   joints move in a straight line; configurations are inserted on it until no sphere of the
+   arm moves more than `sweep_m` from one checked configuration to the next. Every sphere
+   is then checked grown by half that step, so a point the arm passes between two checked
+   configurations is still within a grown sphere (to the chord's accuracy). The hand's boxes
+   are checked at the tool poses of these configurations too: a one-step wrist turn sweeps
+   the palm through what its two end poses miss.
+3. **Links.** Every sphere of the links `ArmModel` marks as checked (each link of the arm
+   that a commanded joint moves, not the hand, whose exact boxes the hand check measures and
+   where permitted contacts apply) against every obstacle point and the task's own target
+   points: a link of the arm may touch nothing (the table it is mounted on moves with none
+   of them).
+
+A step is blocked when any configuration of the sweep that ends at it is. Distances come
+from a compiled kernel over the same point grid as the hand check (`core/kernel.py`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+import numpy.typing as npt
+
+from carryon_robot.core.arm_model import ArmModel
+from carryon_robot.core.kinematics import ArmKinematics
+from carryon_shield.core.kernel import PointGrid
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+SWEEP_M = 0.01  # largest motion of any arm sphere between two checked configurations
+MAX_SUBSTEPS = 64  # per step; a step needing more fails closed (the joints jump)
+
+
+@dataclass(frozen=True)
+class ArmThresholds:
+    """How close the arm's links may come to an obstacle point, and what the IK may miss by."""
+
+    link_m: float = 0.02
+    max_ik_error_m: float = 0.01
+    max_ik_rotation_rad: float = 0.05
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """The configurations a chunk passes through: q (m, dof), step (m,) the chunk step each
+    ends in (the configurations after the previous step's, up to and including its own),
+    tool positions (m, 3) and rotations (m, 3, 3); `unreachable` the first step whose IK
+    failed (-1: none) with its reason."""
+
+    q: FloatArray
+    step: IntArray
+    tool_positions: FloatArray
+    tool_rotations: FloatArray
+    unreachable: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class ArmVerdict:
+    """The arm's first blocked step (-1: none) and why: the link, its clearance (m), the
+    obstacle point index (-1: none, e.g. an IK failure)."""
+
+    first_blocked: int
+    link: str
+    clearance_m: float
+    point: int
+    reason: str
+    min_clearance_m: float
+
+
+class ArmCheck:
+    def __init__(
+        self,
+        model: ArmModel,
+        kinematics: ArmKinematics,
+        thresholds: ArmThresholds | None = None,
+        *,
+        sweep_m: float = SWEEP_M,
+    ) -> None:
+        self.model = model
+        self.kinematics = kinematics
+        self.thresholds = thresholds or ArmThresholds()
+        self.sweep_m = sweep_m
+        self._spheres, _joints, self._owner = model.checked_spheres
+
+    def configurations(
+        self, q_measured: FloatArray, positions: FloatArray, rotations: FloatArray
+    ) -> tuple[FloatArray, int, str]:
+        """Joints (n, dof) for the n tool targets, each IK seeded from the previous solution
+        (the first from the measured joints); the first unreachable step (-1: none) and why.
+        Steps from an unreachable one on keep the last reachable configuration."""
+        limits = self.thresholds
+        q = np.asarray(q_measured, dtype=np.float64)
+        out = np.empty((len(positions), len(q)))
+        for index, (position, rotation) in enumerate(zip(positions, rotations, strict=True)):
+            solution = self.kinematics.inverse(q, position, rotation)
+            if not (
+                solution.position_error_m <= limits.max_ik_error_m
+                and solution.rotation_error_rad <= limits.max_ik_rotation_rad
+            ):
+                out[index:] = q
+                why = (
+                    f"step {index}: the arm cannot reach the target (IK misses by "
+                    f"{solution.position_error_m * 1000:.1f} mm, {math.degrees(solution.rotation_error_rad):.1f} deg)"
+                )
+                return out, index, why
+            q = out[index] = solution.q
+        return out, -1, ""
+
+    def sweep(
+        self, q_measured: FloatArray, positions: FloatArray, rotations: FloatArray, finger_width_m: float
+    ) -> Sweep:
+        steps, unreachable, reason = self.configurations(q_measured, positions, rotations)
+        ends = np.vstack([np.asarray(q_measured, dtype=np.float64)[None], steps])
+        # how far any point of the arm, hand included, moves in each step (sphere centres)
+        centres = self.model.sphere_centres(ends, finger_width_m, moving=True)  # (n + 1, S, 3)
+        moved = np.linalg.norm(np.diff(centres, axis=0), axis=2).max(axis=1, initial=0.0)
+        counts = np.ceil(moved / self.sweep_m).astype(np.int64).clip(1, None)
+        if np.any(counts > MAX_SUBSTEPS):
+            jump = int(np.argmax(counts > MAX_SUBSTEPS))
+            if unreachable < 0 or jump < unreachable:
+                unreachable = jump
+                reason = f"step {jump}: the arm would move {moved[jump]:.2f} m in one step"
+            counts = counts.clip(None, MAX_SUBSTEPS)
+        qs, step_of = [], []
+        for index, count in enumerate(counts):
+            fractions = (np.arange(count) + 1.0) / count
+            qs.append(ends[index] + fractions[:, None] * (ends[index + 1] - ends[index]))
+            step_of.append(np.full(count, index, dtype=np.int64))
+        q = np.concatenate(qs)
+        positions_swept, rotations_swept = self.model.tool_poses(q, finger_width_m)
+        return Sweep(q, np.concatenate(step_of), positions_swept, rotations_swept, unreachable, reason)
+
+    def check(self, grid: PointGrid, sweep: Sweep, finger_width_m: float) -> ArmVerdict:
+        """The first step of `sweep` whose configurations bring a checked link closer than
+        `link_m` (spheres grown by half the sweep step) to a point of `grid`."""
+        centres = self.model.sphere_centres(sweep.q, finger_width_m)
+        radii = self._spheres[:, 3] + 0.5 * self.sweep_m
+        margin, sphere, point, checked = _spheres_kernel(
+            grid.points,
+            grid.start,
+            grid.origin,
+            float(grid.cell_m),
+            grid.dims,
+            np.ascontiguousarray(centres),
+            np.ascontiguousarray(radii),
+            float(self.thresholds.link_m),
+            max(0.05, float(self.thresholds.link_m)),
+        )
+        margin = margin[:checked]
+        first_config = int(np.argmax(margin < 0.0)) if np.any(margin < 0.0) else -1
+        blocked = int(sweep.step[first_config]) if first_config >= 0 else -1
+        clear = margin + self.thresholds.link_m
+        minimum = float(np.min(clear)) if len(clear) else math.inf
+        if sweep.unreachable >= 0 and (blocked < 0 or sweep.unreachable <= blocked):
+            return ArmVerdict(sweep.unreachable, "", math.nan, -1, sweep.reason, minimum)
+        if blocked < 0:
+            return ArmVerdict(-1, "", minimum, -1, "", minimum)
+        link = self.model.links[int(self._owner[sphere[first_config]])].link
+        found = int(point[first_config])
+        index = int(grid.index[found]) if found >= 0 else -1
+        return ArmVerdict(blocked, link, float(clear[first_config]), index, "", minimum)
+
+
+@numba.njit(cache=True, nogil=True)
+def _spheres_kernel(  # noqa: PLR0917 - numba compiles positional arguments only
+    points: FloatArray,
+    start: IntArray,
+    origin: FloatArray,
+    cell: float,
+    dims: IntArray,
+    centres: FloatArray,
+    radii: FloatArray,
+    threshold: float,
+    near_range: float,
+) -> tuple[FloatArray, IntArray, IntArray, int]:
+    """For each configuration (m, S, 3): the smallest (distance to a point minus radius minus
+    threshold) over its spheres (capped at near_range - threshold), the sphere and the
+    (grid-ordered) point behind it; stops after the first configuration below zero and
+    returns how many were checked."""
+    m, s_count = centres.shape[0], centres.shape[1]
+    margin = np.full(m, near_range - threshold)
+    sphere = np.zeros(m, dtype=np.int64)
+    nearest = np.full(m, -1, dtype=np.int64)
+    for i in range(m):
+        for s in range(s_count):
+            reach = radii[s] + near_range
+            first = np.empty(3, dtype=np.int64)
+            last = np.empty(3, dtype=np.int64)
+            for a in range(3):
+                first[a] = max(math.floor((centres[i, s, a] - reach - origin[a]) / cell), 0)
+                last[a] = min(math.floor((centres[i, s, a] + reach - origin[a]) / cell), dims[a] - 1)
+            if first[0] > last[0] or first[1] > last[1] or first[2] > last[2]:
+                continue
+            cx, cy, cz = centres[i, s, 0], centres[i, s, 1], centres[i, s, 2]
+            for ix in range(first[0], last[0] + 1):
+                for iy in range(first[1], last[1] + 1):
+                    row = (ix * dims[1] + iy) * dims[2]
+                    for k in range(start[row + first[2]], start[row + last[2] + 1]):
+                        dx, dy, dz = points[k, 0] - cx, points[k, 1] - cy, points[k, 2] - cz
+                        g = math.sqrt(dx * dx + dy * dy + dz * dz) - radii[s] - threshold
+                        if g < margin[i]:
+                            margin[i], sphere[i], nearest[i] = g, s, k
+        if margin[i] < 0.0:
+            return margin, sphere, nearest, i + 1
+    return margin, sphere, nearest, m
