@@ -41,6 +41,7 @@ from carryon_bringup.up import default_config_fallbacks
 from carryon_common.core.chunk import Chunk, ChunkSource, Convention
 from carryon_policy.core.backends import make_policy
 from carryon_policy.core.config import PolicyConfig
+from carryon_robot.core.kinematics import load_robot
 from carryon_shield.core.build import build_shield, grounding_params
 from carryon_shield.core.config import ShieldConfig
 from carryon_shield.core.filter import Snapshot
@@ -98,10 +99,21 @@ def approach_chunk(horizon: int) -> Chunk:
     )
 
 
+def arm_joints_at(position: np.ndarray, rotation: np.ndarray, robot_file: str = "") -> np.ndarray:
+    """The Panda's joints with its tool at the pose (IK from the ready configuration)."""
+    kinematics = load_robot(robot_file).kinematics()
+    ready = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])
+    solution = kinematics.inverse(ready, position, rotation, max_iterations=200)
+    if solution.position_error_m > 1e-3:
+        raise RuntimeError(f"the benchmark's tool pose is out of the arm's reach ({solution.position_error_m:.3f} m)")
+    return solution.q
+
+
 def filter_latency(reps: int, result: BenchResult, config: ShieldConfig) -> dict[str, Any]:
     response, _ = load_response_model()
     rng = np.random.default_rng(0)
-    state = RobotState(np.array([0.55, 0.2, 0.52]), DOWN, np.array([0.0, -0.2, 0.0]), 0.02, 1.0, 0.0)
+    tool = np.array([0.55, 0.2, 0.52])
+    state = RobotState(tool, DOWN, np.array([0.0, -0.2, 0.0]), 0.02, 1.0, 0.0, joints=arm_joints_at(tool, DOWN))
     carried = np.array([[0.0, 0.0, 0.02, 0.017], [0.0, 0.0, 0.04, 0.017]])
     table: dict[str, Any] = {}
     warm_up()

@@ -123,7 +123,9 @@ def test_a_one_step_wrist_turn_that_sweeps_the_palm_through_an_object_is_not_rel
 
 def test_an_unreachable_step_fails_closed(arm: ArmCheck) -> None:
     start_p, start_r = arm.kinematics.forward(READY)
-    positions = np.array([start_p + [0.0, 0.0, -0.01], start_p + [2.0, 0.0, 0.0]])  # 2 m away: out of reach
+    positions = np.array(
+        [start_p + np.array([0.0, 0.0, -0.01]), start_p + np.array([2.0, 0.0, 0.0])]
+    )  # 2 m away: out of reach
     chunk = chunk_of(positions, np.repeat(start_r[None], 2, axis=0))
     _, whole_arm = shields(arm, column(5.0, 5.0, 0.0, 0.1), READY)
     decision = whole_arm.decide(chunk, whole_arm.perceive(0.0))
@@ -136,7 +138,7 @@ def test_without_measured_joints_the_whole_arm_shield_releases_nothing(arm: ArmC
     state = RobotState(start_p, start_r, np.zeros(3), 0.08, 0.0, 0.0, joints=None)
     snapshot = Snapshot(column(5.0, 5.0, 0.0, 0.1), state, GripperGeometry.build(0.08), False)
     shield = GeometricShield(lambda _now: snapshot, ResponseModel.identity(), Thresholds(), RetreatParams(), arm=arm)
-    chunk = chunk_of((start_p + [0.0, 0.0, -0.01])[None], start_r[None])
+    chunk = chunk_of((start_p + np.array([0.0, 0.0, -0.01]))[None], start_r[None])
     decision = shield.decide(chunk, snapshot)
     assert decision.decision == Decision.REJECTED_NO_PERCEPTION and decision.released is None
     assert "joint states" in decision.reason

@@ -26,6 +26,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -52,6 +53,19 @@ class LinkSpheres:
     spheres: FloatArray
     surface: FloatArray
 
+    @functools.cached_property
+    def hull(self) -> FloatArray:
+        """The convex hull of the geometry as facet planes (F, 4): n.x + d <= 0 inside."""
+        from scipy.spatial import ConvexHull, QhullError
+
+        try:
+            # Qhull triangulates each face: facets of one plane are one plane here
+            out: FloatArray = np.unique(np.round(ConvexHull(self.surface).equations, 9), axis=0)
+        except QhullError:  # flat: its bounding box
+            lo, hi = self.surface.min(axis=0), self.surface.max(axis=0)
+            out = np.vstack([np.column_stack([np.eye(3), -hi]), np.column_stack([-np.eye(3), lo])])
+        return out
+
 
 def _fibonacci_sphere(count: int) -> FloatArray:
     index = np.arange(count) + 0.5
@@ -67,12 +81,12 @@ def _triangle_samples(vertices: FloatArray, triangles: IntArray, spacing_m: floa
         steps = max(1, math.ceil(max(np.linalg.norm(b - a), np.linalg.norm(c - a), np.linalg.norm(c - b)) / spacing_m))
         u, v = np.meshgrid(np.arange(steps + 1), np.arange(steps + 1), indexing="ij")
         keep = u + v <= steps
-        u, v = u[keep] / steps, v[keep] / steps
-        out.append(a + np.outer(u, b - a) + np.outer(v, c - a))
+        along_b, along_c = u[keep] / steps, v[keep] / steps
+        out.append(a + np.outer(along_b, b - a) + np.outer(along_c, c - a))
     return np.concatenate(out)
 
 
-def _primitive_samples(geometry: object, spacing_m: float) -> FloatArray:
+def _primitive_samples(geometry: Any, spacing_m: float) -> FloatArray:
     """Surface samples of a URDF primitive (box, sphere, cylinder, capsule) in its own frame."""
     import coal
 
@@ -82,11 +96,12 @@ def _primitive_samples(geometry: object, spacing_m: float) -> FloatArray:
         return np.column_stack([radius * np.cos(angle), radius * np.sin(angle), np.full(count, z)])
 
     if isinstance(geometry, coal.Box):
-        half = np.asarray(geometry.halfSide, dtype=np.float64)
-        axes = [np.linspace(-h, h, max(2, math.ceil(2 * h / spacing_m) + 1)) for h in half]
+        half_side = np.asarray(geometry.halfSide, dtype=np.float64)
+        axes = [np.linspace(-h, h, max(2, math.ceil(2 * h / spacing_m) + 1)) for h in half_side]
         grid = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3)
-        on_face = np.any(np.isclose(np.abs(grid), half), axis=1)
-        return grid[on_face]
+        on_face = np.any(np.isclose(np.abs(grid), half_side), axis=1)
+        out: FloatArray = grid[on_face]
+        return out
     if isinstance(geometry, coal.Sphere):
         r = float(geometry.radius)
         return r * _fibonacci_sphere(max(32, math.ceil(4 * math.pi * r * r / spacing_m**2)))
@@ -104,14 +119,17 @@ def _primitive_samples(geometry: object, spacing_m: float) -> FloatArray:
     raise ConfigError(f"collision geometry {type(geometry).__name__} is not supported (mesh or URDF primitive)")
 
 
-def geometry_samples(geometry: object, spacing_m: float = SAMPLE_SPACING_M) -> FloatArray:
+def geometry_samples(geometry: Any, spacing_m: float = SAMPLE_SPACING_M) -> FloatArray:
     """Surface samples (N, 3) of one collision geometry, in its own frame."""
     if hasattr(geometry, "num_tris") and hasattr(geometry, "vertices"):  # a mesh (coal BVH model)
         vertices = np.asarray(geometry.vertices(), dtype=np.float64).reshape(-1, 3)
         corners = [geometry.tri_indices(i) for i in range(int(geometry.num_tris))]
         triangles = np.array([[t[0], t[1], t[2]] for t in corners], dtype=np.int64).reshape(-1, 3)
         samples = _triangle_samples(vertices, triangles, spacing_m)
-        return np.unique(np.round(samples / (0.25 * spacing_m)), axis=0) * (0.25 * spacing_m)
+        # one sample per quarter-spacing voxel (triangles share their edges), each a true surface point
+        _keys, first = np.unique(np.floor(samples / (0.25 * spacing_m)).astype(np.int64), axis=0, return_index=True)
+        out: FloatArray = samples[np.sort(first)]
+        return out
     return _primitive_samples(geometry, spacing_m)
 
 
@@ -156,7 +174,7 @@ def fit_spheres(
     _keys, first = np.unique(np.floor(points / (0.5 * spacing_m)).astype(np.int64), axis=0, return_index=True)
     points = points[np.sort(first)]
     surface = cKDTree(points)
-    radius = surface.query(candidates)[0] + max_overshoot_m
+    radius: FloatArray = np.asarray(surface.query(candidates)[0], dtype=np.float64) + max_overshoot_m
     covers = np.zeros((len(candidates), len(points)), dtype=np.float32)
     for index, members in enumerate(surface.query_ball_point(candidates, radius)):
         covers[index, members] = 1.0
@@ -280,6 +298,17 @@ class ArmModel:
         """The same for every link a commanded joint moves, the hand's included (how far a motion goes)."""
         return self._flatten(self.moving)
 
+    @functools.cached_property
+    def all_spheres(self) -> tuple[FloatArray, IntArray, IntArray]:
+        """The same for every link, those fixed to the base included (the robot's whole volume)."""
+        return self._flatten(tuple(range(len(self.links))))
+
+    @functools.cached_property
+    def hulls(self) -> tuple[FloatArray, IntArray]:
+        """Every link's hull planes stacked (F, 4) and where each link's start (L + 1,)."""
+        planes = [link.hull for link in self.links]
+        return np.concatenate(planes), np.concatenate([[0], np.cumsum([len(p) for p in planes])]).astype(np.int64)
+
     def joint_poses(self, q: FloatArray, finger_width_m: float = 0.0) -> FloatArray:
         """(n, J + 1, 4, 4): every joint's frame in `world` for n configurations (n, dof);
         index 0 is the URDF base."""
@@ -321,7 +350,7 @@ class ArmModel:
         return out
 
 
-def _is_mesh(geometry: object) -> bool:
+def _is_mesh(geometry: Any) -> bool:
     return hasattr(geometry, "num_tris")
 
 

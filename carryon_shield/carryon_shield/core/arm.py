@@ -43,6 +43,7 @@ IntArray = npt.NDArray[np.int64]
 
 SWEEP_M = 0.01  # largest motion of any arm sphere between two checked configurations
 MAX_SUBSTEPS = 64  # per step; a step needing more fails closed (the joints jump)
+SELF_MARGIN_M = 0.02  # a point this close to (or inside) a link's hull at the measured joints is the robot
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,7 @@ class Sweep:
     tool_rotations: FloatArray
     unreachable: int
     reason: str
+    measured: FloatArray  # the configuration the sweep starts from
 
 
 @dataclass(frozen=True)
@@ -90,11 +92,16 @@ class ArmCheck:
         thresholds: ArmThresholds | None = None,
         *,
         sweep_m: float = SWEEP_M,
+        self_margin_m: float = SELF_MARGIN_M,
     ) -> None:
+        self.self_margin_m = self_margin_m
         self.model = model
         self.kinematics = kinematics
         self.thresholds = thresholds or ArmThresholds()
         self.sweep_m = sweep_m
+        # what a link's distance is held to: its threshold, plus half the sweep step for the
+        # motion between two checked configurations
+        self.threshold_m = self.thresholds.link_m + 0.5 * sweep_m
         self._spheres, _joints, self._owner = model.checked_spheres
 
     def configurations(
@@ -143,13 +150,23 @@ class ArmCheck:
             step_of.append(np.full(count, index, dtype=np.int64))
         q = np.concatenate(qs)
         positions_swept, rotations_swept = self.model.tool_poses(q, finger_width_m)
-        return Sweep(q, np.concatenate(step_of), positions_swept, rotations_swept, unreachable, reason)
+        return Sweep(q, np.concatenate(step_of), positions_swept, rotations_swept, unreachable, reason, ends[0])
 
     def check(self, grid: PointGrid, sweep: Sweep, finger_width_m: float) -> ArmVerdict:
         """The first step of `sweep` whose configurations bring a checked link closer than
-        `link_m` (spheres grown by half the sweep step) to a point of `grid`."""
-        centres = self.model.sphere_centres(sweep.q, finger_width_m)
-        radii = self._spheres[:, 3] + 0.5 * self.sweep_m
+        `link_m` + half the sweep step to a point of `grid`. Spheres find the candidate points;
+        the distance is to the link's convex hull (a lower bound of the distance to the link:
+        never more than the truth, so never less safe), not to the spheres."""
+        poses = self.model.joint_poses(sweep.q, finger_width_m)  # (m, J + 1, 4, 4)
+        joints = self.model.checked_spheres[1]
+        placed = poses[:, joints]  # (m, S, 4, 4)
+        centres = np.einsum("msij,sj->msi", placed[..., :3, :3], self._spheres[:, :3]) + placed[..., :3, 3]
+        of_link = poses[:, [link.joint for link in self.model.links]]  # (m, L, 4, 4)
+        link_from_world = np.zeros((len(sweep.q), of_link.shape[1], 3, 4))
+        link_from_world[..., :3] = np.swapaxes(of_link[..., :3, :3], -1, -2)
+        link_from_world[..., 3] = -np.einsum("mlji,mlj->mli", of_link[..., :3, :3], of_link[..., :3, 3])
+        planes, starts = self.model.hulls
+        threshold = self.threshold_m
         margin, sphere, point, checked = _spheres_kernel(
             grid.points,
             grid.start,
@@ -157,14 +174,19 @@ class ArmCheck:
             float(grid.cell_m),
             grid.dims,
             np.ascontiguousarray(centres),
-            np.ascontiguousarray(radii),
-            float(self.thresholds.link_m),
-            max(0.05, float(self.thresholds.link_m)),
+            np.ascontiguousarray(self._spheres[:, 3]),
+            np.ascontiguousarray(self._owner),
+            np.ascontiguousarray(link_from_world),
+            np.ascontiguousarray(planes),
+            starts,
+            threshold,
+            max(0.05, threshold),
+            self.robot_points(grid, sweep.measured, finger_width_m),
         )
         margin = margin[:checked]
         first_config = int(np.argmax(margin < 0.0)) if np.any(margin < 0.0) else -1
         blocked = int(sweep.step[first_config]) if first_config >= 0 else -1
-        clear = margin + self.thresholds.link_m
+        clear = margin + threshold
         minimum = float(np.min(clear)) if len(clear) else math.inf
         if sweep.unreachable >= 0 and (blocked < 0 or sweep.unreachable <= blocked):
             return ArmVerdict(sweep.unreachable, "", math.nan, -1, sweep.reason, minimum)
@@ -174,6 +196,85 @@ class ArmCheck:
         found = int(point[first_config])
         index = int(grid.index[found]) if found >= 0 else -1
         return ArmVerdict(blocked, link, float(clear[first_config]), index, "", minimum)
+
+    def robot_points(self, grid: PointGrid, q: FloatArray, finger_width_m: float) -> npt.NDArray[np.bool_]:
+        """Which points of `grid` (grid order) are the robot itself at joints `q`: inside a
+        link's convex hull grown by `self_margin_m` (depth noise, the motion since the frame).
+        Perception labels the robot, but not always every pixel of it (a link's edge, the
+        column between two links); those points sit inside the arm and would block it forever.
+        An object the arm touches is only partly inside that margin: the rest of it still blocks."""
+        spheres, joints, owner = self.model.all_spheres
+        poses = self.model.joint_poses(np.asarray(q)[None], finger_width_m)[0]
+        placed = poses[joints]  # (S, 4, 4)
+        centres = np.einsum("sij,sj->si", placed[:, :3, :3], spheres[:, :3]) + placed[:, :3, 3]
+        inverse = np.linalg.inv(poses[[link.joint for link in self.model.links]])
+        planes, starts = self.model.hulls
+        return _robot_points(
+            grid.points,
+            grid.start,
+            grid.origin,
+            float(grid.cell_m),
+            grid.dims,
+            np.ascontiguousarray(centres),
+            np.ascontiguousarray(spheres[:, 3]),
+            np.ascontiguousarray(owner),
+            np.ascontiguousarray(inverse),
+            np.ascontiguousarray(planes),
+            starts,
+            float(self.self_margin_m),
+        )
+
+
+@numba.njit(cache=True, nogil=True)
+def _robot_points(  # noqa: PLR0917 - numba compiles positional arguments only
+    points: FloatArray,
+    start: IntArray,
+    origin: FloatArray,
+    cell: float,
+    dims: IntArray,
+    centres: FloatArray,
+    radii: FloatArray,
+    owner: IntArray,
+    link_from_world: FloatArray,
+    planes: FloatArray,
+    plane_start: IntArray,
+    margin: float,
+) -> npt.NDArray[np.bool_]:
+    inside = np.zeros(points.shape[0], dtype=np.bool_)
+    for s in range(centres.shape[0]):
+        reach = radii[s] + margin
+        first = np.empty(3, dtype=np.int64)
+        last = np.empty(3, dtype=np.int64)
+        for a in range(3):
+            first[a] = max(math.floor((centres[s, a] - reach - origin[a]) / cell), 0)
+            last[a] = min(math.floor((centres[s, a] + reach - origin[a]) / cell), dims[a] - 1)
+        if first[0] > last[0] or first[1] > last[1] or first[2] > last[2]:
+            continue
+        link = owner[s]
+        t = link_from_world[link]
+        for ix in range(first[0], last[0] + 1):
+            for iy in range(first[1], last[1] + 1):
+                row = (ix * dims[1] + iy) * dims[2]
+                for k in range(start[row + first[2]], start[row + last[2] + 1]):
+                    if inside[k]:
+                        continue
+                    dx, dy, dz = (
+                        points[k, 0] - centres[s, 0],
+                        points[k, 1] - centres[s, 1],
+                        points[k, 2] - centres[s, 2],
+                    )
+                    if dx * dx + dy * dy + dz * dz > reach * reach:
+                        continue
+                    lx = t[0, 0] * points[k, 0] + t[0, 1] * points[k, 1] + t[0, 2] * points[k, 2] + t[0, 3]
+                    ly = t[1, 0] * points[k, 0] + t[1, 1] * points[k, 1] + t[1, 2] * points[k, 2] + t[1, 3]
+                    lz = t[2, 0] * points[k, 0] + t[2, 1] * points[k, 1] + t[2, 2] * points[k, 2] + t[2, 3]
+                    within = True
+                    for f in range(plane_start[link], plane_start[link + 1]):
+                        if planes[f, 0] * lx + planes[f, 1] * ly + planes[f, 2] * lz + planes[f, 3] > margin:
+                            within = False
+                            break
+                    inside[k] = within
+    return inside
 
 
 @numba.njit(cache=True, nogil=True)
@@ -185,13 +286,18 @@ def _spheres_kernel(  # noqa: PLR0917 - numba compiles positional arguments only
     dims: IntArray,
     centres: FloatArray,
     radii: FloatArray,
+    owner: IntArray,
+    link_from_world: FloatArray,
+    planes: FloatArray,
+    plane_start: IntArray,
     threshold: float,
     near_range: float,
+    ignore: npt.NDArray[np.bool_],
 ) -> tuple[FloatArray, IntArray, IntArray, int]:
-    """For each configuration (m, S, 3): the smallest (distance to a point minus radius minus
-    threshold) over its spheres (capped at near_range - threshold), the sphere and the
-    (grid-ordered) point behind it; stops after the first configuration below zero and
-    returns how many were checked."""
+    """For each configuration i (centres (m, S, 3)): the smallest (distance from a point to
+    its sphere's link hull minus threshold) over the points within a sphere's radius plus
+    near_range (capped at near_range - threshold), the sphere and the (grid-ordered) point
+    behind it. Stops after the first configuration below zero; returns how many were checked."""
     m, s_count = centres.shape[0], centres.shape[1]
     margin = np.full(m, near_range - threshold)
     sphere = np.zeros(m, dtype=np.int64)
@@ -207,12 +313,25 @@ def _spheres_kernel(  # noqa: PLR0917 - numba compiles positional arguments only
             if first[0] > last[0] or first[1] > last[1] or first[2] > last[2]:
                 continue
             cx, cy, cz = centres[i, s, 0], centres[i, s, 1], centres[i, s, 2]
+            link = owner[s]
+            t = link_from_world[i, link]
             for ix in range(first[0], last[0] + 1):
                 for iy in range(first[1], last[1] + 1):
                     row = (ix * dims[1] + iy) * dims[2]
                     for k in range(start[row + first[2]], start[row + last[2] + 1]):
-                        dx, dy, dz = points[k, 0] - cx, points[k, 1] - cy, points[k, 2] - cz
-                        g = math.sqrt(dx * dx + dy * dy + dz * dz) - radii[s] - threshold
+                        if ignore[k]:
+                            continue
+                        px, py, pz = points[k, 0], points[k, 1], points[k, 2]
+                        dx, dy, dz = px - cx, py - cy, pz - cz
+                        if dx * dx + dy * dy + dz * dz > reach * reach:
+                            continue
+                        lx = t[0, 0] * px + t[0, 1] * py + t[0, 2] * pz + t[0, 3]
+                        ly = t[1, 0] * px + t[1, 1] * py + t[1, 2] * pz + t[1, 3]
+                        lz = t[2, 0] * px + t[2, 1] * py + t[2, 2] * pz + t[2, 3]
+                        d = 0.0  # the farthest facet plane: a lower bound of the distance to the hull
+                        for f in range(plane_start[link], plane_start[link + 1]):
+                            d = max(d, planes[f, 0] * lx + planes[f, 1] * ly + planes[f, 2] * lz + planes[f, 3])
+                        g = min(d, near_range) - threshold
                         if g < margin[i]:
                             margin[i], sphere[i], nearest[i] = g, s, k
         if margin[i] < 0.0:

@@ -258,7 +258,7 @@ class GeometricShield:
         if arm_why:  # a link of the arm (or the arm's IK, or the hand between two steps)
             assert self.arm is not None
             index = blocker[0]
-            threshold = self.arm.thresholds.link_m
+            threshold = self.arm.threshold_m
             name = obstacles.arm_name_of(index)
             point = tuple(float(v) for v in obstacles.arm_point(index)) if index >= 0 else (0.0, 0.0, 0.0)
             why = f"step {first} blocked: {arm_why}"
@@ -346,7 +346,7 @@ class GeometricShield:
             near = obstacles.arm_name_of(verdict.point) or "an obstacle"
             why = verdict.reason or (
                 f"{verdict.link} predicted {verdict.clearance_m:.3f} m from {near} "
-                f"(threshold {self.arm.thresholds.link_m:.3f} m)"
+                f"(threshold {self.arm.threshold_m:.3f} m with the sweep)"
             )
         # The hand between the steps: its boxes at the tool poses of the swept configurations.
         hand = check_poses(
@@ -423,10 +423,10 @@ class GeometricShield:
         for candidate, label in ((direction, "retreat away and up"), (UP, "retreat straight up")):
             path = state.position + np.outer(fractions * p.distance_m, candidate)
             check = check_poses(snapshot.obstacles, snapshot.geometry, self.thresholds, path, rotations)
-            hand_ok = np.all((check.margin >= 0.0) | (check.margin >= now.margin[0] - 1e-4))
+            hand_ok = bool(np.all((check.margin >= 0.0) | (check.margin >= now.margin[0] - 1e-4)))
             if hand_ok and self.arm is not None:  # the links may not come closer either
                 arm_path = self.arm_clearance(snapshot, path, rotations)
-                hand_ok = arm_path >= self.arm.thresholds.link_m or arm_path >= arm_now - 1e-4
+                hand_ok = arm_path >= self.arm.threshold_m or arm_path >= arm_now - 1e-4
             if hand_ok:
                 rotvec = _matrix_to_rotvec(state.rotation)
                 retreat = Chunk(

@@ -217,6 +217,7 @@ class SimShieldGate:
                 now_s,
                 target_position,
                 target_rotation,
+                joints=world.arm_q(),
             )
         )
         began = time.perf_counter()
