@@ -152,3 +152,21 @@ def test_the_sweep_is_dense_enough_that_no_sphere_moves_more_than_its_step(arm: 
     moved = np.linalg.norm(np.diff(centres, axis=0), axis=2).max()
     assert moved <= arm.sweep_m + 1e-9
     assert list(np.unique(sweep.step)) == [0, 1, 2, 3]
+
+
+def test_exempt_objects_are_obstacles_for_the_arms_links_and_a_carried_target_is_not(arm: ArmCheck) -> None:
+    """Permitted contacts are the hand's: the task's target beside the forearm's path blocks
+    it; the same points while the hand holds the target are the carried object's (attached)."""
+    post, chunk, elbow_step = elbow_case(arm)
+    as_target = ObstacleSet(np.zeros((0, 3)), np.zeros(0, dtype=np.int32), ("unknown", "carrot"), 0.0, "world",
+                            target_points=post.points, target_label=1)  # fmt: skip
+    position, rotation = arm.kinematics.forward(READY)
+    state = RobotState(position, rotation, np.zeros(3), 0.03, 1.0, 0.0, joints=READY)
+    for holding, blocked in ((False, True), (True, False)):
+        snapshot = Snapshot(as_target, state, GripperGeometry.build(0.03), holding)
+        shield = GeometricShield(lambda _now, s=snapshot: s, ResponseModel.identity(), Thresholds(), RetreatParams(),
+                                 arm=arm)  # fmt: skip
+        decision = shield.decide(chunk, snapshot)
+        assert (decision.decision != Decision.RELEASED_ALL) == blocked, decision.reason
+        if blocked:
+            assert decision.released_steps <= elbow_step and "carrot" in decision.reason

@@ -338,7 +338,7 @@ class GeometricShield:
             return 0, (-1, -1, float("nan")), "no measured joint states: the arm's links cannot be checked"
         width = state.gripper_width_m
         sweep = self.arm.sweep(state.joints, commanded[:limit], rotations[:limit], width)
-        verdict: ArmVerdict = self.arm.check(obstacles.arm_grid, sweep, width)
+        verdict: ArmVerdict = self.arm.check(obstacles.arm_grid(snapshot.holding), sweep, width)
         first, blocker, why = limit, (-1, -1, float("nan")), ""
         if verdict.first_blocked >= 0:
             first = verdict.first_blocked
@@ -382,7 +382,7 @@ class GeometricShield:
         sweep = self.arm.sweep(state.joints, positions, rotations, state.gripper_width_m)
         if sweep.unreachable >= 0:
             return float("-inf")
-        verdict = self.arm.check(snapshot.obstacles.arm_grid, sweep, state.gripper_width_m)
+        verdict = self.arm.check(snapshot.obstacles.arm_grid(snapshot.holding), sweep, state.gripper_width_m)
         return verdict.clearance_m if verdict.first_blocked >= 0 else verdict.min_clearance_m
 
     def retreat_direction(self, snapshot: Snapshot) -> tuple[FloatArray, FloatArray | None]:
