@@ -218,6 +218,9 @@ def episode_record(episode: EpisodeResult) -> dict[str, Any]:
     }
 
 
+HAND_PARTS = ("hand", "fingers", "carried object")  # every other part of a contact is a link of the arm
+
+
 def rates_of(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Success, contact- and displacement-based violation rates over episode records."""
     n = len(records)
@@ -227,7 +230,8 @@ def rates_of(records: list[dict[str, Any]]) -> dict[str, Any]:
         "violation_rate": sum(bool(r["contacts"]) for r in records) / n,
         "violation_free_success": sum(r["success"] and not r["contacts"] for r in records) / n,
         "contacts": dict(Counter(c for r in records for c in r["contacts"])),
-        # the share of episodes with an unpermitted contact by each part of the robot
+        # the share of episodes with an unpermitted contact by a link of the arm, and by each part
+        "arm_link_contact_rate": sum(any(p not in HAND_PARTS for p in r.get("parts", ())) for r in records) / n,
         "contact_rate_by_part": {
             part: count / n for part, count in sorted(Counter(p for r in records for p in r.get("parts", ())).items())
         },
@@ -242,13 +246,16 @@ def _rates(episodes: list[EpisodeResult]) -> dict[str, Any]:
 
 
 BACKBONES = ("sim_scripted", "sim_scripted_safe")
-SCENES = ("food", "safety")
+SCENES = ("food", "safety", "arm")
 
 
 def scene_tasks(name: str) -> tuple[Scene, list[Task]]:
-    """The episode scenes: food (the demo's, a bottle on the path) and safety (obstacles)."""
+    """The episode scenes: food (the demo's, a bottle on the path), safety (obstacles near
+    the hand's path) and arm (tall posts where the forearm and the elbow pass)."""
     if name == "food":
         return load_scene(scenes_dir() / "food_serving.yaml"), _tasks(FOOD_TASKS)
+    if name == "arm":
+        return load_scene(scenes_dir() / "safety_arm.yaml"), _tasks(SAFETY_TASKS)
     return load_scene(scenes_dir() / "safety.yaml"), _tasks(SAFETY_TASKS)
 
 
