@@ -220,7 +220,7 @@ def test_shield_filters_chunks_from_fake_sensors(ros, wait_until) -> None:  # ty
     assert 0 < blocked.released_steps < 16 and blocked.blocking_obstacle == "bottle"
     assert wait_until(lambda: released, 5.0) and len(released[-1].steps) == blocked.released_steps
     assert wait_until(lambda: markers and clouds, 5.0)
-    shown = {m.id: m for m in markers[-1].markers}
+    shown = {m.id: m for m in markers[-1].markers if m.ns == "shield"}
     assert shown[0].action == Marker.ADD and shown[1].action == Marker.ADD  # released and blocked paths
     assert len(shown[0].points) == blocked.released_steps + 1
     assert shown[3].action == Marker.ADD and shown[2].action == Marker.DELETE  # nearest point; no retreat

@@ -88,6 +88,15 @@ def test_a_chunk_whose_tool_path_is_clear_but_whose_elbow_passes_through_an_obst
     assert decision.decision in (Decision.RELEASED_PREFIX, Decision.RETREAT)
     assert decision.released_steps <= elbow_step
     assert "panda_link" in decision.reason and "shelf" in decision.reason
+    # rviz: the arm's spheres where the link blocked, one marker each; unused ids deleted
+    from builtin_interfaces.msg import Time
+    from visualization_msgs.msg import Marker
+
+    from carryon_shield.convert import decision_markers
+
+    assert decision.arm_spheres is not None and len(decision.arm_spheres) == len(arm.model.checked_spheres[0])
+    shown = [m for m in decision_markers(decision, Time()).markers if m.ns == "shield_arm"]
+    assert sum(m.action == Marker.ADD for m in shown) == len(decision.arm_spheres)
     released = decision.released
     if released is not None and decision.decision == Decision.RELEASED_PREFIX:  # what it releases is clear
         _, whole = shields(arm, post, READY)

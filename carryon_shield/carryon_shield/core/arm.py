@@ -82,6 +82,7 @@ class ArmVerdict:
     point: int
     reason: str
     min_clearance_m: float
+    q_blocked: FloatArray | None = None  # the first configuration too close (markers)
 
 
 class ArmCheck:
@@ -195,7 +196,12 @@ class ArmCheck:
         link = self.model.links[int(self._owner[sphere[first_config]])].link
         found = int(point[first_config])
         index = int(grid.index[found]) if found >= 0 else -1
-        return ArmVerdict(blocked, link, float(clear[first_config]), index, "", minimum)
+        return ArmVerdict(blocked, link, float(clear[first_config]), index, "", minimum, sweep.q[first_config])
+
+    def spheres_at(self, q: FloatArray, finger_width_m: float) -> FloatArray:
+        """The checked links' spheres (S, 4) in `world` at joints `q` (markers)."""
+        centres = self.model.sphere_centres(np.asarray(q)[None], finger_width_m)[0]
+        return np.column_stack([centres, self._spheres[:, 3]])
 
     def robot_points(self, grid: PointGrid, q: FloatArray, finger_width_m: float) -> npt.NDArray[np.bool_]:
         """Which points of `grid` (grid order) are the robot itself at joints `q`: inside a

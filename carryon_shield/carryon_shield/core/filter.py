@@ -227,13 +227,13 @@ class GeometricShield:
             blocker = (int(settle.nearest[0]), int(settle.part[0]), float(settle.clearance[0]))
             clearance = clearance.copy()
             clearance[first] = min(clearance[first], blocker[2])
-        arm_why = ""
+        arm_why, arm_spheres = "", None
         if self.arm is not None and first > 0:
-            arm_first, arm_blocker, arm_why = self._arm_first(snapshot, commanded, rotations, first)
+            arm_first, arm_blocker, arm_why, arm_spheres = self._arm_first(snapshot, commanded, rotations, first)
             if arm_first < first:
                 first, blocker = arm_first, arm_blocker
             else:
-                arm_why = ""
+                arm_why, arm_spheres = "", None
         first = -1 if first == n else first
         common = {
             "min_distance_m": float(np.nanmin(clearance)),
@@ -274,6 +274,7 @@ class GeometricShield:
         nearest = np.asarray([point]) if index >= 0 else np.zeros((0, 3))
         blocked_fields = {
             **common,
+            "arm_spheres": arm_spheres,
             "first_blocked_step": first,
             "blocking_obstacle": name,
             "blocking_point": point,
@@ -328,20 +329,23 @@ class GeometricShield:
 
     def _arm_first(
         self, snapshot: Snapshot, commanded: FloatArray, rotations: FloatArray, limit: int
-    ) -> tuple[int, tuple[int, int, float], str]:
+    ) -> tuple[int, tuple[int, int, float], str, FloatArray | None]:
         """The first step (< `limit`, else `limit`) the whole-arm check blocks, its blocker
-        (arm point index, -1, clearance) and why: a link too close, an unreachable step, or
-        the hand too close somewhere between two steps (`core/arm.py`)."""
+        (arm point index, -1, clearance), why (a link too close, an unreachable step, or the
+        hand too close somewhere between two steps: `core/arm.py`) and, when a link blocked,
+        the arm's spheres at that configuration (markers)."""
         assert self.arm is not None
         state, obstacles = snapshot.state, snapshot.obstacles
         if state.joints is None:  # fail closed: without the joints nothing knows where the links are
-            return 0, (-1, -1, float("nan")), "no measured joint states: the arm's links cannot be checked"
+            return 0, (-1, -1, float("nan")), "no measured joint states: the arm's links cannot be checked", None
         width = state.gripper_width_m
         sweep = self.arm.sweep(state.joints, commanded[:limit], rotations[:limit], width)
         verdict: ArmVerdict = self.arm.check(obstacles.arm_grid(snapshot.holding), sweep, width)
-        first, blocker, why = limit, (-1, -1, float("nan")), ""
+        first, blocker, why, spheres = limit, (-1, -1, float("nan")), "", None
         if verdict.first_blocked >= 0:
             first = verdict.first_blocked
+            if verdict.q_blocked is not None:
+                spheres = self.arm.spheres_at(verdict.q_blocked, width)
             blocker = (verdict.point, -1, verdict.clearance_m)
             near = obstacles.arm_name_of(verdict.point) or "an obstacle"
             why = verdict.reason or (
@@ -360,7 +364,7 @@ class GeometricShield:
         violated = np.flatnonzero(hand.violated[: hand.checked])
         if len(violated) and int(sweep.step[violated[0]]) < first:
             at = int(violated[0])
-            first = int(sweep.step[at])
+            first, spheres = int(sweep.step[at]), None
             part = Part(int(hand.part[at]))
             point = int(hand.nearest[at])
             blocker = (point, -1, float(hand.clearance[at]))
@@ -369,7 +373,7 @@ class GeometricShield:
                 f"{PART_NAMES[part]} predicted {hand.clearance[at]:.3f} m from {near} on the way to the step "
                 f"(threshold {float(self.thresholds.of_part()[part]):.3f} m)"
             )
-        return first, blocker, why
+        return first, blocker, why, spheres
 
     def arm_clearance(self, snapshot: Snapshot, positions: FloatArray, rotations: FloatArray) -> float:
         """The arm's smallest link clearance (m) from the measured joints through the tool
