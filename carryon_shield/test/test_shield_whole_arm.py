@@ -179,3 +179,16 @@ def test_exempt_objects_are_obstacles_for_the_arms_links_and_a_carried_target_is
         assert (decision.decision != Decision.RELEASED_ALL) == blocked, decision.reason
         if blocked:
             assert decision.released_steps <= elbow_step and "carrot" in decision.reason
+
+
+def test_a_step_that_folds_the_hand_into_the_base_is_not_released(arm: ArmCheck) -> None:
+    """Self-collision: the joints swing the hand down into the arm's own column."""
+    folded = READY.copy()
+    folded[1], folded[3], folded[5] = 1.5, -3.0, 3.7
+    assert arm.model.self_collisions(folded[None], 0.08)[0] >= 0
+    path = np.linspace(READY, folded, 6)[1:]
+    positions, rotations = arm.model.tool_poses(path, 0.08)
+    _, whole_arm = shields(arm, column(5.0, 5.0, 0.0, 0.1), READY)
+    decision = whole_arm.decide(chunk_of(positions, rotations), whole_arm.perceive(0.0))
+    assert decision.decision != Decision.RELEASED_ALL
+    assert "self-collision" in decision.reason or "cannot reach" in decision.reason

@@ -15,7 +15,9 @@ tool poses of a chunk. This module adds the rest of the arm and the motion betwe
    configurations is still within a grown sphere (to the chord's accuracy). The hand's boxes
    are checked at the tool poses of these configurations too: a one-step wrist turn sweeps
    the palm through what its two end poses miss.
-3. **Links.** Every sphere of the links `ArmModel` marks as checked (each link of the arm
+3. **Self-collision.** The link pairs `ArmModel.self_collision_pairs` keeps (those the
+   joints can bring together) may not overlap in any configuration of the sweep.
+4. **Links.** Every sphere of the links `ArmModel` marks as checked (each link of the arm
    that a commanded joint moves, not the hand, whose exact boxes the hand check measures and
    where permitted contacts apply) against every obstacle point and the task's own target
    points: a link of the arm may touch nothing (the table it is mounted on moves with none
@@ -191,6 +193,13 @@ class ArmCheck:
         minimum = float(np.min(clear)) if len(clear) else math.inf
         if sweep.unreachable >= 0 and (blocked < 0 or sweep.unreachable <= blocked):
             return ArmVerdict(sweep.unreachable, "", math.nan, -1, sweep.reason, minimum)
+        upto = first_config + 1 if first_config >= 0 else len(sweep.q)
+        selfs = self.model.self_collisions(sweep.q[:upto], finger_width_m)
+        if np.any(selfs >= 0):
+            at = int(np.argmax(selfs >= 0))
+            a, b = self.model.self_collision_pairs[int(selfs[at])]
+            why = f"self-collision: {self.model.links[a].link} would touch {self.model.links[b].link}"
+            return ArmVerdict(int(sweep.step[at]), self.model.links[a].link, 0.0, -1, why, minimum, sweep.q[at])
         if blocked < 0:
             return ArmVerdict(-1, "", minimum, -1, "", minimum)
         link = self.model.links[int(self._owner[sphere[first_config]])].link
