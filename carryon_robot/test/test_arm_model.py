@@ -84,3 +84,28 @@ def test_a_urdf_without_collision_geometry_or_with_unknown_hand_links_is_refused
         ArmModel(default_urdf(), robot.joint_names, base, tool_frame=robot.tool_frame, tcp=tcp, hand_links=["gripper"])
     with pytest.raises(ConfigError, match="not in"):
         ArmModel(default_urdf(), ["elbow"], base, tool_frame=robot.tool_frame, tcp=tcp)
+
+
+def test_the_compiled_ik_lands_where_the_drivers_ik_does(model: ArmModel) -> None:
+    """The shield predicts the drivers' joints with the compiled IK: from the same seed, for
+    targets a step away, both reach the target and agree on the joints."""
+    from scipy.spatial.transform import Rotation
+
+    kinematics = load_robot("").kinematics()
+    rng = np.random.default_rng(7)
+    agreed = 0
+    for _ in range(200):
+        seed = np.clip(READY + rng.normal(0.0, 0.4, 7), kinematics.lower, kinematics.upper)
+        position, rotation = kinematics.forward(seed)
+        turn = Rotation.from_rotvec(rng.normal(0.0, 0.05, 3)).as_matrix()
+        target = (position + rng.normal(0.0, 0.01, 3), turn @ rotation)
+        drivers = kinematics.inverse(seed, *target)
+        if drivers.position_error_m > 1e-4 or drivers.rotation_error_rad > 1e-3:
+            continue  # at a joint limit: the drivers refuse such a step anyway
+        compiled = model.inverse(seed, *target, 0.08)
+        assert compiled.position_error_m < 1e-4 and compiled.rotation_error_rad < 1e-3
+        assert np.abs(compiled.q - drivers.q).max() < 0.01
+        agreed += 1
+    assert agreed > 150
+    path, position_errors, _ = model.inverse_path(READY, *(np.array(v)[None] for v in kinematics.forward(READY)))
+    assert np.allclose(path[0], READY, atol=1e-3) and position_errors[0] < 1e-4

@@ -33,6 +33,7 @@ import numpy.typing as npt
 import pinocchio as pin
 
 from carryon_common.core.errors import ConfigError
+from carryon_robot.core.kinematics import IkSolution
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -274,6 +275,12 @@ class ArmModel:
         commanded = [known[name] for name in joint_names]
         self.lower = np.array([model.lowerPositionLimit[model.joints[j].idx_q] for j in commanded])
         self.upper = np.array([model.upperPositionLimit[model.joints[j].idx_q] for j in commanded])
+        # the tree as arrays for the compiled kinematics (core/chain_ik.py)
+        self._columns = np.array(commanded, dtype=np.int64)
+        self._parent = np.array([joint.parent for joint in self._joints], dtype=np.int64)
+        self._placement = np.ascontiguousarray([joint.placement for joint in self._joints])
+        self._axis = np.ascontiguousarray([joint.axis for joint in self._joints], dtype=np.float64)
+        self._revolute = np.array([joint.revolute for joint in self._joints], dtype=np.bool_)
 
     def _moved_by_command(self, joint: int) -> bool:
         while joint > 0:
@@ -355,41 +362,116 @@ class ArmModel:
         common = next(j for j in up_a if j in up_b)
         return up_a.index(common) + up_b.index(common)
 
-    def self_collisions(self, q: FloatArray, finger_width_m: float = 0.0) -> npt.NDArray[np.int64]:
-        """For n configurations (n, dof): the first self-collision pair (index into
-        `self_collision_pairs`) whose spheres overlap, -1 where none does."""
-        pairs = self.self_collision_pairs
-        out = np.full(len(np.atleast_2d(q)), -1, dtype=np.int64)
-        if not pairs:
-            return out
-        spheres, joints, owner = self.all_spheres
-        poses = self.joint_poses(q, finger_width_m)[:, joints]
-        centres = np.einsum("nsij,sj->nsi", poses[..., :3, :3], spheres[:, :3]) + poses[..., :3, 3]
-        for index, (a, b) in reversed(list(enumerate(pairs))):  # the first pair wins
+    @functools.cached_property
+    def _self_pairs_flat(self) -> tuple[IntArray, IntArray, IntArray]:
+        """Every sphere pair of the self-collision pairs: (first, second, link pair index)."""
+        _spheres, _joints, owner = self.all_spheres
+        first, second, label = [], [], []
+        for index, (a, b) in enumerate(self.self_collision_pairs):
             ia, ib = np.flatnonzero(owner == a), np.flatnonzero(owner == b)
-            gap = np.linalg.norm(centres[:, ia, None] - centres[:, None, ib], axis=3) - (
-                spheres[ia, 3][:, None] + spheres[ib, 3][None]
-            )
-            out[(gap < 0.0).any(axis=(1, 2))] = index
-        return out
+            first.append(np.repeat(ia, len(ib)))
+            second.append(np.tile(ib, len(ia)))
+            label.append(np.full(len(ia) * len(ib), index))
+        if not first:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, empty
+        return (
+            np.concatenate(first).astype(np.int64),
+            np.concatenate(second).astype(np.int64),
+            np.concatenate(label).astype(np.int64),
+        )
+
+    def self_collisions(self, q: FloatArray, finger_width_m: float = 0.0) -> IntArray:
+        """For n configurations (n, dof): a self-collision pair (index into
+        `self_collision_pairs`) whose spheres overlap, -1 where none does."""
+        from carryon_robot.core.chain_ik import first_overlap, place_points
+
+        spheres, joints, _owner = self.all_spheres
+        first, second, label = self._self_pairs_flat
+        centres = place_points(self.joint_poses(q, finger_width_m), joints, np.ascontiguousarray(spheres[:, :3]))
+        return first_overlap(centres, np.ascontiguousarray(spheres[:, 3]), first, second, label)
 
     def joint_poses(self, q: FloatArray, finger_width_m: float = 0.0) -> FloatArray:
         """(n, J + 1, 4, 4): every joint's frame in `world` for n configurations (n, dof);
-        index 0 is the URDF base."""
+        index 0 is the URDF base (compiled: `core/chain_ik.py`)."""
+        from carryon_robot.core.chain_ik import chain_fk_batch
+
         q = np.atleast_2d(np.asarray(q, dtype=np.float64))
-        n = len(q)
-        poses = np.empty((n, len(self._joints) + 1, 4, 4))
-        poses[:, 0] = self._base
-        for j, joint in enumerate(self._joints, start=1):
-            column = self._source[j]
-            value = q[:, column] if column >= 0 else np.full(n, 0.5 * finger_width_m if column == -1 else 0.0)
-            motion = np.tile(np.eye(4), (n, 1, 1))
-            if joint.revolute:
-                motion[:, :3, :3] = _rotations(joint.axis, value)
-            else:
-                motion[:, :3, 3] = value[:, None] * joint.axis
-            poses[:, j] = poses[:, joint.parent] @ joint.placement @ motion
-        return poses
+        values = np.tile(self._fixed(finger_width_m), (len(q), 1))
+        values[:, self._columns - 1] = q
+        return chain_fk_batch(values, self._parent, self._placement, self._axis, self._revolute, self._base)
+
+    def inverse(
+        self,
+        q_seed: FloatArray,
+        position: FloatArray,
+        rotation: FloatArray,
+        finger_width_m: float = 0.0,
+        *,
+        max_iterations: int = 50,
+        tolerance_m: float = 1e-4,
+        tolerance_rad: float = 1e-3,
+        damping: float = 1e-4,
+    ) -> IkSolution:
+        """Joints that put the tool centre point at the `world` pose: the drivers' damped
+        least-squares IK, compiled (`core/chain_ik.py`)."""
+        from carryon_robot.core.chain_ik import chain_ik
+
+        target = np.eye(4)
+        target[:3, :3], target[:3, 3] = rotation, position
+        fixed = self._fixed(finger_width_m)
+        q, position_error, rotation_error, iterations = chain_ik(
+            np.asarray(q_seed, dtype=np.float64),
+            self._columns,
+            fixed,
+            self._parent,
+            self._placement,
+            self._axis,
+            self._revolute,
+            self._base,
+            self._tool_joint,
+            self._tool_in_joint,
+            target,
+            self.lower,
+            self.upper,
+            damping,
+            max_iterations,
+            tolerance_m,
+            tolerance_rad,
+        )
+        return IkSolution(q, float(position_error), float(rotation_error), int(iterations))
+
+    def inverse_path(
+        self, q_start: FloatArray, positions: FloatArray, rotations: FloatArray, finger_width_m: float = 0.0
+    ) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """`inverse` for a sequence of tool targets (m, 3) / (m, 3, 3), each seeded from the
+        previous solution: joints (m, dof), position errors (m,), rotation errors (m,)."""
+        from carryon_robot.core.chain_ik import chain_ik_path
+
+        targets = np.tile(np.eye(4), (len(positions), 1, 1))
+        targets[:, :3, :3], targets[:, :3, 3] = rotations, positions
+        return chain_ik_path(
+            np.asarray(q_start, dtype=np.float64),
+            self._columns,
+            self._fixed(finger_width_m),
+            self._parent,
+            self._placement,
+            self._axis,
+            self._revolute,
+            self._base,
+            self._tool_joint,
+            self._tool_in_joint,
+            targets,
+            self.lower,
+            self.upper,
+            1e-4,
+            50,
+            1e-4,
+            1e-3,
+        )
+
+    def _fixed(self, finger_width_m: float) -> FloatArray:
+        return np.where(self._source[1:] == -1, 0.5 * finger_width_m, 0.0)
 
     def tool_poses(self, q: FloatArray, finger_width_m: float = 0.0) -> tuple[FloatArray, FloatArray]:
         """Tool centre point positions (n, 3) and rotations (n, 3, 3) in `world`."""
@@ -399,10 +481,10 @@ class ArmModel:
     def sphere_centres(self, q: FloatArray, finger_width_m: float = 0.0, *, moving: bool = False) -> FloatArray:
         """(n, S, 3): the centres in `world` of the checked spheres (radii: `checked_spheres`),
         or with `moving` of every moving link's (`moving_spheres`)."""
+        from carryon_robot.core.chain_ik import place_points
+
         spheres, joints, _owner = self.moving_spheres if moving else self.checked_spheres
-        poses = self.joint_poses(q, finger_width_m)[:, joints]  # (n, S, 4, 4)
-        centres: FloatArray = np.einsum("nsij,sj->nsi", poses[:, :, :3, :3], spheres[:, :3]) + poses[:, :, :3, 3]
-        return centres
+        return place_points(self.joint_poses(q, finger_width_m), joints, np.ascontiguousarray(spheres[:, :3]))
 
     def link_spheres_world(self, q: FloatArray, finger_width_m: float = 0.0) -> dict[str, FloatArray]:
         """Every link's spheres (S, 4) in `world` at one configuration (markers, tests)."""
@@ -416,15 +498,6 @@ class ArmModel:
 
 def _is_mesh(geometry: Any) -> bool:
     return hasattr(geometry, "num_tris")
-
-
-def _rotations(axis: FloatArray, angles: FloatArray) -> FloatArray:
-    """Rotation matrices (n, 3, 3) about the unit `axis` by `angles` (n,) (Rodrigues)."""
-    x, y, z = axis
-    k = np.array([[0.0, -z, y], [z, 0.0, -x], [-y, x, 0.0]])
-    s, c = np.sin(angles)[:, None, None], np.cos(angles)[:, None, None]
-    out: FloatArray = np.eye(3) + s * k + (1.0 - c) * (k @ k)
-    return out
 
 
 def _joint_of(model: pin.Model, joint: int) -> _Joint:

@@ -37,6 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from carryon_robot.core.arm_model import ArmModel
+from carryon_robot.core.chain_ik import place_points
 from carryon_robot.core.kinematics import ArmKinematics
 from carryon_shield.core.kernel import PointGrid
 
@@ -108,33 +109,31 @@ class ArmCheck:
         self._spheres, _joints, self._owner = model.checked_spheres
 
     def configurations(
-        self, q_measured: FloatArray, positions: FloatArray, rotations: FloatArray
+        self, q_measured: FloatArray, positions: FloatArray, rotations: FloatArray, finger_width_m: float = 0.0
     ) -> tuple[FloatArray, int, str]:
         """Joints (n, dof) for the n tool targets, each IK seeded from the previous solution
-        (the first from the measured joints); the first unreachable step (-1: none) and why.
-        Steps from an unreachable one on keep the last reachable configuration."""
+        (the first from the measured joints): the drivers' IK, compiled (`ArmModel.inverse_path`);
+        the first unreachable step (-1: none) and why. Steps from an unreachable one on keep
+        the last reachable configuration."""
         limits = self.thresholds
-        q = np.asarray(q_measured, dtype=np.float64)
-        out = np.empty((len(positions), len(q)))
-        for index, (position, rotation) in enumerate(zip(positions, rotations, strict=True)):
-            solution = self.kinematics.inverse(q, position, rotation)
-            if not (
-                solution.position_error_m <= limits.max_ik_error_m
-                and solution.rotation_error_rad <= limits.max_ik_rotation_rad
-            ):
-                out[index:] = q
-                why = (
-                    f"step {index}: the arm cannot reach the target (IK misses by "
-                    f"{solution.position_error_m * 1000:.1f} mm, {math.degrees(solution.rotation_error_rad):.1f} deg)"
-                )
-                return out, index, why
-            q = out[index] = solution.q
-        return out, -1, ""
+        out, position_errors, rotation_errors = self.model.inverse_path(
+            q_measured, positions, rotations, finger_width_m
+        )
+        missed = ~((position_errors <= limits.max_ik_error_m) & (rotation_errors <= limits.max_ik_rotation_rad))
+        if not missed.any():
+            return out, -1, ""
+        index = int(np.argmax(missed))
+        out[index:] = out[index - 1] if index > 0 else np.asarray(q_measured, dtype=np.float64)
+        why = (
+            f"step {index}: the arm cannot reach the target (IK misses by "
+            f"{position_errors[index] * 1000:.1f} mm, {math.degrees(rotation_errors[index]):.1f} deg)"
+        )
+        return out, index, why
 
     def sweep(
         self, q_measured: FloatArray, positions: FloatArray, rotations: FloatArray, finger_width_m: float
     ) -> Sweep:
-        steps, unreachable, reason = self.configurations(q_measured, positions, rotations)
+        steps, unreachable, reason = self.configurations(q_measured, positions, rotations, finger_width_m)
         ends = np.vstack([np.asarray(q_measured, dtype=np.float64)[None], steps])
         # how far any point of the arm, hand included, moves in each step (sphere centres)
         centres = self.model.sphere_centres(ends, finger_width_m, moving=True)  # (n + 1, S, 3)
@@ -162,8 +161,7 @@ class ArmCheck:
         never more than the truth, so never less safe), not to the spheres."""
         poses = self.model.joint_poses(sweep.q, finger_width_m)  # (m, J + 1, 4, 4)
         joints = self.model.checked_spheres[1]
-        placed = poses[:, joints]  # (m, S, 4, 4)
-        centres = np.einsum("msij,sj->msi", placed[..., :3, :3], self._spheres[:, :3]) + placed[..., :3, 3]
+        centres = place_points(poses, joints, np.ascontiguousarray(self._spheres[:, :3]))  # (m, S, 3)
         of_link = poses[:, [link.joint for link in self.model.links]]  # (m, L, 4, 4)
         link_from_world = np.zeros((len(sweep.q), of_link.shape[1], 3, 4))
         link_from_world[..., :3] = np.swapaxes(of_link[..., :3, :3], -1, -2)
