@@ -96,6 +96,8 @@ class ShieldNode(CarryOnNode):
         self._uses_masks = GROUNDERS.get(cfg.grounder).uses_masks
         began = time.perf_counter()
         warm_up()  # compile (or load) the distance kernel now, not on the first chunk
+        if self.shield.arm is not None:
+            self.shield.arm.warm_up()  # the arm's kinematics and kernels too
         self.get_logger().info(f"distance kernel ready in {time.perf_counter() - began:.2f} s")
         self.tracker = CommandTracker()
         self.streams = CameraStreams()

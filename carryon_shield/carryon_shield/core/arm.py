@@ -108,6 +108,15 @@ class ArmCheck:
         self.threshold_m = self.thresholds.link_m + 0.5 * sweep_m
         self._spheres, _joints, self._owner = model.checked_spheres
 
+    def warm_up(self) -> None:
+        """Compile (or load from numba's on-disk cache) everything a decision runs, before
+        the first chunk: a one-step sweep from the middle of the joint ranges, checked
+        against one point."""
+        q = 0.5 * (self.model.lower + self.model.upper)
+        positions, rotations = self.model.tool_poses(q[None])
+        sweep = self.sweep(q, positions, rotations, 0.04)
+        self.check(PointGrid.build(np.array([[5.0, 5.0, 5.0]])), sweep, 0.04)
+
     def configurations(
         self, q_measured: FloatArray, positions: FloatArray, rotations: FloatArray, finger_width_m: float = 0.0
     ) -> tuple[FloatArray, int, str]:
