@@ -1,8 +1,11 @@
 """`carryon bench safety`: the paper's Table 3 in simulation — violation rate, success and
 violation-free success with and without the shield, for two stand-in backbones
 (`sim_scripted`, which ignores obstacles, and `sim_scripted_safe`, a stand-in for a
-safety-finetuned VLA) in two scenes (food: the demo's, a bottle on the carry path;
-safety: obstacles placed around the tasks), 200 seeded episodes per row (3 with --quick, N with --episodes N).
+safety-finetuned VLA) in three scenes (food: the demo's, a bottle on the carry path;
+safety: obstacles placed around the tasks; arm: tall posts where the forearm and the elbow
+pass), 200 seeded episodes per row (3 with --quick, N with --episodes N). Each row counts
+the episodes with a contact by each part of the robot (`contact_rate_by_part`: hand,
+fingers, carried object, each link of the arm).
 
 Two meanings of violation, reported side by side for every row: **contact-based** (ours):
 any contact the task does not permit, from the simulator's contact monitor by the rules of
@@ -17,10 +20,12 @@ the graph uses (`SimShieldGate`). Every with-shield row runs twice on the same s
   segmentation of the rendered colour + depth (`masks="perception"`, grounder `masks`);
 - `..._with_sim_truth`: the simulator's own masks, a SIMULATOR ORACLE ablation
   (`masks="sim_truth"`): what the shield would do if perception were perfect;
+- `with_perception_hand_only`: the shield as it was before the whole arm (`whole_arm: false`:
+  the hand, fingers and carried object only), an ablation;
 
 and `..._violations_delta_pts` / `..._success_delta_pts` (perception − oracle, percentage
 points) say what perception costs. Each row is saved to `rows/<backbone>_<scene>_{without,
-with_perception,with_sim_truth}.json` as it finishes; `--resume RUN_DIR` skips the rows
+with_perception,with_perception_hand_only,with_sim_truth}.json` as it finishes; `--resume RUN_DIR` skips the rows
 already there. `--jobs N` computes N rows at a time in worker processes, each pinned to a
 CPU of its own (bench/cpu.py): the episodes run in simulated time, so the rates are the
 same; only the timings each row carries are taken with the other CPUs busy. Writes
@@ -50,15 +55,17 @@ from carryon_shield.core.config import ShieldConfig
 
 ORACLE = "SIMULATOR ORACLE masks (ablation)"
 # Saved row -> (shielded, masks). "without" keeps its name: resuming an older run reuses it.
-ROWS = {
-    "without": (False, "perception"),
-    "with_perception": (True, "perception"),
-    "with_sim_truth": (True, "sim_truth"),
+ROWS = {  # (shielded, masks, whole arm)
+    "without": (False, "perception", True),
+    "with_perception": (True, "perception", True),
+    "with_perception_hand_only": (True, "perception", False),  # the ablation: the shield before the whole arm
+    "with_sim_truth": (True, "sim_truth", True),
 }
 # Table entries and plot bars: (row, table key, legend, colour).
 BARS = (
     ("without", "without_shield", "without shield", "tab:gray"),
     ("with_perception", "with_shield", "with shield (perception)", "tab:blue"),
+    ("with_perception_hand_only", "with_shield_hand_only", "with shield, hand only (ablation)", "tab:cyan"),
     ("with_sim_truth", "with_shield_sim_truth", "with shield (SIMULATOR ORACLE masks)", "lightsteelblue"),
 )
 
@@ -138,6 +145,21 @@ def add_oracle_rows(result: BenchResult, key: str, perception: dict[str, Any], o
         result.add(f"{key}_{name}_delta_pts", delta, "pts", note)
 
 
+def add_arm_rows(result: BenchResult, key: str, rates: dict[str, dict[str, Any]]) -> None:
+    """The whole-arm shield against its hand-only ablation: contacts by a link of the arm
+    (NaN for rows saved before the contact monitor named the robot's parts), and success."""
+    hand_only = rates["with_perception_hand_only"]
+    for label, name in (
+        ("without", "without"),
+        ("with_perception", "with"),
+        ("with_perception_hand_only", "hand_only"),
+    ):
+        rate = rates[label].get("arm_link_contact_rate", float("nan"))
+        result.add(f"{key}_arm_link_contacts_{name}", 100 * rate, "%", "episodes with a contact by a link of the arm")
+    result.add(f"{key}_violations_hand_only", 100 * hand_only["violation_rate"], "%", "shield on the hand only")
+    result.add(f"{key}_vf_success_hand_only", 100 * hand_only["violation_free_success"], "%")
+
+
 def run(options: BenchOptions) -> BenchResult:
     if options.learned:  # the learned policy's rows (bench/safety_learned.py)
         return run_learned(options)
@@ -149,11 +171,18 @@ def run(options: BenchOptions) -> BenchResult:
     rows = options.run_dir / "rows" / f"{n}_per_row"  # a resumed run with another count starts afresh
     computes = {
         f"{backend}_{scene}_{label}": partial(
-            episode_row, backend, scene, seeds, shielded=on, config=config, masks=masks, config_dir=config_dir
+            episode_row,
+            backend,
+            scene,
+            seeds,
+            shielded=on,
+            config=config.model_copy(update={"whole_arm": whole_arm}),
+            masks=masks,
+            config_dir=config_dir,
         )
         for backend in BACKBONES
         for scene in SCENES
-        for label, (on, masks) in ROWS.items()
+        for label, (on, masks, whole_arm) in ROWS.items()
     }
     workers = f"{options.jobs} worker processes, each pinned to a CPU of its own, single-threaded queries"
     with one_core() if options.jobs == 1 else nullcontext(workers) as pinning, Progress() as progress:
@@ -168,6 +197,7 @@ def run(options: BenchOptions) -> BenchResult:
             rates = {label: saved[f"{key}_{label}"] for label in ROWS}
             table[key] = {entry: rates[label] for label, entry, _, _ in BARS}
             add_rows(result, key, rates["without"], rates["with_perception"], n)
+            add_arm_rows(result, key, rates)
             add_oracle_rows(result, key, rates["with_perception"], rates["with_sim_truth"])
             both_metrics[key] = add_both_metrics(result, key, rates)
     result.details["episodes_per_row"] = n

@@ -41,6 +41,7 @@ from carryon_bringup.up import default_config_fallbacks
 from carryon_common.core.chunk import Chunk, ChunkSource, Convention
 from carryon_policy.core.backends import make_policy
 from carryon_policy.core.config import PolicyConfig
+from carryon_robot.core.kinematics import load_robot
 from carryon_shield.core.build import build_shield, grounding_params
 from carryon_shield.core.config import ShieldConfig
 from carryon_shield.core.filter import Snapshot
@@ -98,10 +99,21 @@ def approach_chunk(horizon: int) -> Chunk:
     )
 
 
+def arm_joints_at(position: np.ndarray, rotation: np.ndarray, robot_file: str = "") -> np.ndarray:
+    """The Panda's joints with its tool at the pose (IK from the ready configuration)."""
+    kinematics = load_robot(robot_file).kinematics()
+    ready = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])
+    solution = kinematics.inverse(ready, position, rotation, max_iterations=200)
+    if solution.position_error_m > 1e-3:
+        raise RuntimeError(f"the benchmark's tool pose is out of the arm's reach ({solution.position_error_m:.3f} m)")
+    return solution.q
+
+
 def filter_latency(reps: int, result: BenchResult, config: ShieldConfig) -> dict[str, Any]:
     response, _ = load_response_model()
     rng = np.random.default_rng(0)
-    state = RobotState(np.array([0.55, 0.2, 0.52]), DOWN, np.array([0.0, -0.2, 0.0]), 0.02, 1.0, 0.0)
+    tool = np.array([0.55, 0.2, 0.52])
+    state = RobotState(tool, DOWN, np.array([0.0, -0.2, 0.0]), 0.02, 1.0, 0.0, joints=arm_joints_at(tool, DOWN))
     carried = np.array([[0.0, 0.0, 0.02, 0.017], [0.0, 0.0, 0.04, 0.017]])
     table: dict[str, Any] = {}
     warm_up()
@@ -199,9 +211,14 @@ def episode_record(episode: EpisodeResult) -> dict[str, Any]:
     return {
         "success": episode.success,
         "contacts": [f"{v.mover}-{v.touched}" for v in episode.violations],
+        # which part of the robot made them: hand, fingers, carried object or a link of the arm
+        "parts": sorted({part for v in episode.violations for part in (v.robot_parts or ("carried object",))}),
         # SafeLIBERO's violation: an object no task names displaced > 1 mm (EpisodeResult.displaced)
         "displaced": sorted(episode.displaced),
     }
+
+
+HAND_PARTS = ("hand", "fingers", "carried object")  # every other part of a contact is a link of the arm
 
 
 def rates_of(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -213,6 +230,11 @@ def rates_of(records: list[dict[str, Any]]) -> dict[str, Any]:
         "violation_rate": sum(bool(r["contacts"]) for r in records) / n,
         "violation_free_success": sum(r["success"] and not r["contacts"] for r in records) / n,
         "contacts": dict(Counter(c for r in records for c in r["contacts"])),
+        # the share of episodes with an unpermitted contact by a link of the arm, and by each part
+        "arm_link_contact_rate": sum(any(p not in HAND_PARTS for p in r.get("parts", ())) for r in records) / n,
+        "contact_rate_by_part": {
+            part: count / n for part, count in sorted(Counter(p for r in records for p in r.get("parts", ())).items())
+        },
         "displacement_rate": sum(bool(r["displaced"]) for r in records) / n,
         "displacement_free_success": sum(r["success"] and not r["displaced"] for r in records) / n,
         "displaced": dict(Counter(name for r in records for name in r["displaced"])),
@@ -224,13 +246,16 @@ def _rates(episodes: list[EpisodeResult]) -> dict[str, Any]:
 
 
 BACKBONES = ("sim_scripted", "sim_scripted_safe")
-SCENES = ("food", "safety")
+SCENES = ("food", "safety", "arm")
 
 
 def scene_tasks(name: str) -> tuple[Scene, list[Task]]:
-    """The episode scenes: food (the demo's, a bottle on the path) and safety (obstacles)."""
+    """The episode scenes: food (the demo's, a bottle on the path), safety (obstacles near
+    the hand's path) and arm (tall posts where the forearm and the elbow pass)."""
     if name == "food":
         return load_scene(scenes_dir() / "food_serving.yaml"), _tasks(FOOD_TASKS)
+    if name == "arm":
+        return load_scene(scenes_dir() / "safety_arm.yaml"), _tasks(SAFETY_TASKS)
     return load_scene(scenes_dir() / "safety.yaml"), _tasks(SAFETY_TASKS)
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -49,9 +50,12 @@ def test_the_safety_benchmark_resumes_from_the_rows_it_saved(tmp_path: Path) -> 
     for backend in BACKBONES:
         for scene in SCENES:
             for label, rate, success in (("without", 0.5, 0.9), ("with_perception", 0.1, 0.85),
+                                         ("with_perception_hand_only", 0.3, 0.8),
                                          ("with_sim_truth", 0.08, 0.95)):  # fmt: skip
                 row = {"episodes": 3, "success": success, "violation_rate": rate,
                        "violation_free_success": success - rate, "contacts": {}}  # fmt: skip
+                if scene == "arm":  # saved after the contact monitor named the robot's parts
+                    row["arm_link_contact_rate"] = rate / 2
                 if scene == "food":  # saved after the displacement metric existed (safety rows: before)
                     row |= {"displacement_rate": rate / 2, "displacement_free_success": success - rate / 2,
                             "displaced": {"plate": 1}}  # fmt: skip
@@ -63,7 +67,12 @@ def test_the_safety_benchmark_resumes_from_the_rows_it_saved(tmp_path: Path) -> 
     assert figures["sim_scripted_food_success_with"] == 85 and figures["sim_scripted_food_success_with_sim_truth"] == 95
     assert figures["sim_scripted_safe_safety_violations_delta_pts"] == pytest.approx(2.0)  # perception - oracle
     assert figures["sim_scripted_safe_safety_success_delta_pts"] == pytest.approx(-10.0)
-    assert len(figures) == 17 * len(BACKBONES) * len(SCENES) and (tmp_path / "safety.png").stat().st_size > 0
+    assert len(figures) == 22 * len(BACKBONES) * len(SCENES) and (tmp_path / "safety.png").stat().st_size > 0
+    # the whole arm against the hand-only ablation
+    assert figures["sim_scripted_arm_arm_link_contacts_without"] == 25
+    assert figures["sim_scripted_arm_arm_link_contacts_hand_only"] == 15
+    assert figures["sim_scripted_arm_vf_success_hand_only"] == pytest.approx(50)
+    assert math.isnan(figures["sim_scripted_food_arm_link_contacts_with"])  # an older row: not counted
     # both meanings of violation, per row and condition: contact-based (ours), displacement-based (SafeLIBERO's)
     assert figures["sim_scripted_food_displaced_without"] == 25 and figures["sim_scripted_food_displaced_with"] == 5
     assert figures["sim_scripted_food_vf_success_displacement_with_sim_truth"] == pytest.approx(91)
@@ -77,4 +86,4 @@ def test_the_safety_benchmark_resumes_from_the_rows_it_saved(tmp_path: Path) -> 
         in markdown
     )
     table = result.details["rows"]["sim_scripted_food"]
-    assert set(table) == {"without_shield", "with_shield", "with_shield_sim_truth"}
+    assert set(table) == {"without_shield", "with_shield", "with_shield_hand_only", "with_shield_sim_truth"}

@@ -122,7 +122,30 @@ def decision_markers(decision: ShieldDecision, stamp: TimeMsg) -> MarkerArray:
     else:
         label.action = Marker.DELETE
     out.markers.append(label)
+    out.markers.extend(arm_markers(decision.arm_spheres, frame, stamp))
     return out
+
+
+ARM_MARKERS = 96  # ids 0.. in namespace "shield_arm": the arm's spheres of a blocked configuration
+_PURPLE = ColorRGBA(r=0.7, g=0.2, b=0.9, a=0.35)
+
+
+def arm_markers(spheres: FloatArray | None, frame_id: str, stamp: TimeMsg) -> list[Marker]:
+    """The arm's spheres (S, 4, world) at the first configuration a link blocked, translucent
+    purple, one sphere marker each (their radii differ); the ids not used are deleted."""
+    shown = spheres if spheres is not None else np.zeros((0, 4))
+    markers = []
+    for index in range(ARM_MARKERS):
+        marker = _marker(Marker.SPHERE, index, frame_id, stamp, color=_PURPLE, scale=0.0)
+        marker.ns = "shield_arm"
+        if index < len(shown):
+            x, y, z, r = (float(v) for v in shown[index])
+            marker.pose.position = Point(x=x, y=y, z=z)
+            marker.scale = Vector3(x=2 * r, y=2 * r, z=2 * r)
+        else:
+            marker.action = Marker.DELETE
+        markers.append(marker)
+    return markers
 
 
 def carried_marker(spheres: FloatArray, frame_id: str, stamp: TimeMsg) -> Marker:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from geometry_msgs.msg import PoseStamped
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from sensor_msgs.msg import CameraInfo, Image, PointCloud2
+from sensor_msgs.msg import CameraInfo, Image, JointState, PointCloud2
 from std_msgs.msg import Float64
 from visualization_msgs.msg import MarkerArray
 
@@ -96,6 +96,8 @@ class ShieldNode(CarryOnNode):
         self._uses_masks = GROUNDERS.get(cfg.grounder).uses_masks
         began = time.perf_counter()
         warm_up()  # compile (or load) the distance kernel now, not on the first chunk
+        if self.shield.arm is not None:
+            self.shield.arm.warm_up()  # the arm's kinematics and kernels too
         self.get_logger().info(f"distance kernel ready in {time.perf_counter() - began:.2f} s")
         self.tracker = CommandTracker()
         self.streams = CameraStreams()
@@ -128,6 +130,11 @@ class ShieldNode(CarryOnNode):
         self.inputs.subscribe(
             Float64, names.GRIPPER_WIDTH, self._on_width, qos_for(names.GRIPPER_WIDTH), callback_group=control
         )
+        self._joints: tuple[float, np.ndarray | None] | None = None  # (stamp, arm joints or None: names missing)
+        if self.shield.arm is not None:  # the whole-arm check places the links from the measured joints
+            self.inputs.subscribe(
+                JointState, names.JOINT_STATES, self._on_joints, qos_for(names.JOINT_STATES), callback_group=control
+            )
         self.add_backend("inputs", self.inputs.describe())
         for topic in (names.POLICY_CHUNK, names.RECOVERY_CHUNK):
             self.create_subscription(ActionChunk, topic, self._on_chunk, qos_for(topic), callback_group=control)
@@ -247,6 +254,20 @@ class ShieldNode(CarryOnNode):
     def _on_width(self, msg: Float64) -> None:
         self._width = (common_convert.gripper_width(msg), self.now_s())  # InvalidMessage: refused, counted
 
+    def _on_joints(self, msg: JointState) -> None:
+        assert self.shield.arm is not None
+        # InvalidMessage (counts, duplicates, non-finite values): refused and counted by the inputs
+        joints = common_convert.joint_positions(msg, self.shield.arm.kinematics.joint_names)
+        self._joints = (common_convert.time_from_msg(msg.header.stamp), joints)
+
+    def _joints_at(self, stamp: float) -> np.ndarray | None:
+        """The measured arm joints of the instant `stamp` (None: none that recent, or without the
+        arm's joints: the whole-arm check then releases nothing)."""
+        if self._joints is None or self._joints[1] is None:
+            return None
+        joint_stamp, joints = self._joints
+        return joints if abs(joint_stamp - stamp) <= self.config.max_state_age_s else None
+
     def _on_ee_pose(self, msg: PoseStamped) -> None:
         if msg.header.frame_id != self.config.world_frame or self._width is None:
             return  # an unknown frame never becomes state: the snapshot then reports it stale
@@ -268,6 +289,7 @@ class ShieldNode(CarryOnNode):
                 stamp,
                 target_position,
                 target_rotation,
+                joints=self._joints_at(stamp) if self.shield.arm is not None else None,
             )
         )
         if self.perception.latch.holding != holding:
@@ -289,6 +311,10 @@ class ShieldNode(CarryOnNode):
         if self._frame_errors:
             return "every chunk fails closed: " + "; ".join(sorted(self._frame_errors.values()))
         reason = self.perception.unavailable(self.now_s())
+        if reason is None and self.shield.arm is not None and self._joints_at(self.now_s()) is None:
+            reason = (
+                f"no recent {names.JOINT_STATES} with the arm's joints {list(self.shield.arm.kinematics.joint_names)}"
+            )
         return None if reason is None else f"every chunk fails closed: {reason}"
 
     def _publish_cloud_if_fresh(self) -> None:

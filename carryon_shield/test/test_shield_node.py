@@ -95,16 +95,17 @@ def test_shield_can_start_with_the_estop_engaged(ros, wait_until) -> None:  # ty
 
 def _sensor_peer(ros, shield):  # type: ignore[no-untyped-def]
     """A fake robot driver: one overhead RGB-D + segmentation camera ('scene'), the tool
-    pose and the gripper width, republished with fresh stamps by `publish()`."""
+    pose, the arm's joints and the gripper width, republished with fresh stamps by `publish()`."""
     import numpy as np
     from geometry_msgs.msg import PoseStamped
     from rclpy.qos import qos_profile_sensor_data
-    from sensor_msgs.msg import CameraInfo, Image
+    from sensor_msgs.msg import CameraInfo, Image, JointState
     from std_msgs.msg import Float64
     from test_shield_grounding import overhead_frame
 
     from carryon_common import convert as common_convert
     from carryon_interfaces.msg import SegmentationLabels
+    from carryon_robot.core.kinematics import load_robot
     from carryon_sim import convert as sim_convert
     from carryon_sim.core.cameras import CameraFrame
 
@@ -117,8 +118,13 @@ def _sensor_peer(ros, shield):  # type: ignore[no-untyped-def]
     ]
     pose_pub = peer.create_publisher(PoseStamped, "ee_pose", 10)
     width_pub = peer.create_publisher(Float64, "gripper/width", 10)
+    joints_pub = peer.create_publisher(JointState, "joint_states", 10)
     frame = overhead_frame()
     down = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])
+    tool = np.array([0.5, 0.0, 0.6])
+    kinematics = load_robot("").kinematics()
+    ready = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])
+    joints = kinematics.inverse(ready, tool, down, max_iterations=200).q  # the arm with its tool there
 
     def publish() -> None:
         stamp = shield.get_clock().now().to_msg()
@@ -126,7 +132,8 @@ def _sensor_peer(ros, shield):  # type: ignore[no-untyped-def]
                              frame.segmentation, frame.labels, frame.K, frame.world_from_camera, 0.0)  # fmt: skip
         msgs = sim_convert.camera_msgs(camera, "scene_camera_optical", stamp)
         width_pub.publish(Float64(data=0.08))
-        pose_pub.publish(common_convert.pose_msg(np.array([0.5, 0.0, 0.6]), down, stamp))
+        joints_pub.publish(common_convert.joint_state_msg(list(kinematics.joint_names), joints, stamp))
+        pose_pub.publish(common_convert.pose_msg(tool, down, stamp))
         for index in (5, 4, 3, 0, 2, 1):  # depth last: it completes a frame
             pubs[index].publish(msgs[index])
 
@@ -213,7 +220,7 @@ def test_shield_filters_chunks_from_fake_sensors(ros, wait_until) -> None:  # ty
     assert 0 < blocked.released_steps < 16 and blocked.blocking_obstacle == "bottle"
     assert wait_until(lambda: released, 5.0) and len(released[-1].steps) == blocked.released_steps
     assert wait_until(lambda: markers and clouds, 5.0)
-    shown = {m.id: m for m in markers[-1].markers}
+    shown = {m.id: m for m in markers[-1].markers if m.ns == "shield"}
     assert shown[0].action == Marker.ADD and shown[1].action == Marker.ADD  # released and blocked paths
     assert len(shown[0].points) == blocked.released_steps + 1
     assert shown[3].action == Marker.ADD and shown[2].action == Marker.DELETE  # nearest point; no retreat

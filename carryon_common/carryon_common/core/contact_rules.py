@@ -170,6 +170,12 @@ class Violation:
     subtask_id: str = ""
     force_n: float = 0.0
     end_s: float | None = None
+    # The robot's parts that made it ("hand", "fingers" or a link of the arm, e.g.
+    # "panda_link5"); empty for a carried object's contact.
+    robot_parts: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "robot_parts", tuple(self.robot_parts))  # JSON gives a list
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -178,7 +184,8 @@ class Violation:
         """One line: mover -> touched, when, during which subtask, how hard."""
         when = f"{self.start_s:.2f}-{self.end_s:.2f} s" if self.end_s is not None else f"{self.start_s:.2f} s (on)"
         during = f"during {self.subtask_id}" if self.subtask_id else "with no subtask set"
-        return f"{self.mover} → {self.touched} at {when} {during}, {self.force_n:.1f} N"
+        mover = f"{self.mover} ({', '.join(self.robot_parts)})" if self.robot_parts else self.mover
+        return f"{mover} → {self.touched} at {when} {during}, {self.force_n:.1f} N"
 
 
 def read_violations(path: Path) -> list[Violation]:

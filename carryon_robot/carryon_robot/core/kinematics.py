@@ -10,10 +10,12 @@ Joints the arm does not command (the fingers) are locked at zero.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -23,6 +25,9 @@ from scipy.spatial.transform import Rotation
 
 from carryon_common.core.config import load_yaml_model, under_config_dir
 from carryon_common.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from carryon_robot.core.arm_model import ArmModel
 
 FloatArray = npt.NDArray[np.float64]
 # The Panda URDF shipped in the robosuite wheel (installed for its assets, see requirements/assets.txt).
@@ -176,6 +181,16 @@ class RobotDescription(BaseModel):
     tcp_rpy: tuple[float, float, float] = Field(description="its orientation, roll-pitch-yaw radians")
     base_xyz: tuple[float, float, float] = Field(description="the URDF base in 'world', metres")
     base_rpy: tuple[float, float, float] = Field(description="its orientation, roll-pitch-yaw radians")
+    hand_links: list[str] = Field(
+        default_factory=list,
+        description="links the shield models as the hand (exact boxes, permitted contacts); every other "
+        "moving link is covered by spheres and may touch nothing",
+    )
+
+    def arm_model(self) -> ArmModel:
+        """The arm's collision model (spheres from the URDF's collision geometry), built once per process."""
+        urdf = Path(self.urdf_file) if self.urdf_file else default_urdf()
+        return _arm_model(self.model_dump_json(), str(urdf.resolve()), urdf.stat().st_mtime_ns if urdf.is_file() else 0)
 
     def kinematics(self) -> ArmKinematics:
         urdf = Path(self.urdf_file) if self.urdf_file else default_urdf()
@@ -186,6 +201,22 @@ class RobotDescription(BaseModel):
             tcp=transform(self.tcp_xyz, self.tcp_rpy),
             base=transform(self.base_xyz, self.base_rpy),
         )
+
+
+@functools.lru_cache(maxsize=8)
+def _arm_model(description: str, urdf: str, _mtime_ns: int) -> ArmModel:
+    from carryon_robot.core.arm_model import ArmModel
+
+    robot = RobotDescription.model_validate_json(description)
+    return ArmModel(
+        Path(urdf),
+        robot.joint_names,
+        transform(robot.base_xyz, robot.base_rpy),
+        tool_frame=robot.tool_frame,
+        tcp=transform(robot.tcp_xyz, robot.tcp_rpy),
+        gripper_joints=robot.gripper_joints,
+        hand_links=robot.hand_links,
+    )
 
 
 def load_robot(robot_file: str) -> RobotDescription:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from carryon_robot.core.kinematics import load_robot
+from carryon_shield.core.arm import ArmCheck, ArmThresholds
 from carryon_shield.core.config import ShieldConfig
 from carryon_shield.core.filter import GeometricShield, RetreatParams, Snapshot, Thresholds
 from carryon_shield.core.gate import ShieldGate
@@ -27,6 +29,16 @@ def thresholds(config: ShieldConfig) -> Thresholds:
 
 def retreat_params(config: ShieldConfig) -> RetreatParams:
     return RetreatParams(config.retreat_steps, config.retreat_distance_m, config.retreat_up_weight)
+
+
+def arm_check(config: ShieldConfig) -> ArmCheck | None:
+    """The whole-arm check (None with `whole_arm: false`): the robot file's collision model
+    and kinematics, built once per process."""
+    if not config.whole_arm:
+        return None
+    robot = load_robot(config.robot_file)
+    limits = ArmThresholds(config.link_threshold_m, config.max_ik_error_m, config.max_ik_rotation_rad)
+    return ArmCheck(robot.arm_model(), robot.kinematics(), limits, sweep_m=config.sweep_step_m)
 
 
 def grounding_params(config: ShieldConfig) -> GroundingParams:
@@ -80,6 +92,7 @@ def build_shield(
         retreat_params(config),
         world_frame=config.world_frame,
         enabled=config.enabled,
+        arm=arm_check(config),
     )
     gate = ShieldGate(
         max_observation_age_s=config.max_observation_age_s,

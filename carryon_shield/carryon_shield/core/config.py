@@ -65,6 +65,35 @@ class ShieldConfig(OperatorAuthConfig, NodeIdentityConfig):
         gt=0.0,
         description="Minimum predicted distance between a carried object and obstacles, metres.",
     )
+    whole_arm: bool = Field(
+        True,
+        description="Check every link of the arm (spheres from robot_file's URDF), the motion between steps and the "
+        "IK of every step, from the measured joint_states (none: nothing released). false: the hand, fingers and "
+        "carried object only (an ablation).",
+    )
+    robot_file: str = Field(
+        "",
+        description="The arm's description, as arm_adapter_node.robot_file ('' = robot/panda.yaml under the config "
+        "folder): its URDF's collision geometry, joints, tool centre point and hand links.",
+    )
+    link_threshold_m: float = Field(
+        0.02, gt=0.0, description="Minimum predicted distance between any link of the arm and any point, metres."
+    )
+    sweep_step_m: float = Field(
+        0.01,
+        gt=0.0,
+        le=0.05,
+        description="Between two steps, configurations are checked so that no point of the arm moves more than this "
+        "from one to the next (the links' spheres grow by half of it), metres.",
+    )
+    max_ik_error_m: float = Field(
+        0.01,
+        gt=0.0,
+        description="A step whose IK misses its target by more is blocked (the drivers refuse it), metres.",
+    )
+    max_ik_rotation_rad: float = Field(
+        0.05, gt=0.0, description="A step whose IK misses its target's orientation by more is blocked, radians."
+    )
     max_observation_age_s: float = Field(
         0.5, gt=0.0, description="Chunks computed from older observations are rejected, seconds."
     )

@@ -27,6 +27,7 @@ from scipy.spatial.transform import Rotation
 
 from carryon_common.core.chunk import Chunk, ChunkSource, Convention
 from carryon_common.core.driver import LIMITS
+from carryon_shield.core.arm import ArmCheck, ArmVerdict
 from carryon_shield.core.gate import Decision, ShieldDecision
 from carryon_shield.core.geometry import PART_NAMES, GripperGeometry, Part
 from carryon_shield.core.kernel import check_kernel
@@ -140,7 +141,9 @@ class GeometricShield:
         *,
         world_frame: str = "world",
         enabled: bool = True,
+        arm: ArmCheck | None = None,
     ) -> None:
+        self.arm = arm  # None: the hand only (the ablation of the whole-arm shield)
         self.perceive = perceive
         self.response = response
         self.thresholds = thresholds
@@ -199,6 +202,12 @@ class GeometricShield:
 
     def decide(self, chunk: Chunk, snapshot: Snapshot) -> ShieldDecision:
         obstacles, state, geometry = snapshot.obstacles, snapshot.state, snapshot.geometry
+        if self.arm is not None and state.joints is None and self.enabled:
+            return self._decision(
+                chunk,
+                Decision.REJECTED_NO_PERCEPTION,
+                "no measured joint states: the arm's links cannot be checked; failing closed, nothing released",
+            )
         n = len(chunk)
         predicted, commanded, rotations = self.predict(chunk, state)
         check = check_poses(obstacles, geometry, self.thresholds, predicted, rotations, stop_at_first=True)
@@ -218,6 +227,13 @@ class GeometricShield:
             blocker = (int(settle.nearest[0]), int(settle.part[0]), float(settle.clearance[0]))
             clearance = clearance.copy()
             clearance[first] = min(clearance[first], blocker[2])
+        arm_why, arm_spheres = "", None
+        if self.arm is not None and first > 0:
+            arm_first, arm_blocker, arm_why, arm_spheres = self._arm_first(snapshot, commanded, rotations, first)
+            if arm_first < first:
+                first, blocker = arm_first, arm_blocker
+            else:
+                arm_why, arm_spheres = "", None
         first = -1 if first == n else first
         common = {
             "min_distance_m": float(np.nanmin(clearance)),
@@ -239,17 +255,26 @@ class GeometricShield:
                 **common,  # type: ignore[arg-type]
             )
         assert blocker is not None
-        index, blocking_part = blocker[0], Part(blocker[1])
-        threshold = float(self.thresholds.of_part()[blocking_part])
-        name = obstacles.name_of(index)
-        point = tuple(float(v) for v in obstacles.points[index]) if index >= 0 else (0.0, 0.0, 0.0)
+        if arm_why:  # a link of the arm (or the arm's IK, or the hand between two steps)
+            assert self.arm is not None
+            index = blocker[0]
+            threshold = self.arm.threshold_m
+            name = obstacles.arm_name_of(index)
+            point = tuple(float(v) for v in obstacles.arm_point(index)) if index >= 0 else (0.0, 0.0, 0.0)
+            why = f"step {first} blocked: {arm_why}"
+        else:
+            index, blocking_part = blocker[0], Part(blocker[1])
+            threshold = float(self.thresholds.of_part()[blocking_part])
+            name = obstacles.name_of(index)
+            point = tuple(float(v) for v in obstacles.points[index]) if index >= 0 else (0.0, 0.0, 0.0)
+            why = (
+                f"step {first} blocked: {PART_NAMES[blocking_part]} predicted {blocker[2]:.3f} m from "
+                f"{name or 'an obstacle'} (threshold {threshold:.3f} m)"
+            )
         nearest = np.asarray([point]) if index >= 0 else np.zeros((0, 3))
-        why = (
-            f"step {first} blocked: {PART_NAMES[blocking_part]} predicted {blocker[2]:.3f} m from "
-            f"{name or 'an obstacle'} (threshold {threshold:.3f} m)"
-        )
         blocked_fields = {
             **common,
+            "arm_spheres": arm_spheres,
             "first_blocked_step": first,
             "blocking_obstacle": name,
             "blocking_point": point,
@@ -302,6 +327,68 @@ class GeometricShield:
             **blocked_fields,  # type: ignore[arg-type]
         )
 
+    def _arm_first(
+        self, snapshot: Snapshot, commanded: FloatArray, rotations: FloatArray, limit: int
+    ) -> tuple[int, tuple[int, int, float], str, FloatArray | None]:
+        """The first step (< `limit`, else `limit`) the whole-arm check blocks, its blocker
+        (arm point index, -1, clearance), why (a link too close, an unreachable step, or the
+        hand too close somewhere between two steps: `core/arm.py`) and, when a link blocked,
+        the arm's spheres at that configuration (markers)."""
+        assert self.arm is not None
+        state, obstacles = snapshot.state, snapshot.obstacles
+        if state.joints is None:  # fail closed: without the joints nothing knows where the links are
+            return 0, (-1, -1, float("nan")), "no measured joint states: the arm's links cannot be checked", None
+        width = state.gripper_width_m
+        sweep = self.arm.sweep(state.joints, commanded[:limit], rotations[:limit], width)
+        verdict: ArmVerdict = self.arm.check(obstacles.arm_grid(snapshot.holding), sweep, width)
+        first, blocker, why, spheres = limit, (-1, -1, float("nan")), "", None
+        if verdict.first_blocked >= 0:
+            first = verdict.first_blocked
+            if verdict.q_blocked is not None:
+                spheres = self.arm.spheres_at(verdict.q_blocked, width)
+            blocker = (verdict.point, -1, verdict.clearance_m)
+            near = obstacles.arm_name_of(verdict.point) or "an obstacle"
+            why = verdict.reason or (
+                f"{verdict.link} predicted {verdict.clearance_m:.3f} m from {near} "
+                f"(threshold {self.arm.threshold_m:.3f} m with the sweep)"
+            )
+        # The hand between the steps: its boxes at the tool poses of the swept configurations.
+        hand = check_poses(
+            obstacles,
+            snapshot.geometry,
+            self.thresholds,
+            sweep.tool_positions,
+            sweep.tool_rotations,
+            stop_at_first=True,
+        )
+        violated = np.flatnonzero(hand.violated[: hand.checked])
+        if len(violated) and int(sweep.step[violated[0]]) < first:
+            at = int(violated[0])
+            first, spheres = int(sweep.step[at]), None
+            part = Part(int(hand.part[at]))
+            point = int(hand.nearest[at])
+            blocker = (point, -1, float(hand.clearance[at]))
+            near = obstacles.name_of(point) or "an obstacle"
+            why = (
+                f"{PART_NAMES[part]} predicted {hand.clearance[at]:.3f} m from {near} on the way to the step "
+                f"(threshold {float(self.thresholds.of_part()[part]):.3f} m)"
+            )
+        return first, blocker, why, spheres
+
+    def arm_clearance(self, snapshot: Snapshot, positions: FloatArray, rotations: FloatArray) -> float:
+        """The arm's smallest link clearance (m) from the measured joints through the tool
+        targets (inf without an arm check; -inf when a target is unreachable or the joints are unknown)."""
+        if self.arm is None:
+            return float("inf")
+        state = snapshot.state
+        if state.joints is None:
+            return float("-inf")
+        sweep = self.arm.sweep(state.joints, positions, rotations, state.gripper_width_m)
+        if sweep.unreachable >= 0:
+            return float("-inf")
+        verdict = self.arm.check(snapshot.obstacles.arm_grid(snapshot.holding), sweep, state.gripper_width_m)
+        return verdict.clearance_m if verdict.first_blocked >= 0 else verdict.min_clearance_m
+
     def retreat_direction(self, snapshot: Snapshot) -> tuple[FloatArray, FloatArray | None]:
         """Unit direction (3,) of the retreat and the obstacle point (3,) it leads away from
         (None when none is within NEAR_RANGE_M): away from the point that comes closest to
@@ -336,10 +423,15 @@ class GeometricShield:
             snapshot.obstacles, snapshot.geometry, self.thresholds, state.position[None], state.rotation[None]
         )
         rotations = np.repeat(state.rotation[None], p.steps, axis=0)
+        arm_now = self.arm_clearance(snapshot, state.position[None], state.rotation[None])
         for candidate, label in ((direction, "retreat away and up"), (UP, "retreat straight up")):
             path = state.position + np.outer(fractions * p.distance_m, candidate)
             check = check_poses(snapshot.obstacles, snapshot.geometry, self.thresholds, path, rotations)
-            if np.all((check.margin >= 0.0) | (check.margin >= now.margin[0] - 1e-4)):
+            hand_ok = bool(np.all((check.margin >= 0.0) | (check.margin >= now.margin[0] - 1e-4)))
+            if hand_ok and self.arm is not None:  # the links may not come closer either
+                arm_path = self.arm_clearance(snapshot, path, rotations)
+                hand_ok = arm_path >= self.arm.threshold_m or arm_path >= arm_now - 1e-4
+            if hand_ok:
                 rotvec = _matrix_to_rotvec(state.rotation)
                 retreat = Chunk(
                     chunk_id=chunk.chunk_id,

@@ -60,6 +60,8 @@ class ShieldDecision:
     predicted_path: npt.NDArray[np.float64] | None = None
     retreat_path: npt.NDArray[np.float64] | None = None
     nearest_points: npt.NDArray[np.float64] | None = None
+    # the arm's spheres (S, 4: x, y, z, r) at the first configuration a link blocked, if one did
+    arm_spheres: npt.NDArray[np.float64] | None = None
     would_block: bool = False  # filter disabled (ablation): it would have held back steps
     error: BaseException | None = None  # an exception inside the filter (nothing released)
 

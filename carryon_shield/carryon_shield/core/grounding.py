@@ -166,6 +166,8 @@ def assemble(
     keep = ~(robot | exempt)
     obstacle_points, obstacle_labels = voxel_downsample(points[keep], label_of_point[keep], params.voxel_m)
     target_points, _ = voxel_downsample(points[target], label_of_point[target], params.voxel_m)
+    others = exempt & ~target  # the target's own points are target_points
+    exempt_cloud, exempt_labels = voxel_downsample(points[others], label_of_point[others], params.voxel_m)
     return ObstacleSet(
         points=obstacle_points,
         label_index=obstacle_labels.astype(np.int32),
@@ -175,6 +177,9 @@ def assemble(
         target_points=target_points,
         exempt_points=int(exempt.sum()),
         robot_points=int(robot.sum()),
+        exempt_cloud=exempt_cloud,
+        exempt_label_index=exempt_labels.astype(np.int32),
+        target_label=names.index(task.target) if task.target in names else -1,
     )
 
 

@@ -73,6 +73,7 @@ class RobotState:
     stamp_s: float
     commanded_position: FloatArray | None = None  # the driver's current target, when known (delta chunks)
     commanded_rotation: FloatArray | None = None
+    joints: FloatArray | None = None  # measured arm joints (the robot description's order), when known
 
 
 @dataclass
@@ -90,7 +91,13 @@ class ObstacleSet:
     exempt_points: int = 0  # points dropped as target / source patch / destination / permitted
     robot_points: int = 0  # points dropped as the robot
     image_stamps: tuple[float, ...] = ()  # depth stamp of each camera's image that went into it
+    # The other exempt points (source patch, destination, permitted), downsampled, with their
+    # label indices: exempt for the hand only; the arm's links may touch none of them.
+    exempt_cloud: FloatArray = field(default_factory=lambda: np.zeros((0, 3)))
+    exempt_label_index: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
+    target_label: int = -1  # index into `names` of the target (its points: target_points)
     _grid: PointGrid | None = field(default=None, repr=False)
+    _arm_grids: dict[bool, PointGrid | None] = field(default_factory=lambda: {False: None, True: None}, repr=False)
 
     def __len__(self) -> int:
         return int(self.points.shape[0])
@@ -104,3 +111,31 @@ class ObstacleSet:
 
     def name_of(self, index: int) -> str:
         return self.names[int(self.label_index[index])] if 0 <= index < len(self) else ""
+
+    def arm_grid(self, holding: bool) -> PointGrid:
+        """What the arm's links are checked against: the obstacle points, then the other exempt
+        points, then the target's (not while holding it: a carried object is attached to the
+        hand, which the carried-object check covers). Indices from len(self) on are read by
+        `arm_point` / `arm_name_of`."""
+        if self._arm_grids[holding] is None:
+            self._arm_grids[holding] = PointGrid.build(self._arm_points(holding))
+        grid = self._arm_grids[holding]
+        assert grid is not None
+        return grid
+
+    def _arm_points(self, holding: bool) -> FloatArray:
+        parts = [self.points, self.exempt_cloud] + ([] if holding else [self.target_points])
+        return np.vstack(parts)
+
+    def arm_point(self, index: int) -> FloatArray:
+        out: FloatArray = self._arm_points(False)[index]
+        return out
+
+    def arm_name_of(self, index: int) -> str:
+        if 0 <= index < len(self):
+            return self.name_of(index)
+        extra = index - len(self)
+        if 0 <= extra < len(self.exempt_cloud):
+            return self.names[int(self.exempt_label_index[extra])]
+        in_target = 0 <= extra - len(self.exempt_cloud) < len(self.target_points)
+        return self.names[self.target_label] if in_target and 0 <= self.target_label < len(self.names) else "the target"

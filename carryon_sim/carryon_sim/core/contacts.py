@@ -2,7 +2,8 @@
 
 Never used by the shield's or the policy's perception: only by metrics and tests.
 Contacts are reported between *objects*: scene object names, `robot` for any robot link
-or finger, `table` for the table.
+or finger, `table` for the table; a violation of the robot also names the robot's parts that
+made it (`robot_part`: hand, fingers, or the arm's link).
 """
 
 from __future__ import annotations
@@ -18,11 +19,20 @@ import numpy as np
 from carryon_common.core import contact_rules as rules
 from carryon_common.core.contact_rules import ContactTask, Violation
 
-__all__ = ["ROBOT", "ContactMonitor", "Violation", "grasped_objects", "object_contacts"]
+__all__ = ["ROBOT", "ContactMonitor", "Violation", "grasped_objects", "object_contacts", "robot_part"]
 
 ROBOT = "robot"
 _FINGER_BODIES = ("panda_gripper_leftfinger", "panda_gripper_rightfinger")
 _SQUEEZE_COS = 0.5  # a finger squeezes what it pushes within 60 degrees of the closing direction
+
+
+def robot_part(body_name: str) -> str:
+    """Which part of the robot a simulator body is: "fingers", "hand", or the arm's link by name."""
+    if "finger" in body_name:
+        return "fingers"
+    if "hand" in body_name or "gripper" in body_name:
+        return "hand"
+    return body_name
 
 
 def object_contacts(model: mujoco.MjModel, data: mujoco.MjData, object_of_body: dict[int, str]) -> set[frozenset[str]]:
@@ -167,13 +177,15 @@ class ContactMonitor:
             a = object_of_body.get(int(model.geom_bodyid[contact.geom1]))
             b = object_of_body.get(int(model.geom_bodyid[contact.geom2]))
             if a and b and a != b:
-                contacts.append((i, a, b, np.array(contact.pos, dtype=np.float64)))
+                robot_body = contact.geom1 if a == ROBOT else contact.geom2 if b == ROBOT else -1
+                part = robot_part(model.body(int(model.geom_bodyid[robot_body])).name) if robot_body >= 0 else ""
+                contacts.append((i, a, b, np.array(contact.pos, dtype=np.float64), part))
 
         def resting_on() -> tuple[str, ...]:
             if target is None:
                 return ()
             lowest: dict[str, float] = {}
-            for _, a, b, pos in contacts:
+            for _, a, b, pos, _part in contacts:
                 if task.target in (a, b) and ROBOT not in (a, b):
                     (other,) = {a, b} - {task.target}
                     lowest[other] = min(lowest.get(other, np.inf), float(pos[2]) - target.bottom_z)
@@ -182,8 +194,9 @@ class ContactMonitor:
         support = self._supports(task, known=self.known, held=task.target in carried, resting_on=resting_on)
         force = np.zeros(6)
         now: dict[tuple[str, str], float] = {}
+        parts: dict[tuple[str, str], set[str]] = {}
         permitted: set[tuple[str, str, rules.Rule]] = set()
-        for i, a, b, pos in contacts:
+        for i, a, b, pos, part in contacts:
             for mover, other in ((a, b), (b, a)):
                 if mover not in movers or other in movers:
                     continue
@@ -196,6 +209,8 @@ class ContactMonitor:
                     continue
                 mujoco.mj_contactForce(model, data, i, force)
                 now[(mover, other)] = now.get((mover, other), 0.0) + abs(float(force[0]))
+                if mover == ROBOT:
+                    parts.setdefault((mover, other), set()).add(part)
         self.permitted_steps.update(permitted)
         t = float(data.time)
         for key in [k for k in self._active if k not in now]:
@@ -203,11 +218,14 @@ class ContactMonitor:
         started = []
         for (mover, other), newtons in sorted(now.items()):
             index = self._active.get((mover, other))
+            touching = tuple(sorted(parts.get((mover, other), ())))
             if index is None:
                 self._active[(mover, other)] = len(self.violations)
-                violation = Violation(t, mover, other, task.subtask_id, newtons)
+                violation = Violation(t, mover, other, task.subtask_id, newtons, robot_parts=touching)
                 self.violations.append(violation)
                 started.append(violation)
-            elif newtons > self.violations[index].force_n:
-                self.violations[index] = replace(self.violations[index], force_n=newtons)
+            else:
+                before = self.violations[index]
+                merged = tuple(sorted({*before.robot_parts, *touching}))
+                self.violations[index] = replace(before, force_n=max(newtons, before.force_n), robot_parts=merged)
         return started

@@ -196,4 +196,6 @@ OBJECT_TYPES: dict[str, ObjectType] = {
     "bag": ObjectType(Role.CONTAINER, 0.16, 0.1, (0.3, 0.5, 0.35, 1), 0.3, True, _open_box((0.11, 0.08, 0.05))),
     "block": ObjectType(Role.OBSTACLE, 0.045, 0.12, (0.25, 0.25, 0.3, 1), 1.0, False, _box_item((0.03, 0.03, 0.06))),
     "bottle": ObjectType(Role.OBSTACLE, 0.04, 0.2, (0.2, 0.6, 0.3, 1), 1.0, False, _cylinder(0.03, 0.1)),
+    # a shelf's upright or a lamp: tall and thin, where the forearm and the elbow pass
+    "post": ObjectType(Role.OBSTACLE, 0.03, 0.5, (0.45, 0.45, 0.5, 1), 3.0, False, _cylinder(0.02, 0.25)),
 }

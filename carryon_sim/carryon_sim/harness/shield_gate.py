@@ -134,6 +134,8 @@ class SimShieldGate:
             self.scene_perception = scene_perception(config_dir, world.scene)
         self.rig = CameraRig(world.model, world.object_of_body, *render_size)
         pipeline = build_shield(self.config, response)
+        if pipeline.shield.arm is not None:
+            pipeline.shield.arm.warm_up()  # compiled before the first chunk, as shield_node does
         self.perception, self.shield, self.gate = pipeline.perception, pipeline.shield, pipeline.gate
         self.tracker = CommandTracker()
         self.stats = GateStats()
@@ -217,6 +219,7 @@ class SimShieldGate:
                 now_s,
                 target_position,
                 target_rotation,
+                joints=world.arm_q(),
             )
         )
         began = time.perf_counter()
