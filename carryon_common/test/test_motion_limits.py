@@ -45,24 +45,27 @@ def delta(rotvecs: list[list[float]], dt: float = DT) -> Chunk:
 
 
 def test_the_limits_hold_what_carryons_policies_do() -> None:
-    """The stand-ins yaw at 1.5 rad/s (0.075 rad per step at 20 Hz); recovery turns at half the limit."""
-    assert LIMITS.turn_limit_rad(DT) == pytest.approx(0.1)
-    assert LIMITS.joint_step_limit_rad(DT) == pytest.approx(2.175 * DT)
+    """The stand-ins yaw at 1.5 rad/s (0.075 rad per step at 20 Hz), the tool's target turning
+    up to 0.128 rad in a step, their joints up to 0.107 rad (measured: MotionLimits)."""
+    assert LIMITS.turn_limit_rad(DT) == pytest.approx(0.15)
+    assert LIMITS.joint_step_limit_rad(DT) == pytest.approx(2.61 * DT)
     assert LIMITS.turn_limit_rad(0.5) == LIMITS.max_turn_rad  # slow chunks: the per-step cap
     assert LIMITS.joint_step_limit_rad(0.5) == LIMITS.max_joint_step_rad
     assert LIMITS.turn_limit_rad(math.nan) == 0.0 and LIMITS.joint_step_limit_rad(-1.0) == 0.0
     check_limits(absolute([0.075 * i for i in range(20)]))  # the stand-in's fastest yaw
+    assert turn_beyond_limits(DOWN, turned(0.128), DT) is None  # the largest turn measured
+    assert joint_step_beyond_limits(HOME_Q, HOME_Q + np.array([0, 0, 0, 0.104, 0.107, 0, 0.103]), DT) is None
     check_limits(delta([[0.0, 0.0, 0.075]] * 20))
 
 
 def test_a_chunk_turning_the_tool_beyond_the_limit_in_one_step_is_refused() -> None:
     with pytest.raises(InvalidChunk, match=r"step 2: the tool would turn 180 deg in one step \(limit 11 deg\)"):
         check_limits(absolute([0.0, 0.05, math.pi + 0.05]))  # a half turn of the wrist between steps 1 and 2
-    with pytest.raises(InvalidChunk, match=r"step 1: the tool would turn at 3.00 rad/s \(limit 2 rad/s\)"):
-        check_limits(absolute([0.0, 0.15]))  # under the per-step cap, too fast at 20 Hz
+    with pytest.raises(InvalidChunk, match=r"step 1: the tool would turn at 3.80 rad/s \(limit 3 rad/s\)"):
+        check_limits(absolute([0.0, 0.19]))  # under the per-step cap, too fast at 20 Hz
     with pytest.raises(InvalidChunk, match="step 3: the tool would turn 17 deg"):
         check_limits(delta([[0.0, 0.0, 0.05]] * 3 + [[0.3, 0.0, 0.0]]))  # DELTA rotations are steps themselves
-    check_limits(absolute([0.0, 0.15], dt=0.1))  # the same turn in 0.1 s is fine
+    check_limits(absolute([0.0, 0.19], dt=0.1))  # the same turn in 0.1 s is fine
     check_limits(delta([[0.0, 0.0, 2 * math.pi]]))  # a full turn of a delta is no turn at all
 
 
@@ -78,7 +81,7 @@ def test_a_turn_from_the_previous_target_is_checked_per_step() -> None:
 
 def test_a_joint_step_is_checked_against_the_speed_and_the_cap() -> None:
     step = HOME_Q.copy()
-    step[6] += 0.1  # 2 rad/s at 20 Hz: within 2.175 rad/s
+    step[6] += 0.12  # 2.4 rad/s at 20 Hz: within 2.61 rad/s
     assert joint_step_beyond_limits(HOME_Q, step, DT) is None
     step[0] -= 0.15  # joint 1 at 3 rad/s
     reason = joint_step_beyond_limits(HOME_Q, step, DT)

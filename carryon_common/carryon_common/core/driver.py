@@ -38,20 +38,28 @@ class MotionLimits:
 
     Why these numbers. Translation: room for every policy CarryOn runs (chunks of 8 to 100
     steps at 10-50 Hz, recovery at 0.12 m/s) while stopping a 10,000-step chunk, `dt` of a
-    day, a 35 cm jump between two steps (3 m/s at 20 Hz). Joints: the Franka Panda's
-    datasheet allows 2.175 rad/s on joints 1-4 and 2.61 rad/s on 5-7; the one value here is
-    the slower, 2.175 rad/s (0.109 rad per step at 20 Hz), capped at 0.2 rad per step for
-    slow chunks. Tool rotation: 2.0 rad/s (0.1 rad per step at 20 Hz), capped at 0.2 rad per
-    step, refuses a half turn of the wrist in one step (what sweeps the palm through
-    whatever is beside it). IK: 10 mm as the drivers had, 0.05 rad as recovery's planner has.
+    day, a 35 cm jump between two steps (3 m/s at 20 Hz). The rest from what CarryOn's own
+    motions did before these limits existed, measured on the simulated driver (every
+    executed step of `carryon bench safety --quick --seed 0`: 9,069 scripted stand-in steps
+    at 20 Hz with and without the shield, 399 of the shield's retreat; `bench recovery
+    --quick --seed 0`: 4,010 stand-in and 576 recovery steps), and in three recorded demo
+    graphs (2,800 released policy and 1,450 recovery steps):
 
-    What CarryOn's own motions do, measured before these limits existed: the scripted
-    stand-ins yaw the tool at most 1.5 rad/s (their `yaw_rate_rad_s`: 0.075 rad per step at
-    20 Hz); in three recorded demo runs (2,800 released policy and 1,450 recovery steps) the
-    policy's chunks held one rotation and their first step turned at most 0.043 rad from the
-    measured tool, while recovery's first step turned the tool up to 1.56 rad at once (the
-    measured joints then moved 0.49 rad in one step, 9.7 rad/s; otherwise p99 0.6-1.5 rad/s).
-    Recovery now turns at half the limit (carryon_recovery.core.motion)."""
+    * tool rotation: the stand-ins yaw at 1.5 rad/s (`yaw_rate_rad_s`), their targets turning
+      at most 0.128 rad in one step (2.55 rad/s; 99.9 % under 0.085 rad), the retreat 0.009,
+      recovery 0.015. The limit, 3.0 rad/s (0.15 rad per step at 20 Hz) and 0.2 rad per step,
+      refuses a half turn of the wrist in one step (what sweeps the palm through whatever is
+      beside it). In the demo graphs recovery turned the tool up to 1.56 rad in its first
+      step (the joints then moved 0.49 rad, 9.7 rad/s): it now turns at half the limit
+      (carryon_recovery.core.motion).
+    * joints, from the last commanded ones: the stand-ins move a joint at most 0.107 rad in
+      one step (joint 5, 2.15 rad/s; joint 4 0.104, joint 7 0.103). The Franka Panda's
+      datasheet allows 2.175 rad/s on joints 1-4 and 2.61 rad/s on 5-7; the one value here
+      is 2.61 rad/s (0.13 rad per step at 20 Hz; 2.175 would leave the stand-ins 1 % of
+      margin), capped at 0.2 rad per step for slow chunks. A real arm's config tightens it.
+    * IK: the simulated driver's solutions missed by at most 0.1 mm and 0.0003 rad; the
+      bounds, 10 mm (as the drivers had) and 0.05 rad (as recovery's planner has), refuse a
+      step that would leave the tool in an orientation nothing checked."""
 
     max_steps: int = 200  # steps in one chunk
     min_dt_s: float = 0.005  # seconds per step
@@ -59,9 +67,9 @@ class MotionLimits:
     max_step_m: float = 0.05  # tool translation from one target to the next
     max_speed_m_s: float = 1.0  # that translation over the chunk's dt
     max_turn_rad: float = 0.2  # tool rotation (angle of the relative rotation) from one target to the next
-    max_turn_speed_rad_s: float = 2.0  # that rotation over the chunk's dt
+    max_turn_speed_rad_s: float = 3.0  # that rotation over the chunk's dt
     max_joint_step_rad: float = 0.2  # any arm joint from one commanded target to the next
-    max_joint_speed_rad_s: float = 2.175  # that joint motion over dt (the Panda's slowest joint)
+    max_joint_speed_rad_s: float = 2.61  # that joint motion over dt (the Panda's joints 5-7)
     max_ik_position_error_m: float = 0.01  # how far an IK solution may miss the step's position
     max_ik_rotation_error_rad: float = 0.05  # how far it may miss the step's rotation
 
