@@ -3,7 +3,10 @@ files and depth conversion (the arm's kinematics: carryon_robot/test/test_robot_
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,10 +15,13 @@ from scipy.spatial.transform import Rotation
 from carryon_arm.core.cameras import depth_in_metres, load_camera_map
 from carryon_arm.core.config import ArmAdapterConfig
 from carryon_arm.core.executor import ChunkExecutor, RobotState
+from carryon_common.core import driver as common_driver
 from carryon_common.core.chunk import Chunk, ChunkSource, Convention, InvalidChunk
+from carryon_common.core.config import build_config
+from carryon_common.core.driver import LIMITS
 from carryon_common.core.driver import DriverState as Mode
 from carryon_common.core.errors import ConfigError
-from carryon_robot.core.kinematics import ArmKinematics, RobotDescription, load_robot
+from carryon_robot.core.kinematics import ArmKinematics, IkSolution, RobotDescription, load_robot
 
 HOME = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785])
 HOME_ROTATION = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])
@@ -101,11 +107,118 @@ def test_refused_steps_hold_the_arm_with_the_reason(kinematics: ArmKinematics) -
 
 
 def test_large_joint_jumps_are_refused(kinematics: ArmKinematics) -> None:
-    run = executor(kinematics, max_joint_step_rad=0.02)
+    run = executor(kinematics, max_joint_step_rad=0.02)  # tighter than the shared limit
     start, _ = kinematics.forward(HOME)
     run.submit(chunk([list(start + np.array([0.0, 0.04, 0.0]))]), 0.0)  # within the motion limits
     command = run.tick(0.05)
-    assert command is not None and command.hold and "jump" in run.rejections[-1].reason
+    assert command is not None and command.hold
+    assert run.rejections[-1].reason.startswith("joint 7 would move 0.074 rad in one step")
+
+
+# -- the shared per-step limits (MotionLimits, issue 46) -------------------------------------
+class MissingKinematics:
+    """The arm's kinematics, its IK answer changed: `joint_offset` added to the joints, or the
+    rotation it misses by reported as `rotation_error_rad`."""
+
+    def __init__(self, kinematics: ArmKinematics, *, joint_offset: np.ndarray | None = None,
+                 rotation_error_rad: float = 0.0) -> None:  # fmt: skip
+        self.kinematics = kinematics
+        self.joint_offset = np.zeros(7) if joint_offset is None else joint_offset
+        self.rotation_error_rad = rotation_error_rad
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.kinematics, name)
+
+    def inverse(self, q_seed: np.ndarray, position: np.ndarray, rotation: np.ndarray, **kw: Any) -> IkSolution:
+        solution = self.kinematics.inverse(q_seed, position, rotation, **kw)
+        rotation_error = max(solution.rotation_error_rad, self.rotation_error_rad)
+        return replace(solution, q=solution.q + self.joint_offset, rotation_error_rad=rotation_error)
+
+
+def turned(kinematics: ArmKinematics, yaws: list[float]) -> Chunk:
+    """ABSOLUTE steps at the home tool position, the tool turned about world z by each yaw."""
+    position, rotation = kinematics.forward(HOME)
+    rotvecs = [Rotation.from_matrix(Rotation.from_euler("z", y).as_matrix() @ rotation).as_rotvec() for y in yaws]
+    n = len(yaws)
+    return Chunk(1, "s1", ChunkSource.POLICY, Convention.ABSOLUTE, "world", 0.05, 1, 0.0, np.tile(position, (n, 1)),
+                 np.array(rotvecs), np.zeros(n))  # fmt: skip
+
+
+@pytest.mark.parametrize("interface", ["joint_trajectory", "pose_target"])
+def test_a_wrist_turn_beyond_the_limit_in_one_step_is_refused(kinematics: ArmKinematics, interface: str) -> None:
+    run = executor(kinematics, interface=interface)
+    run.submit(turned(kinematics, [math.pi]), 0.0)  # a half turn of the wrist in one step
+    command = run.tick(0.05)
+    assert command is not None and command.hold and np.allclose(command.q, HOME)
+    assert "turn 180 deg in one step" in run.rejections[-1].reason
+    run.submit(turned(kinematics, [0.08 * i for i in range(1, 6)]), 0.1)  # 1.6 rad/s: fine
+    commands = [run.tick(0.1 + 0.05 * i) for i in range(1, 6)]
+    assert all(c is not None and not c.hold for c in commands) and len(run.rejections) == 1
+
+
+def test_turning_the_wrist_past_its_joint_limit_is_refused_not_swung_round(kinematics: ArmKinematics) -> None:
+    """0.09 rad per step (within the turn limit) towards joint 7's upper limit: once the
+    wrist is there the IK swings joint 1 round instead, 0.24 rad in one step, and the step
+    is refused."""
+    run = executor(kinematics)
+    run.submit(turned(kinematics, [-0.09 * i for i in range(1, 31)]), 0.0)
+    for i in range(1, 31):
+        command = run.tick(0.05 * i)
+        assert command is not None
+        if command.hold:
+            break
+        follow(run, 0.05 * i, command.q)
+    assert run.rejections and run.rejections[-1].reason.startswith("joint 1 would move")
+    assert command.q[6] > 2.7  # the wrist got close to its limit (2.8973 rad) first
+
+
+def test_a_joint_jump_beyond_the_shared_limit_is_refused(kinematics: ArmKinematics) -> None:
+    """A step whose IK moves a joint 0.15 rad from the last commanded joints (3 rad/s at
+    20 Hz), the tool's own step well within the limits, is refused. Joint steps count from
+    the last command, not the measured joints: an arm lagging behind its commands is no jump."""
+    run = executor(kinematics)
+    run.submit(turned(kinematics, [0.08 * i for i in range(1, 5)]), 0.0)  # joint 7 by 0.08 rad per step
+    commands = [run.tick(0.05 * i) for i in range(1, 5)]  # the arm does not follow: it stays at HOME
+    assert all(c is not None and not c.hold for c in commands) and not run.rejections
+    assert abs(commands[-1].q[6] - HOME[6]) > 0.3  # type: ignore[union-attr]
+    jumpy = MissingKinematics(kinematics, joint_offset=np.array([0.15, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]))
+    run = ChunkExecutor(jumpy, ArmAdapterConfig())  # type: ignore[arg-type]
+    anchor(run, HOME, 0.0)
+    start, _ = kinematics.forward(HOME)
+    run.submit(chunk([list(start + np.array([0.0, 0.002, 0.0]))]), 0.0)
+    command = run.tick(0.05)
+    assert command is not None and command.hold and np.allclose(command.q, HOME)
+    assert run.rejections[-1].reason.startswith("joint 1 would move 0.15")
+
+
+def test_an_ik_rotation_error_beyond_the_bound_is_refused(kinematics: ArmKinematics) -> None:
+    run = ChunkExecutor(MissingKinematics(kinematics, rotation_error_rad=0.2), ArmAdapterConfig())  # type: ignore[arg-type]
+    anchor(run, HOME, 0.0)
+    start, _ = kinematics.forward(HOME)
+    run.submit(chunk([list(start + np.array([0.0, 0.002, 0.0]))]), 0.0)
+    command = run.tick(0.05)
+    assert command is not None and command.hold
+    assert "IK rotation error 0.200 rad" in run.rejections[-1].reason
+
+
+@pytest.mark.parametrize(("key", "shared"), [("max_joint_step_rad", "max_joint_step_rad"),
+                                             ("max_ik_error_m", "max_ik_position_error_m")])  # fmt: skip
+def test_the_config_may_only_tighten_the_shared_limits(key: str, shared: str) -> None:
+    limit = getattr(LIMITS, shared)
+    with pytest.raises(ConfigError, match=rf"{key} .* above the shared limit MotionLimits.{shared}"):
+        build_config(ArmAdapterConfig, {key: 2 * limit}, {}, "arm_adapter_node.yaml")
+    tighter = build_config(ArmAdapterConfig, {key: limit / 2}, {}, "arm_adapter_node.yaml")
+    assert getattr(tighter.limits, shared) == limit / 2
+    assert getattr(ArmAdapterConfig().limits, shared) == limit  # the default is the shared limit
+
+
+def test_the_executor_checks_the_one_shared_definition_of_the_limits() -> None:
+    """arm_adapter_node's executor holds no limits of its own: it calls carryon_common's checks."""
+    from carryon_arm.core import executor as arm_executor
+
+    for name in ("step_beyond_limits", "turn_beyond_limits", "joint_step_beyond_limits", "ik_beyond_limits"):
+        assert getattr(arm_executor, name) is getattr(common_driver, name), name
+    assert replace(ArmAdapterConfig().limits) == LIMITS
 
 
 def test_watchdog_holds_when_commands_stop(kinematics: ArmKinematics) -> None:

@@ -17,6 +17,7 @@ import numpy.typing as npt
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
+from scipy.spatial.transform import Rotation
 
 from carryon_arm.core.config import INTERFACES, ArmAdapterConfig
 from carryon_arm.core.executor import ChunkExecutor, Command, RobotState
@@ -29,6 +30,7 @@ HOME = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785])  # tool down, about (0.
 DOWN_ROTVEC = np.array([np.pi / np.sqrt(2), np.pi / np.sqrt(2), 0.0])
 PERIOD_S = 0.05  # control period of the ticks
 EPS = 1e-9  # metres: rounding between the executor's check and this one
+TURN_EPS = 1e-6  # radians: the same for turns (a huge rotation vector loses digits when folded)
 broken = st.sampled_from([False] * 5 + [True])  # each aspect of a chunk is broken one time in six
 
 
@@ -84,7 +86,25 @@ def beyond_limits(chunk: Chunk) -> tuple[list[str], bool]:
     found += ["gripper"] if g.min() < 0.0 or g.max() > 1.0 else []
     found += [f"frame {chunk.frame_id!r}"] if chunk.frame_id != "world" else []
     found += [f"a step of {lengths.max():.4f} m in {chunk.dt} s"] if np.any(lengths > bound + EPS) else []
-    return found, bool(np.any(np.abs(lengths - bound) <= EPS))
+    spans = np.sqrt((r**2).sum(axis=1))
+    if np.any(spans > 2 * math.pi):  # refused whatever else holds: no rotation needs more than a full turn
+        found = [*found, "a rotation vector longer than a full turn"]
+        return found, bool(np.any(np.abs(spans - 2 * math.pi) < TURN_EPS))
+    angles = turns(r, chunk.convention)
+    turn_bound = min(LIMITS.max_turn_rad, LIMITS.max_turn_speed_rad_s * chunk.dt)
+    found += [f"a turn of {angles.max():.4f} rad in {chunk.dt} s"] if np.any(angles > turn_bound + TURN_EPS) else []
+    return found, bool(np.any(np.abs(lengths - bound) <= EPS) or np.any(np.abs(angles - turn_bound) <= TURN_EPS))
+
+
+def turns(rotvecs: npt.NDArray[np.float64], convention: Convention) -> npt.NDArray[np.float64]:
+    """The angle of each step's turn between the chunk's own steps, radians (a DELTA rotation
+    vector's length folded into [0, pi]; ABSOLUTE: from the relative rotation's trace)."""
+    if convention == Convention.DELTA:
+        lengths = np.sqrt((rotvecs**2).sum(axis=1)) % (2 * math.pi)
+        return np.minimum(lengths, 2 * math.pi - lengths)
+    matrices = Rotation.from_rotvec(rotvecs).as_matrix()
+    traces = np.einsum("nij,nij->n", matrices[:-1], matrices[1:])
+    return np.arccos(np.clip((traces - 1.0) / 2.0, -1.0, 1.0))
 
 
 @settings(max_examples=1000)

@@ -16,6 +16,7 @@ from builtin_interfaces.msg import Time
 from geometry_msgs.msg import Vector3
 from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
+from scipy.spatial.transform import Rotation
 
 from carryon_common import convert
 from carryon_common.core import message_checks
@@ -31,6 +32,7 @@ BAD_NUMBERS = [NAN, INF, -INF, 1e9, -1e9, 1e300]
 BAD_DTS = [0.0, -0.05, NAN, INF, -INF, 1e9, 1e-9, 0.0049, 0.51]
 BAD_FRAMES = ["", "panda_link0", "World", "world\x00", " world"]
 EPS = 1e-12  # metres: what separates "within" from "beyond" a limit when the two checks round differently
+TURN_EPS = 1e-6  # radians: the same for turns (huge rotation vectors lose digits when folded)
 broken = st.sampled_from([False, False, False, True])  # each aspect of a chunk is broken one time in four
 
 
@@ -54,7 +56,16 @@ def chunks(draw: st.DrawFn, max_steps: int = 10_000) -> Chunk:
     moves = bound * scale * directions / np.maximum(np.linalg.norm(directions, axis=1, keepdims=True), 1e-12)
     start = np.array([0.5, 0.0, 0.8])
     positions = moves if convention == Convention.DELTA else start + np.cumsum(moves, axis=0)
-    arrays = {"positions": positions, "rotations": rng.normal(scale=0.05, size=(n, 3)), "gripper": rng.uniform(size=n)}
+    # Turns as moves: about random axes for DELTA steps; ABSOLUTE rotations about one axis from a random start.
+    turn_bound = LIMITS.turn_limit_rad(dt) if math.isfinite(dt) and dt > 0 else LIMITS.max_turn_rad
+    turn_scale = draw(st.floats(1.0, 10.0, exclude_min=True) if draw(broken) else st.floats(0.0, 1.0))
+    axes = rng.normal(size=(n, 3))
+    axes /= np.maximum(np.linalg.norm(axes, axis=1, keepdims=True), 1e-12)
+    turns = turn_bound * turn_scale * rng.uniform(size=(n, 1))
+    # ABSOLUTE: angles about one axis, wrapped into [-pi, pi) (the same rotations, short vectors).
+    angles = (rng.uniform(-3, 3) + np.cumsum(turns) + math.pi) % (2 * math.pi) - math.pi
+    rotations = turns * axes if convention == Convention.DELTA else axes[:1] * angles[:, None]
+    arrays = {"positions": positions, "rotations": rotations, "gripper": rng.uniform(size=n)}
     if n and draw(broken):
         for _ in range(draw(st.integers(1, 3))):
             name = draw(st.sampled_from(sorted(arrays)))
@@ -100,7 +111,27 @@ def limit_problems(chunk: Chunk, limits: MotionLimits = LIMITS) -> tuple[list[st
     bound = min(limits.max_step_m, limits.max_speed_m_s * chunk.dt) if chunk.dt > 0 else 0.0
     if np.any(lengths > bound):
         found.append(f"a step of {lengths.max():.4f} m in {chunk.dt} s")
-    return found, bool(np.any(np.abs(lengths - bound) < EPS))
+    spans = np.sqrt((r**2).sum(axis=1))
+    if np.any(spans > 2 * math.pi):  # refused whatever else holds: no rotation needs more than a full turn
+        found = [*found, "a rotation vector longer than a full turn"]
+        return found, bool(np.any(np.abs(spans - 2 * math.pi) < TURN_EPS))
+    angles = turns(r, chunk.convention)
+    turn_bound = min(limits.max_turn_rad, limits.max_turn_speed_rad_s * chunk.dt) if chunk.dt > 0 else 0.0
+    if np.any(~(angles <= turn_bound)):
+        found.append(f"a turn of {np.nanmax(angles, initial=math.inf):.4f} rad in {chunk.dt} s")
+    borderline = np.any(np.abs(lengths - bound) < EPS) or np.any(np.abs(angles - turn_bound) < TURN_EPS)
+    return found, bool(borderline)
+
+
+def turns(rotvecs: npt.NDArray[np.float64], convention: Convention) -> npt.NDArray[np.float64]:
+    """The angle each step turns the tool, radians: a DELTA rotation vector's length folded
+    into [0, pi]; between consecutive ABSOLUTE rotations, from the trace of the relative one."""
+    if convention == Convention.DELTA:
+        lengths = np.sqrt((rotvecs**2).sum(axis=1)) % (2 * math.pi)
+        return np.minimum(lengths, 2 * math.pi - lengths)
+    matrices = Rotation.from_rotvec(rotvecs).as_matrix()
+    traces = np.einsum("nij,nij->n", matrices[:-1], matrices[1:])  # trace(A.T @ B) for each pair
+    return np.arccos(np.clip((traces - 1.0) / 2.0, -1.0, 1.0))
 
 
 def executable(chunk: Chunk, *, estop: bool = False) -> bool:

@@ -41,7 +41,7 @@ from carryon_common.convert import chunk_to_msg, joint_positions, time_to_msg
 from carryon_common.core.clouds import ObservationUnusable, object_clouds
 from carryon_interfaces.msg import ShieldEvent
 from carryon_recovery.core.base_skill import FloatArray, Seen, seen_from_clouds
-from carryon_recovery.core.motion import MotionBackend, recovery_chunk
+from carryon_recovery.core.motion import MotionBackend, recovery_chunk, recovery_turn_rad
 
 STREAMS = ("depth", "segmentation", "labels", "camera_info", "pose")
 _POLL_S = 0.01
@@ -244,16 +244,24 @@ class RosRecoveryIO:
         retreats = 0
         while True:
             try:
-                plan = self.motion.plan(self.joints(), self.tool_position(), rest, rotation, p.speed_m_s * p.dt)
+                plan = self.motion.plan(
+                    self.joints(),
+                    self.tool_position(),
+                    rest,
+                    rotation,
+                    p.speed_m_s * p.dt,
+                    turn_rad=recovery_turn_rad(p.dt),
+                )
             except ObservationUnusable as exc:
                 return False, str(exc)
             if not plan.ok:
                 return False, plan.reason
             rotation = plan.rotation if plan.rotation is not None else rotation
             samples = plan.positions
+            turning = plan.rotations if plan.rotations is not None else np.tile(rotation, (len(samples), 1, 1))
             blocked = False
             for first in range(0, len(samples), p.horizon):
-                if not self._execute(samples[first : first + p.horizon], rotation, gripper):
+                if not self._execute(samples[first : first + p.horizon], turning[first : first + p.horizon], gripper):
                     blocked = True
                     break
             if not blocked:

@@ -4,12 +4,15 @@ planner: MoveIt itself is not installable here)."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from carryon_recovery.core.motion import CartesianIk, MoveItPlanner, resample
+from carryon_common.core.chunk import Convention
+from carryon_common.core.driver import LIMITS, check_limits, rotation_angle
+from carryon_recovery.core.motion import CartesianIk, MoveItPlanner, recovery_chunk, recovery_turn_rad, resample
 from carryon_robot.core.kinematics import ArmKinematics, load_robot
 
 HOME = np.array([0.0, -0.3, 0.0, -2.2, 0.0, 1.9, 0.785])
@@ -89,7 +92,7 @@ def test_a_parallel_gripper_may_turn_half_way_round_when_the_wrist_cannot(arm: A
     goal = np.array([start + np.array([0.0, 0.05, -0.05])])
     wanted = turned(rotation, -1.5)  # beyond the wrist's limit
     strict = CartesianIk(arm, symmetric_tool=False).plan(wrist_near_limit, start, goal, wanted, 0.006)
-    assert not strict.ok and strict.reason.startswith("unreachable: step 1/")
+    assert not strict.ok and strict.reason.startswith("unreachable: step")  # where the turn meets the limit
     either = CartesianIk(arm).plan(wrist_near_limit, start, goal, wanted, 0.006)
     assert either.ok and either.rotation is not None and either.joints is not None
     assert np.allclose(either.rotation, wanted @ np.diag([-1.0, -1.0, 1.0]))  # the same grasp, half turned
@@ -97,3 +100,27 @@ def test_a_parallel_gripper_may_turn_half_way_round_when_the_wrist_cannot(arm: A
     easy = turned(rotation, 1.0)  # reachable as asked, and nearer than its half turn: kept
     kept = CartesianIk(arm).plan(wrist_near_limit, start, goal, easy, 0.006)
     assert kept.ok and kept.rotation is not None and np.allclose(kept.rotation, easy)
+
+
+def test_the_tool_turns_to_the_paths_rotation_within_the_shared_limit(arm: ArmKinematics) -> None:
+    """Recovery turns the tool gradually, at half the drivers' per-step turn limit: a 1.5 rad
+    turn over a 3 cm path (5 steps) turns in place first, then moves; the chunk is within the
+    shared limits and no joint flips."""
+    start, rotation = arm.forward(HOME)
+    goal = np.array([start + np.array([0.0, 0.03, 0.0])])
+    wanted = turned(rotation, 1.5)
+    turn_rad = recovery_turn_rad(0.05)
+    assert turn_rad == pytest.approx(LIMITS.turn_limit_rad(0.05) / 2)
+    plan = CartesianIk(arm, symmetric_tool=False).plan(HOME, start, goal, wanted, 0.006, turn_rad=turn_rad)
+    assert plan.ok and plan.rotations is not None and plan.joints is not None
+    steps = np.concatenate([rotation[None], plan.rotations])
+    turns = [rotation_angle(a, b) for a, b in itertools.pairwise(steps)]
+    assert max(turns) <= turn_rad + 1e-9 and len(plan.positions) == 20  # 1.5 rad at 0.075 rad per step
+    assert np.allclose(plan.positions[:15], start) and np.allclose(plan.positions[-1], goal[0])  # in place first
+    assert np.allclose(plan.rotations[-1], wanted)
+    assert np.abs(np.diff(np.vstack([HOME, plan.joints]), axis=0)).max() < LIMITS.joint_step_limit_rad(0.05)
+    chunk = recovery_chunk(1, "s", plan.positions, plan.rotations, 1.0, dt=0.05, stamp_s=0.0)
+    assert chunk.convention == Convention.ABSOLUTE
+    check_limits(chunk)
+    held = recovery_chunk(1, "s", plan.positions[:3], wanted, 1.0, dt=0.05, stamp_s=0.0)  # one rotation held
+    assert np.allclose(held.rotations, held.rotations[0])

@@ -16,6 +16,7 @@ import numpy.typing as npt
 import pytest
 from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
+from scipy.spatial.transform import Rotation
 from shield_fixtures import DOWN_ROTVEC, make_shield, obstacles_at, state_at
 
 from carryon_common.core.chunk import Chunk, ChunkSource, Convention
@@ -35,6 +36,7 @@ DTS = st.sampled_from([LIMITS.min_dt_s, 0.008, 0.01, 0.02, 0.05, LIMITS.max_dt_s
 STAMPS = [NOW_S, NOW_S - 0.1, NOW_S + 0.1, NOW_S - MAX_AGE_S, NOW_S - 10.0, NOW_S + 10.0, NAN, INF, -INF]
 broken = st.sampled_from([False, False, False, True])  # each aspect of a chunk is broken one time in four
 EPS = 1e-12  # metres: what separates "within" from "beyond" a limit when two checks round differently
+TURN_EPS = 1e-6  # radians: the same for turns (a huge rotation vector loses digits when folded)
 # Obstacle points: beside the fingers (the first step is blocked: a retreat), in the way of a
 # chunk towards -y (a prefix), far away (all released).
 SCENES = {"beside": [[0.5, -0.062, 0.59]], "ahead": [[0.5, -0.12, 0.59]], "far": [[0.9, 0.5, 1.1]]}
@@ -97,7 +99,25 @@ def beyond_limits(chunk: Chunk, previous: npt.NDArray[np.float64] | None = None)
     lengths = np.sqrt((moves**2).sum(axis=1))
     bound = min(LIMITS.max_step_m, LIMITS.max_speed_m_s * chunk.dt) if chunk.dt > 0 else 0.0
     found += [f"a step of {lengths.max():.4f} m in {chunk.dt} s"] if np.any(lengths > bound) else []
-    return found, bool(np.any(np.abs(lengths - bound) < EPS))
+    spans = np.sqrt((r**2).sum(axis=1))
+    if np.any(spans > 2 * math.pi):  # refused whatever else holds: no rotation needs more than a full turn
+        found = [*found, "a rotation vector longer than a full turn"]
+        return found, bool(np.any(np.abs(spans - 2 * math.pi) < TURN_EPS))
+    angles = turns(r, chunk.convention)
+    turn_bound = min(LIMITS.max_turn_rad, LIMITS.max_turn_speed_rad_s * chunk.dt) if chunk.dt > 0 else 0.0
+    found += [f"a turn of {angles.max():.4f} rad in {chunk.dt} s"] if np.any(angles > turn_bound) else []
+    return found, bool(np.any(np.abs(lengths - bound) < EPS) or np.any(np.abs(angles - turn_bound) < TURN_EPS))
+
+
+def turns(rotvecs: npt.NDArray[np.float64], convention: Convention) -> npt.NDArray[np.float64]:
+    """The angle of each step's turn between the chunk's own steps, radians (a DELTA rotation
+    vector's length folded into [0, pi]; ABSOLUTE: from the relative rotation's trace)."""
+    if convention == Convention.DELTA:
+        lengths = np.sqrt((rotvecs**2).sum(axis=1)) % (2 * math.pi)
+        return np.minimum(lengths, 2 * math.pi - lengths)
+    matrices = Rotation.from_rotvec(rotvecs).as_matrix()
+    traces = np.einsum("nij,nij->n", matrices[:-1], matrices[1:])
+    return np.arccos(np.clip((traces - 1.0) / 2.0, -1.0, 1.0))
 
 
 def release_all(chunk: Chunk, _now_s: float) -> ShieldDecision:

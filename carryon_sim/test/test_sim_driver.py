@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from scipy.spatial.transform import Rotation
 
+from carryon_common.core import driver as common_driver
 from carryon_common.core.chunk import Chunk, ChunkSource, Convention, InvalidChunk
 from carryon_sim.core.driver import Driver, DriverState
+from carryon_sim.core.ik import ArmIk, IkResult
 from carryon_sim.core.scene import Scene, SceneSpec
 from carryon_sim.core.world import World
 
@@ -159,3 +165,77 @@ def test_the_guard_stops_the_arm_between_steps(world: World, cause: str) -> None
     else:  # an e-stop or a silent shield: held where it is
         assert np.linalg.norm(world.ee_pose()[0] - at) < 0.0015
         assert driver.state == DriverState.HOLDING
+
+
+# -- the shared per-step limits (MotionLimits, issue 46) -------------------------------------
+class MissingIk(ArmIk):
+    """The arm's IK, its answer changed: `joint_offset` added to the joints it solves, or the
+    rotation it misses by reported as `rotation_error_rad`."""
+
+    def __init__(self, world: World, *, joint_offset: np.ndarray | None = None, rotation_error_rad: float = 0.0):
+        super().__init__(world.model, world.robot)
+        self.joint_offset = np.zeros(7) if joint_offset is None else joint_offset
+        self.rotation_error_rad = rotation_error_rad
+
+    def solve(self, q_start: np.ndarray, target_pos: np.ndarray, target_rot: np.ndarray, **kw: Any) -> IkResult:
+        solution = super().solve(q_start, target_pos, target_rot, **kw)
+        rotation_error = max(solution.rotation_error_rad, self.rotation_error_rad)
+        return replace(solution, q=solution.q + self.joint_offset, rotation_error_rad=rotation_error)
+
+
+def turned_in_place(world: World, yaws: list[float]) -> Chunk:
+    """ABSOLUTE steps at the tool's position, the tool turned about world z by each yaw."""
+    position, rotation = world.ee_pose()
+    rotvecs = [Rotation.from_matrix(Rotation.from_euler("z", y).as_matrix() @ rotation).as_rotvec() for y in yaws]
+    n = len(yaws)
+    return Chunk(1, "s1", ChunkSource.POLICY, Convention.ABSOLUTE, "world", DT, 1, 0.0, np.tile(position, (n, 1)),
+                 np.array(rotvecs), np.zeros(n))  # fmt: skip
+
+
+def test_a_wrist_turn_beyond_the_limit_in_one_step_holds_the_arm(world: World) -> None:
+    world.reset(0)
+    driver = Driver(world, watchdog_s=0.25)
+    q = world.arm_q()
+    driver.submit(turned_in_place(world, [math.pi]), world.time)  # a half turn of the wrist in one step
+    run(world, driver, 0.3)
+    assert driver.state == DriverState.HOLDING and driver.steps_executed == 0
+    assert "turn 180 deg in one step" in driver.rejections[-1].reason
+    assert np.allclose(world.arm_q(), q, atol=1e-3)
+    driver.submit(turned_in_place(world, [0.08 * i for i in range(1, 6)]), world.time)  # 1.6 rad/s: fine
+    run(world, driver, 0.5)
+    assert driver.steps_executed == 5 and len(driver.rejections) == 1
+
+
+def test_a_joint_jump_beyond_the_limit_holds_the_arm(world: World) -> None:
+    """A step whose IK moves a joint 0.15 rad from the last commanded joints (3 rad/s at
+    20 Hz), the tool's own step well within the limits."""
+    world.reset(0)
+    driver = Driver(world, watchdog_s=0.25, ik=MissingIk(world, joint_offset=np.array([0.15, 0, 0, 0, 0, 0, 0])))
+    commanded = world.arm_target()
+    driver.submit(chunk(np.array([[0.002, 0.0, 0.0]])), world.time)
+    run(world, driver, 0.3)
+    assert driver.state == DriverState.HOLDING and driver.steps_executed == 0
+    assert driver.rejections[-1].reason.startswith("joint 1 would move 0.150 rad in one step")
+    assert np.allclose(world.arm_q(), commanded, atol=2e-3)
+    small = Driver(world, watchdog_s=0.25, ik=MissingIk(world, joint_offset=np.array([0.05, 0, 0, 0, 0, 0, 0])))
+    small.submit(chunk(np.array([[0.002, 0.0, 0.0]])), world.time)
+    run(world, small, 0.1)
+    assert small.steps_executed == 1 and not small.rejections
+
+
+def test_an_ik_rotation_error_beyond_the_bound_holds_the_arm(world: World) -> None:
+    world.reset(0)
+    driver = Driver(world, watchdog_s=0.25, ik=MissingIk(world, rotation_error_rad=0.2))
+    driver.submit(chunk(np.array([[0.002, 0.0, 0.0]])), world.time)
+    run(world, driver, 0.3)
+    assert driver.state == DriverState.HOLDING and driver.steps_executed == 0
+    assert "IK rotation error 0.200 rad" in driver.rejections[-1].reason
+
+
+def test_the_driver_checks_the_one_shared_definition_of_the_limits() -> None:
+    """sim_node's driver holds no limits of its own: it calls carryon_common's checks."""
+    from carryon_sim.core import driver as sim_driver
+
+    for name in ("step_beyond_limits", "turn_beyond_limits", "joint_step_beyond_limits", "ik_beyond_limits"):
+        assert getattr(sim_driver, name) is getattr(common_driver, name), name
+    assert not [name for name in vars(sim_driver) if name.startswith("MAX_")]  # no constant beside them

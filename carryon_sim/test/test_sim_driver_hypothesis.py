@@ -16,6 +16,7 @@ import numpy.typing as npt
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
+from scipy.spatial.transform import Rotation
 
 from carryon_common.core.chunk import Chunk, ChunkSource, Convention, InvalidChunk
 from carryon_common.core.driver import LIMITS
@@ -26,6 +27,7 @@ from carryon_sim.core.world import World
 NAN, INF = math.nan, math.inf
 PERIOD_S = 0.05  # control period of the ticks
 EPS = 1e-9  # metres: rounding between the driver's check and this one
+TURN_EPS = 1e-6  # radians: the same for turns (a huge rotation vector loses digits when folded)
 broken = st.sampled_from([False] * 5 + [True])  # each aspect of a chunk is broken one time in six
 
 
@@ -35,10 +37,11 @@ def world() -> World:
 
 
 @st.composite
-def chunks(draw: st.DrawFn, start: npt.NDArray[np.float64]) -> Chunk:
-    """A chunk near `start` (the tool at rest): steps of one length in one direction, each
-    aspect within the limits or broken (steps, dt, length, numbers, shapes, frame, and for an
-    ABSOLUTE chunk where it starts: at the tool, a few cm away, or 35 cm away)."""
+def chunks(draw: st.DrawFn, start: npt.NDArray[np.float64], rotvec: npt.NDArray[np.float64]) -> Chunk:
+    """A chunk near `start` (the tool at rest, turned as `rotvec`): steps of one length in one
+    direction, each aspect within the limits or broken (steps, dt, length, numbers, shapes,
+    frame, and for an ABSOLUTE chunk where it starts: at the tool, a few cm away, or 35 cm
+    away), at the tool's rotation."""
     n = draw(st.integers(0, 10_000) | st.sampled_from([0, 201]) if draw(broken) else st.integers(1, 30))
     dt = draw(st.sampled_from([0.0, -0.05, NAN, INF, 1e9, 0.0049]) if draw(broken) else st.floats(0.005, 0.5))
     bound = min(LIMITS.max_step_m, LIMITS.max_speed_m_s * dt) if math.isfinite(dt) and dt > 0 else LIMITS.max_step_m
@@ -50,7 +53,7 @@ def chunks(draw: st.DrawFn, start: npt.NDArray[np.float64]) -> Chunk:
     first = start + direction * draw(st.sampled_from([0.0, 0.01, 0.04, 0.06, 0.35]))
     arrays = {
         "positions": moves if convention == Convention.DELTA else first + np.cumsum(moves, axis=0) - moves[:1],
-        "rotations": np.zeros((n, 3)),
+        "rotations": np.zeros((n, 3)) if convention == Convention.DELTA else np.tile(rotvec, (n, 1)),
         "gripper": np.full(n, draw(st.floats(0.0, 1.0))),
     }
     if n and draw(broken):
@@ -81,7 +84,30 @@ def beyond_limits(chunk: Chunk) -> tuple[list[str], bool]:
     found += ["gripper"] if g.min() < 0.0 or g.max() > 1.0 else []
     found += [f"frame {chunk.frame_id!r}"] if chunk.frame_id != "world" else []
     found += [f"a step of {lengths.max():.4f} m in {chunk.dt} s"] if np.any(lengths > bound + EPS) else []
-    return found, bool(np.any(np.abs(lengths - bound) <= EPS))
+    spans = np.sqrt((r**2).sum(axis=1))
+    if np.any(spans > 2 * math.pi):  # refused whatever else holds: no rotation needs more than a full turn
+        found = [*found, "a rotation vector longer than a full turn"]
+        return found, bool(np.any(np.abs(spans - 2 * math.pi) < TURN_EPS))
+    angles = turns(r, chunk.convention)
+    turn_bound = min(LIMITS.max_turn_rad, LIMITS.max_turn_speed_rad_s * chunk.dt)
+    found += [f"a turn of {angles.max():.4f} rad in {chunk.dt} s"] if np.any(angles > turn_bound + TURN_EPS) else []
+    return found, bool(np.any(np.abs(lengths - bound) <= EPS) or np.any(np.abs(angles - turn_bound) <= TURN_EPS))
+
+
+def turns(rotvecs: npt.NDArray[np.float64], convention: Convention) -> npt.NDArray[np.float64]:
+    """The angle of each step's turn between the chunk's own steps, radians (a DELTA rotation
+    vector's length folded into [0, pi]; ABSOLUTE: from the relative rotation's trace)."""
+    if convention == Convention.DELTA:
+        lengths = np.sqrt((rotvecs**2).sum(axis=1)) % (2 * math.pi)
+        return np.minimum(lengths, 2 * math.pi - lengths)
+    matrices = Rotation.from_rotvec(rotvecs).as_matrix()
+    traces = np.einsum("nij,nij->n", matrices[:-1], matrices[1:])
+    return np.arccos(np.clip((traces - 1.0) / 2.0, -1.0, 1.0))
+
+
+def angle(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> float:
+    """The angle between two rotation matrices, radians."""
+    return float(np.arccos(np.clip((np.trace(a.T @ b) - 1.0) / 2.0, -1.0, 1.0)))
 
 
 @settings(max_examples=1000)
@@ -93,10 +119,12 @@ def test_no_step_beyond_the_limits_is_ever_executed(
     The world is not stepped: the arm stays where it is, so a hold goes back there."""
     world.reset(0)
     driver = Driver(world, watchdog_s=0.25)
-    start = world.ee_pose()[0]
-    previous, dt, now = start, math.nan, world.time  # the last target; dt of the steps being executed
+    start, rotation = world.ee_pose()
+    rotvec = Rotation.from_matrix(rotation).as_rotvec()
+    previous, previous_rotation = start, rotation  # the last target
+    dt, now = math.nan, world.time  # dt of the steps being executed
     for ticks, estop in plan:
-        chunk = data.draw(chunks(start))
+        chunk = data.draw(chunks(start, rotvec))
         driver.estop = estop
         problems, borderline = beyond_limits(chunk)
         try:
@@ -104,7 +132,7 @@ def test_no_step_beyond_the_limits_is_ever_executed(
         except InvalidChunk:
             assert problems or estop or borderline, "a chunk within every limit was refused"
             driver.hold()  # what sim_node does with a refused chunk
-            previous = driver._target_pos.copy()
+            previous, previous_rotation = driver._target_pos.copy(), driver._target_rot.copy()
         else:
             assert not problems and not estop, problems
             dt = chunk.dt
@@ -113,9 +141,12 @@ def test_no_step_beyond_the_limits_is_ever_executed(
             now += PERIOD_S
             driver.tick(now)
             target = driver._target_pos.copy()  # the tool target the arm was last sent to (or holds at)
+            rotation = driver._target_rot.copy()
             if driver.steps_executed > executed:
                 length = float(np.sqrt(((target - previous) ** 2).sum()))
                 assert not estop, "a step was executed under the e-stop"
                 assert length <= min(LIMITS.max_step_m, LIMITS.max_speed_m_s * dt) + EPS, (length, dt)
-            previous = target
+                turn = angle(previous_rotation, rotation)
+                assert turn <= min(LIMITS.max_turn_rad, LIMITS.max_turn_speed_rad_s * dt) + TURN_EPS, (turn, dt)
+            previous, previous_rotation = target, rotation
     event("steps executed" if driver.steps_executed else "no step executed")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from carryon_common.core.config import NodeConfig, one_of
-from carryon_common.core.driver import WORKSPACE_MAX, WORKSPACE_MIN, DriverCommandConfig
+from carryon_common.core.driver import LIMITS, WORKSPACE_MAX, WORKSPACE_MIN, DriverCommandConfig, MotionLimits
 
 INTERFACES = ("joint_trajectory", "pose_target")
 
@@ -45,9 +46,19 @@ class ArmAdapterConfig(DriverCommandConfig):
     state_timeout_s: float = Field(
         0.5, gt=0.0, description="Joint states older than this are stale: the arm holds and chunks are refused, s."
     )
-    max_ik_error_m: float = Field(0.01, gt=0.0, description="A step whose IK misses by more is refused, metres.")
+    max_ik_error_m: float = Field(
+        LIMITS.max_ik_position_error_m,
+        gt=0.0,
+        description="A step whose IK misses its position by more is refused; at most the shared "
+        "MotionLimits.max_ik_position_error_m (carryon_common.core.driver), which it may only tighten, metres.",
+    )
     max_joint_step_rad: float = Field(
-        0.5, gt=0.0, description="A step whose joint targets jump further from the measured joints is refused, rad."
+        LIMITS.max_joint_step_rad,
+        gt=0.0,
+        description="A step that moves any joint target further from the last commanded joints (the measured ones "
+        "before the first command of a chunk) is refused; at most the shared MotionLimits.max_joint_step_rad, "
+        "which it may only tighten (the shared joint speed limit applies too: MotionLimits.max_joint_speed_rad_s "
+        "times the chunk's dt), rad.",
     )
     max_joint_speed_rad_s: float = Field(
         2.6,
@@ -95,6 +106,24 @@ class ArmAdapterConfig(DriverCommandConfig):
         "absolute or relative to the config folder ('' = your drivers publish those topics themselves; "
         "example: arm/cameras.yaml).",
     )
+
+    @field_validator("max_ik_error_m", "max_joint_step_rad")
+    @classmethod
+    def _only_tightens(cls, value: float, info: ValidationInfo) -> float:
+        shared = {"max_ik_error_m": "max_ik_position_error_m", "max_joint_step_rad": "max_joint_step_rad"}
+        name = shared[str(info.field_name)]
+        limit = getattr(LIMITS, name)
+        if value > limit:
+            raise ValueError(
+                f"{info.field_name} {value:g} is above the shared limit MotionLimits.{name} {limit:g} "
+                "(carryon_common.core.driver): a driver's config may only tighten it"
+            )
+        return value
+
+    @property
+    def limits(self) -> MotionLimits:
+        """The shared MotionLimits with this config's tighter joint step and IK error."""
+        return replace(LIMITS, max_joint_step_rad=self.max_joint_step_rad, max_ik_position_error_m=self.max_ik_error_m)
 
     @model_validator(mode="after")
     def _check_vectors(self) -> ArmAdapterConfig:

@@ -1,10 +1,12 @@
 """Executes released chunks on a real arm, step by step, the way sim_node does in simulation.
 
 Every control period `tick` takes the next step of the current chunk as an absolute tool
-target (delta steps add to the last commanded target), checks it (workspace box, step
-length and speed from the last target as MotionLimits allow, IK error, joint jump from
-the measured joints) and returns the command for the controller. A new chunk replaces what
-is left of the previous one. Times are seconds on one clock.
+target (delta steps add to the last commanded target), checks it against the workspace box
+and the shared MotionLimits (carryon_common.core.driver; the config may tighten its joint
+step and IK error): the tool's move and turn from the last target, the IK's position and
+rotation error, and each joint's move from the last commanded joints (the measured ones
+before a chunk's first command), and returns the command for the controller. A new chunk
+replaces what is left of the previous one. Times are seconds on one clock.
 
 The arm holds when a step fails a check, when no step arrived for `watchdog_s` after the
 chunk's last one (the watchdog), when the joint states go stale, on e-stop (which also
@@ -40,7 +42,15 @@ import numpy.typing as npt
 from carryon_arm.core.config import ArmAdapterConfig
 from carryon_arm.core.joint_states import JointStateGate, JointStateLimits, RobotState, StateStatus, StateVerdict
 from carryon_common.core.chunk import Chunk, InvalidChunk, ToolTarget, tool_targets
-from carryon_common.core.driver import DriverState, Rejection, check_executable, step_beyond_limits
+from carryon_common.core.driver import (
+    DriverState,
+    Rejection,
+    check_executable,
+    ik_beyond_limits,
+    joint_step_beyond_limits,
+    step_beyond_limits,
+    turn_beyond_limits,
+)
 from carryon_robot.core.kinematics import ArmKinematics
 
 FloatArray = npt.NDArray[np.float64]
@@ -66,6 +76,7 @@ class ChunkExecutor:
         self.kinematics = kinematics
         self.open_width_m = open_width_m
         self.config = config
+        self.limits = config.limits  # the shared MotionLimits, as the config tightens them
         self.mode = DriverState.IDLE
         self.estop = False
         # Why no step may run now (None: they may); arm_adapter_node sets its CommandGuard's.
@@ -121,7 +132,7 @@ class ChunkExecutor:
 
     def submit(self, chunk: Chunk, now_s: float) -> None:
         """Queue a released chunk, replacing the rest of the previous one; InvalidChunk says why not."""
-        check_executable(chunk, estop=self.estop)
+        check_executable(chunk, estop=self.estop, limits=self.limits)
         blocked = self.blocked(now_s)
         if blocked is not None:
             raise InvalidChunk(blocked)
@@ -159,7 +170,11 @@ class ChunkExecutor:
         step = self._queue.popleft()
         if np.any(step.position < self._lo) or np.any(step.position > self._hi):
             return self._refuse(step, f"target {np.round(step.position, 3).tolist()} m is outside the workspace", now_s)
-        too_far = None if self._target is None else step_beyond_limits(self._target[0], step.position, self._dt)
+        too_far = None
+        if self._target is not None:
+            too_far = step_beyond_limits(self._target[0], step.position, self._dt, self.limits) or turn_beyond_limits(
+                self._target[1], step.rotation, self._dt, self.limits
+            )
         if too_far is not None:  # each step again, whatever the chunk's check said (MotionLimits)
             return self._refuse(step, too_far, now_s)
         command = self._command(step)
@@ -206,14 +221,13 @@ class ChunkExecutor:
         if self.config.interface == "pose_target":
             q = self.state.q
         else:
-            seed = self._q_command if self._q_command is not None else self.state.q
-            solution = self.kinematics.inverse(seed, step.position, step.rotation)
-            if solution.position_error_m > self.config.max_ik_error_m:
-                return f"unreachable: IK error {solution.position_error_m * 1000:.1f} mm"
-            jump = float(np.max(np.abs(solution.q - self.state.q)))
-            if jump > self.config.max_joint_step_rad:
-                limit = self.config.max_joint_step_rad
-                return f"joint targets jump {jump:.2f} rad from the measured joints (limit {limit} rad)"
+            previous = self._q_command if self._q_command is not None else self.state.q
+            solution = self.kinematics.inverse(previous, step.position, step.rotation)
+            refused = ik_beyond_limits(solution.position_error_m, solution.rotation_error_rad, self.limits)
+            if refused is None:  # from the last commanded joints (the measured ones before the first)
+                refused = joint_step_beyond_limits(previous, solution.q, self._dt, self.limits)
+            if refused is not None:
+                return refused
             q = self._q_command = solution.q
         return Command(False, q, step.position, step.rotation, width, self._dt)
 

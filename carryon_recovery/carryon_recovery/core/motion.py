@@ -8,11 +8,16 @@ releases, trims or blocks them, then to the driver. A backend decides *which* st
   every step on the arm's kinematic model (Pinocchio from the URDF in
   `robot/<arm>.yaml`; on the simulated Panda it agrees with the MuJoCo model, see
   carryon_robot's tests), each step seeded with the previous one: a path with an unreachable
-  step, or a joint flip after the first step (which turns the tool to the path's rotation),
-  is refused before the arm moves.
+  step, or a joint flip, is refused before the arm moves.
 * `moveit_py` (`MoveItPlanner`, robot PCs with MoveIt 2) — MoveIt plans a collision-free
   joint path to the goal in its planning scene; its waypoints are turned back into tool
   poses by forward kinematics and sent through the shield like any other step.
+
+Both turn the tool from where it points to the path's rotation gradually, at most
+`turn_rad` per step (`recovery_turn_rad`: half the shared per-step turn limit of
+carryon_common.core.driver.MotionLimits), along the path's first steps, turning in place
+first when the path is too short for the turn: the drivers refuse a step that turns the
+tool further, and a half turn in one step would sweep the palm through whatever is beside it.
 """
 
 from __future__ import annotations
@@ -24,9 +29,10 @@ from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
-from scipy.spatial.transform import Rotation
+from scipy.spatial.transform import Rotation, Slerp
 
 from carryon_common.core.chunk import WORLD_FRAME, Chunk, ChunkSource, Convention
+from carryon_common.core.driver import LIMITS
 from carryon_robot.core.kinematics import ArmKinematics, RobotDescription
 
 FloatArray = npt.NDArray[np.float64]
@@ -38,6 +44,7 @@ class MotionPlan:
     joints: FloatArray | None = None  # (n, dof) the backend's joint solution per step, when it has one
     reason: str = ""  # why the path cannot be executed ("" = it can)
     rotation: FloatArray | None = None  # the tool rotation to move with, when the backend chose an equivalent one
+    rotations: FloatArray | None = None  # (n, 3, 3) the tool rotation per step (turning to `rotation`), when planned
 
     @property
     def ok(self) -> bool:
@@ -48,10 +55,46 @@ class MotionBackend(Protocol):
     name: str
 
     def plan(
-        self, q_start: FloatArray | None, start: FloatArray, path: FloatArray, rotation: FloatArray, step_m: float
+        self,
+        q_start: FloatArray | None,
+        start: FloatArray,
+        path: FloatArray,
+        rotation: FloatArray,
+        step_m: float,
+        *,
+        turn_rad: float = ...,
     ) -> MotionPlan:
         """Steps from the tool at `start` (joints `q_start`, None = unknown) through `path`
-        (n, 3) at the constant tool `rotation`, about `step_m` apart."""
+        (n, 3) at the tool `rotation`, about `step_m` apart, turning to it at most `turn_rad`
+        per step."""
+
+
+def recovery_turn_rad(dt: float) -> float:
+    """How far recovery turns the tool in one step of `dt` seconds, radians: half the shared
+    per-step limit (MotionLimits.turn_limit_rad), leaving the drivers' check room for the
+    arm's tracking."""
+    return 0.5 * LIMITS.turn_limit_rad(dt)
+
+
+DEFAULT_TURN_RAD = recovery_turn_rad(0.05)  # at recovery's default 20 Hz
+
+
+def turn_gradually(
+    start: FloatArray, start_rotation: FloatArray, samples: FloatArray, rotation: FloatArray, turn_rad: float
+) -> tuple[FloatArray, FloatArray]:
+    """Positions (m, 3) and rotations (m, 3, 3) that turn the tool from `start_rotation` to
+    `rotation` by at most `turn_rad` per step along `samples` (n, 3); when the turn needs more
+    steps than the path has, the tool first turns in place at `start`."""
+    angle = _angle(np.asarray(start_rotation, dtype=np.float64), np.asarray(rotation, dtype=np.float64))
+    turns = math.ceil(angle / turn_rad - 1e-9) if turn_rad > 0.0 else 0
+    positions = np.asarray(samples, dtype=np.float64)
+    if turns > len(positions):
+        positions = np.vstack([np.tile(start, (turns - len(positions), 1)), positions])
+    rotations = np.tile(rotation, (len(positions), 1, 1))
+    if turns > 0:
+        slerp = Slerp([0.0, 1.0], Rotation.from_matrix(np.stack([start_rotation, rotation])))
+        rotations[:turns] = slerp(np.arange(1, turns + 1) / turns).as_matrix()
+    return positions, rotations
 
 
 def resample(start: FloatArray, positions: FloatArray, step_m: float) -> FloatArray:
@@ -87,8 +130,8 @@ class CartesianIk:
         kinematics: ArmKinematics,
         *,
         symmetric_tool: bool = True,
-        max_ik_error_m: float = 0.01,
-        max_rotation_error_rad: float = 0.05,
+        max_ik_error_m: float = LIMITS.max_ik_position_error_m,
+        max_rotation_error_rad: float = LIMITS.max_ik_rotation_error_rad,
         max_joint_step_rad: float = 0.3,
     ) -> None:
         self.kinematics = kinematics
@@ -98,31 +141,39 @@ class CartesianIk:
         self.max_joint_step_rad = max_joint_step_rad
 
     def plan(
-        self, q_start: FloatArray | None, start: FloatArray, path: FloatArray, rotation: FloatArray, step_m: float
+        self,
+        q_start: FloatArray | None,
+        start: FloatArray,
+        path: FloatArray,
+        rotation: FloatArray,
+        step_m: float,
+        *,
+        turn_rad: float = DEFAULT_TURN_RAD,
     ) -> MotionPlan:
         samples = resample(start, path, step_m)
         if q_start is None:
             return MotionPlan(samples, reason="no joint states: the path cannot be checked for reachability")
         q0 = np.asarray(q_start, dtype=np.float64)
+        current = self.kinematics.forward(q0)[1]
         options = [np.asarray(rotation, dtype=np.float64)]
         if self.symmetric_tool:
             options.append(options[0] @ FLIP)
-            current = self.kinematics.forward(q0)[1]
             options.sort(key=lambda r: _angle(current, r))
         first: MotionPlan | None = None
         for option in options:
-            plan = self._solve(q0, samples, option)
+            positions, rotations = turn_gradually(start, current, samples, option, turn_rad)
+            plan = self._solve(q0, positions, rotations, option)
             if plan.ok:
                 return plan
             first = first or plan
         assert first is not None
         return first
 
-    def _solve(self, q0: FloatArray, samples: FloatArray, rotation: FloatArray) -> MotionPlan:
+    def _solve(self, q0: FloatArray, samples: FloatArray, rotations: FloatArray, rotation: FloatArray) -> MotionPlan:
         joints = np.empty((len(samples), len(q0)))
         q = q0
         for i, position in enumerate(samples):
-            solution = self.kinematics.inverse(q, position, rotation)
+            solution = self.kinematics.inverse(q, position, rotations[i])
             where = f"step {i + 1}/{len(samples)} at {np.round(position, 3).tolist()} m"
             if solution.position_error_m > self.max_ik_error_m:
                 return MotionPlan(samples, reason=f"unreachable: {where} (IK error {solution.position_error_m:.3f} m)")
@@ -130,10 +181,10 @@ class CartesianIk:
                 reason = f"unreachable: {where}: the tool rotation misses by {solution.rotation_error_rad:.2f} rad"
                 return MotionPlan(samples, reason=reason)
             jump = float(np.max(np.abs(solution.q - q)))
-            if i > 0 and jump > self.max_joint_step_rad:  # the first step also turns the tool to `rotation`
+            if jump > self.max_joint_step_rad:  # the tool turns gradually: no step may flip a joint
                 return MotionPlan(samples, reason=f"joint flip: {where} moves a joint {jump:.2f} rad in one step")
             joints[i] = q = solution.q
-        return MotionPlan(samples, joints, rotation=rotation)
+        return MotionPlan(samples, joints, rotation=rotation, rotations=rotations)
 
 
 def builtin_motion(robot: RobotDescription) -> CartesianIk:
@@ -157,15 +208,25 @@ class MoveItPlanner:
         self.plan_joints = plan_joints
 
     def plan(
-        self, q_start: FloatArray | None, start: FloatArray, path: FloatArray, rotation: FloatArray, step_m: float
+        self,
+        q_start: FloatArray | None,
+        start: FloatArray,
+        path: FloatArray,
+        rotation: FloatArray,
+        step_m: float,
+        *,
+        turn_rad: float = DEFAULT_TURN_RAD,
     ) -> MotionPlan:
         if q_start is None:
             return MotionPlan(resample(start, path, step_m), reason="no joint states: MoveIt needs the start state")
-        waypoints, why = self.plan_joints(np.asarray(q_start, dtype=np.float64), path[-1], rotation)
+        q0 = np.asarray(q_start, dtype=np.float64)
+        waypoints, why = self.plan_joints(q0, path[-1], rotation)
         if waypoints is None or len(waypoints) == 0:
             return MotionPlan(resample(start, path, step_m), reason=f"MoveIt found no path: {why}")
         tool = np.array([self.kinematics.forward(q)[0] for q in waypoints])
-        return MotionPlan(resample(start, tool, step_m), np.asarray(waypoints))
+        current = self.kinematics.forward(q0)[1]
+        positions, rotations = turn_gradually(start, current, resample(start, tool, step_m), rotation, turn_rad)
+        return MotionPlan(positions, np.asarray(waypoints), rotations=rotations)
 
 
 def recovery_chunk(
@@ -179,9 +240,10 @@ def recovery_chunk(
     stamp_s: float,
 ) -> Chunk:
     """The chunk recovery sends for a tool path: `positions` (N, 3) tool positions in world
-    (m), one tool `rotation` (3, 3) held along it, one gripper command; ABSOLUTE steps `dt`
-    seconds apart, stamped `stamp_s` on the caller's clock."""
+    (m), the tool `rotation`, one (3, 3) held along it or one per step (N, 3, 3), one
+    gripper command; ABSOLUTE steps `dt` seconds apart, stamped `stamp_s` on the caller's clock."""
     rotvec = Rotation.from_matrix(rotation).as_rotvec()
+    rotvecs = rotvec.reshape(len(positions), 3) if rotvec.ndim == 2 else np.tile(rotvec, (len(positions), 1))
     return Chunk(
         chunk_id=chunk_id,
         subtask_id=subtask_id,
@@ -192,6 +254,6 @@ def recovery_chunk(
         observation_id=0,
         observation_stamp_s=stamp_s,
         positions=positions,
-        rotations=np.tile(rotvec, (len(positions), 1)),
+        rotations=rotvecs,
         gripper=np.full(len(positions), gripper),
     )

@@ -3,12 +3,14 @@
 Every control period the driver takes the next step of the current chunk, turns it
 into an absolute tool target (delta steps add to the last commanded target), solves IK
 and sets the joint and gripper targets. A step it cannot execute (wrong frame, outside
-the workspace, beyond the motion limits of carryon_common.core.driver.MotionLimits, IK
-failure) ends the chunk and the arm holds; so does the watchdog when no step arrived for
-`watchdog_s`, and `blocked` (the e-stop latch and the shield's heartbeat of
-carryon_common.core.command_auth.CommandGuard, in a graph). While `paused` (a late
-heartbeat, not yet the timeout) the arm stops at its current step's target and the chunk waits; it goes on
-when the heartbeat returns. Times are simulation seconds.
+the workspace, beyond the motion limits of carryon_common.core.driver.MotionLimits: the
+tool's move and turn from the last target, the IK's position and rotation error, each
+joint's move from the last commanded joints) ends the chunk and the arm holds; so does
+the watchdog when no step arrived for `watchdog_s`, and `blocked` (the e-stop latch and
+the shield's heartbeat of carryon_common.core.command_auth.CommandGuard, in a graph).
+While `paused` (a late heartbeat, not yet the timeout) the arm stops at its current step's
+target and the chunk waits; it goes on when the heartbeat returns. Times are simulation
+seconds.
 """
 
 from __future__ import annotations
@@ -25,23 +27,25 @@ from carryon_common.core.driver import (
     DriverState,
     Rejection,
     check_executable,
+    ik_beyond_limits,
+    joint_step_beyond_limits,
     step_beyond_limits,
+    turn_beyond_limits,
 )
 from carryon_sim.core.ik import ArmIk
 from carryon_sim.core.world import World
 
 _LO, _HI = np.array(WORKSPACE_MIN), np.array(WORKSPACE_MAX)  # the reachable box of the tool centre point
-MAX_IK_ERROR_M = 0.01
 
 
 class Driver:
     """Executes chunks on a World. `tick(now_s)` once per control period; `guard(now_s)`
     between them stops the arm without waiting for the next step."""
 
-    def __init__(self, world: World, watchdog_s: float) -> None:
+    def __init__(self, world: World, watchdog_s: float, ik: ArmIk | None = None) -> None:
         self.world = world
         self.watchdog_s = watchdog_s
-        self.ik = ArmIk(world.model, world.robot)
+        self.ik = ik if ik is not None else ArmIk(world.model, world.robot)
         self.state = DriverState.IDLE
         self.rejections: list[Rejection] = []
         self.steps_executed = 0
@@ -91,13 +95,19 @@ class Driver:
         if np.any(step.position < _LO) or np.any(step.position > _HI):
             self._reject(step, f"target {np.round(step.position, 3).tolist()} m is outside the workspace")
             return
-        too_far = step_beyond_limits(self._target_pos, step.position, self._dt)
+        too_far = step_beyond_limits(self._target_pos, step.position, self._dt) or turn_beyond_limits(
+            self._target_rot, step.rotation, self._dt
+        )
         if too_far is not None:  # each step again, whatever the chunk's check said (MotionLimits)
             self._reject(step, too_far)
             return
         solution = self.ik.solve(self.world.arm_q(), step.position, step.rotation)
-        if solution.position_error_m > MAX_IK_ERROR_M:
-            self._reject(step, f"unreachable: IK error {solution.position_error_m * 1000:.1f} mm")
+        # The joints are checked from the last commanded ones (the measured ones after a hold).
+        refused = ik_beyond_limits(solution.position_error_m, solution.rotation_error_rad) or (
+            joint_step_beyond_limits(self.world.arm_target(), solution.q, self._dt)
+        )
+        if refused is not None:
+            self._reject(step, refused)
             return
         self.world.set_arm_target(solution.q)
         self.world.set_gripper(step.gripper)

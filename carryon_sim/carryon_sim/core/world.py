@@ -235,6 +235,11 @@ class World:
         values = (*self.arm_q().tolist(), *self.finger_q().tolist())
         return dict(zip(names, values, strict=True))
 
+    def arm_target(self) -> npt.NDArray[np.float64]:
+        """The 7 arm joints' current position targets (the last commanded), radians."""
+        out: npt.NDArray[np.float64] = self.data.ctrl[self.robot.arm_actuators].astype(np.float64)
+        return out
+
     def set_arm_target(self, q: npt.NDArray[np.float64]) -> None:
         """Joint position targets for the 7 arm joints, radians (clipped to joint limits)."""
         lo, hi = self.model.actuator_ctrlrange[self.robot.arm_actuators].T

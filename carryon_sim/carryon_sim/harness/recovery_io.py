@@ -16,7 +16,7 @@ from carryon_common.core.chunk import Chunk, ChunkSource
 from carryon_common.core.clouds import FloatArray, object_clouds
 from carryon_recovery.core.base_skill import Seen, run_base_skill, seen_from_clouds
 from carryon_recovery.core.library import SkillVersion
-from carryon_recovery.core.motion import MotionBackend, recovery_chunk
+from carryon_recovery.core.motion import MotionBackend, recovery_chunk, recovery_turn_rad
 from carryon_recovery.core.reflection import Attempt
 from carryon_recovery.core.types import Outcome
 from carryon_sim.core.cameras import CameraRig
@@ -90,13 +90,21 @@ class SimRecoveryIO:
 
     def move(self, positions: FloatArray, rotation: FloatArray, gripper: float) -> tuple[bool, str]:
         self.gripper_command = gripper
-        plan = self.motion.plan(self.world.arm_q(), self.tool_position(), positions, rotation, self.speed_m_s * self.dt)
+        plan = self.motion.plan(
+            self.world.arm_q(),
+            self.tool_position(),
+            positions,
+            rotation,
+            self.speed_m_s * self.dt,
+            turn_rad=recovery_turn_rad(self.dt),
+        )
         if not plan.ok:
             return False, plan.reason
         rotation = plan.rotation if plan.rotation is not None else rotation
         samples = plan.positions
+        turning = plan.rotations if plan.rotations is not None else np.tile(rotation, (len(samples), 1, 1))
         for first in range(0, len(samples), self.horizon):
-            if not self._execute(samples[first : first + self.horizon], rotation, gripper):
+            if not self._execute(samples[first : first + self.horizon], turning[first : first + self.horizon], gripper):
                 return False, "the shield did not release the whole motion"
         for _ in range(self.settle_steps):  # let the arm catch up with the last target
             self.driver.tick(self.world.time)
