@@ -186,9 +186,24 @@ def test_a_step_that_folds_the_hand_into_the_base_is_not_released(arm: ArmCheck)
     folded = READY.copy()
     folded[1], folded[3], folded[5] = 1.5, -3.0, 3.7
     assert arm.model.self_collisions(folded[None], 0.08)[0] >= 0
-    path = np.linspace(READY, folded, 6)[1:]
+    path = np.linspace(READY, folded, 30)[1:]  # steps within the joint limit per step
     positions, rotations = arm.model.tool_poses(path, 0.08)
     _, whole_arm = shields(arm, column(5.0, 5.0, 0.0, 0.1), READY)
     decision = whole_arm.decide(chunk_of(positions, rotations), whole_arm.perceive(0.0))
     assert decision.decision != Decision.RELEASED_ALL
     assert "self-collision" in decision.reason or "cannot reach" in decision.reason
+
+
+def test_a_step_whose_joints_jump_beyond_the_drivers_limit_is_not_released(arm: ArmCheck) -> None:
+    """The drivers refuse a joint step beyond the shared limit (MotionLimits): the shield
+    stops the chunk before it instead of releasing what the driver will refuse."""
+    from carryon_common.core.driver import LIMITS
+
+    bent = READY.copy()
+    bent[0] += 3 * LIMITS.joint_step_limit_rad(0.1)  # joint 1 swings the whole arm round
+    path = np.array([READY + 0.01, bent])
+    positions, rotations = arm.model.tool_poses(path, 0.08)
+    _, whole_arm = shields(arm, column(5.0, 5.0, 0.0, 0.1), READY)
+    decision = whole_arm.decide(chunk_of(positions, rotations), whole_arm.perceive(0.0))
+    assert decision.decision == Decision.RELEASED_PREFIX and decision.released_steps == 1
+    assert "joints would move" in decision.reason

@@ -36,6 +36,7 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
+from carryon_common.core.driver import LIMITS
 from carryon_robot.core.arm_model import ArmModel
 from carryon_robot.core.chain_ik import place_points
 from carryon_robot.core.kinematics import ArmKinematics
@@ -118,31 +119,55 @@ class ArmCheck:
         self.check(PointGrid.build(np.array([[5.0, 5.0, 5.0]])), sweep, 0.04)
 
     def configurations(
-        self, q_measured: FloatArray, positions: FloatArray, rotations: FloatArray, finger_width_m: float = 0.0
+        self,
+        q_measured: FloatArray,
+        positions: FloatArray,
+        rotations: FloatArray,
+        finger_width_m: float = 0.0,
+        dt: float = 0.0,
     ) -> tuple[FloatArray, int, str]:
         """Joints (n, dof) for the n tool targets, each IK seeded from the previous solution
         (the first from the measured joints): the drivers' IK, compiled (`ArmModel.inverse_path`);
-        the first unreachable step (-1: none) and why. Steps from an unreachable one on keep
-        the last reachable configuration."""
+        the first unreachable step (-1: none) and why: the IK misses, or (with `dt` > 0, the
+        chunk's seconds a step) a joint would move beyond the drivers' shared per-step limit
+        between two of the chunk's steps (the first step is the drivers' to judge: they know
+        their last command, the shield only the measured joints). Steps from an unreachable
+        one on keep the last reachable configuration."""
         limits = self.thresholds
         out, position_errors, rotation_errors = self.model.inverse_path(
             q_measured, positions, rotations, finger_width_m
         )
         missed = ~((position_errors <= limits.max_ik_error_m) & (rotation_errors <= limits.max_ik_rotation_rad))
-        if not missed.any():
+        # the drivers refuse a joint step beyond the shared limits (MotionLimits): so does the shield
+        previous = np.vstack([np.asarray(q_measured, dtype=np.float64)[None], out[:-1]])
+        jumps = np.zeros(len(out), dtype=bool)
+        if dt > 0.0:
+            jumps[1:] = np.abs(out - previous).max(axis=1)[1:] > LIMITS.joint_step_limit_rad(dt)
+        if not (missed | jumps).any():
             return out, -1, ""
-        index = int(np.argmax(missed))
-        out[index:] = out[index - 1] if index > 0 else np.asarray(q_measured, dtype=np.float64)
-        why = (
-            f"step {index}: the arm cannot reach the target (IK misses by "
-            f"{position_errors[index] * 1000:.1f} mm, {math.degrees(rotation_errors[index]):.1f} deg)"
-        )
+        index = int(np.argmax(missed | jumps))
+        if missed[index]:
+            why = (
+                f"step {index}: the arm cannot reach the target (IK misses by "
+                f"{position_errors[index] * 1000:.1f} mm, {math.degrees(rotation_errors[index]):.1f} deg)"
+            )
+        else:
+            why = (
+                f"step {index}: the joints would move {np.abs(out[index] - previous[index]).max():.2f} rad in one step "
+                f"(limit {LIMITS.joint_step_limit_rad(dt):.2f} rad at {dt:g} s a step)"
+            )
+        out[index:] = previous[index]
         return out, index, why
 
     def sweep(
-        self, q_measured: FloatArray, positions: FloatArray, rotations: FloatArray, finger_width_m: float
+        self,
+        q_measured: FloatArray,
+        positions: FloatArray,
+        rotations: FloatArray,
+        finger_width_m: float,
+        dt: float = 0.0,
     ) -> Sweep:
-        steps, unreachable, reason = self.configurations(q_measured, positions, rotations, finger_width_m)
+        steps, unreachable, reason = self.configurations(q_measured, positions, rotations, finger_width_m, dt)
         ends = np.vstack([np.asarray(q_measured, dtype=np.float64)[None], steps])
         # how far any point of the arm, hand included, moves in each step (sphere centres)
         centres = self.model.sphere_centres(ends, finger_width_m, moving=True)  # (n + 1, S, 3)

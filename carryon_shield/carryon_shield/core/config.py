@@ -13,6 +13,7 @@ from typing import Annotated
 from pydantic import Field
 
 from carryon_common.core.config import one_of
+from carryon_common.core.driver import LIMITS
 from carryon_common.core.operator_auth import NodeIdentityConfig, OperatorAuthConfig
 from carryon_robot.core.clearance import CARRIED_CLEARANCE_M, FINGER_CLEARANCE_M, HAND_CLEARANCE_M
 from carryon_shield.core.grounders import GROUNDERS
@@ -87,12 +88,18 @@ class ShieldConfig(OperatorAuthConfig, NodeIdentityConfig):
         "from one to the next (the links' spheres grow by half of it), metres.",
     )
     max_ik_error_m: float = Field(
-        0.01,
+        LIMITS.max_ik_position_error_m,
         gt=0.0,
-        description="A step whose IK misses its target by more is blocked (the drivers refuse it), metres.",
+        le=LIMITS.max_ik_position_error_m,
+        description="A step whose IK misses its target by more is blocked (the drivers refuse it), metres; at most "
+        "the drivers' shared limit (MotionLimits).",
     )
     max_ik_rotation_rad: float = Field(
-        0.05, gt=0.0, description="A step whose IK misses its target's orientation by more is blocked, radians."
+        LIMITS.max_ik_rotation_error_rad,
+        gt=0.0,
+        le=LIMITS.max_ik_rotation_error_rad,
+        description="A step whose IK misses its target's orientation by more is blocked, radians; at most the "
+        "drivers' shared limit.",
     )
     max_observation_age_s: float = Field(
         0.5, gt=0.0, description="Chunks computed from older observations are rejected, seconds."

@@ -229,7 +229,9 @@ class GeometricShield:
             clearance[first] = min(clearance[first], blocker[2])
         arm_why, arm_spheres = "", None
         if self.arm is not None and first > 0:
-            arm_first, arm_blocker, arm_why, arm_spheres = self._arm_first(snapshot, commanded, rotations, first)
+            arm_first, arm_blocker, arm_why, arm_spheres = self._arm_first(
+                snapshot, commanded, rotations, first, chunk.dt
+            )
             if arm_first < first:
                 first, blocker = arm_first, arm_blocker
             else:
@@ -328,7 +330,7 @@ class GeometricShield:
         )
 
     def _arm_first(
-        self, snapshot: Snapshot, commanded: FloatArray, rotations: FloatArray, limit: int
+        self, snapshot: Snapshot, commanded: FloatArray, rotations: FloatArray, limit: int, dt: float
     ) -> tuple[int, tuple[int, int, float], str, FloatArray | None]:
         """The first step (< `limit`, else `limit`) the whole-arm check blocks, its blocker
         (arm point index, -1, clearance), why (a link too close, an unreachable step, or the
@@ -339,7 +341,7 @@ class GeometricShield:
         if state.joints is None:  # fail closed: without the joints nothing knows where the links are
             return 0, (-1, -1, float("nan")), "no measured joint states: the arm's links cannot be checked", None
         width = state.gripper_width_m
-        sweep = self.arm.sweep(state.joints, commanded[:limit], rotations[:limit], width)
+        sweep = self.arm.sweep(state.joints, commanded[:limit], rotations[:limit], width, dt)
         verdict: ArmVerdict = self.arm.check(obstacles.arm_grid(snapshot.holding), sweep, width)
         first, blocker, why, spheres = limit, (-1, -1, float("nan")), "", None
         if verdict.first_blocked >= 0:
