@@ -199,9 +199,24 @@ def chain_ik_path(  # noqa: PLR0917 - numba compiles positional arguments only
     q = q_start.copy()
     for i in range(m):
         q, position_errors[i], rotation_errors[i], _ = chain_ik(
-            q, columns, fixed, parent, placement, axis, revolute, base, tool_joint, tool_in_joint, targets[i],
-            lower, upper, damping, max_iterations, tolerance_m, tolerance_rad,
-        )  # fmt: skip
+            q,
+            columns,
+            fixed,
+            parent,
+            placement,
+            axis,
+            revolute,
+            base,
+            tool_joint,
+            tool_in_joint,
+            targets[i],
+            lower,
+            upper,
+            damping,
+            max_iterations,
+            tolerance_m,
+            tolerance_rad,
+        )
         out[i] = q
     return out, position_errors, rotation_errors
 
