@@ -273,6 +273,18 @@ class ArmCheck:
 
 
 @numba.njit(cache=True, nogil=True)
+def _cells_near(  # noqa: PLR0917 - numba compiles positional arguments only
+    centre: FloatArray, reach: float, origin: FloatArray, cell: float, dims: IntArray, first: IntArray, last: IntArray
+) -> bool:
+    """The grid cells within `reach` of `centre` along each axis, into `first` / `last`
+    (inclusive); False when none is in the grid."""
+    for a in range(3):
+        first[a] = max(math.floor((centre[a] - reach - origin[a]) / cell), 0)
+        last[a] = min(math.floor((centre[a] + reach - origin[a]) / cell), dims[a] - 1)
+    return not (first[0] > last[0] or first[1] > last[1] or first[2] > last[2])
+
+
+@numba.njit(cache=True, nogil=True)
 def _robot_points(  # noqa: PLR0917 - numba compiles positional arguments only
     points: FloatArray,
     start: IntArray,
@@ -288,14 +300,11 @@ def _robot_points(  # noqa: PLR0917 - numba compiles positional arguments only
     margin: float,
 ) -> npt.NDArray[np.bool_]:
     inside = np.zeros(points.shape[0], dtype=np.bool_)
+    first = np.empty(3, dtype=np.int64)
+    last = np.empty(3, dtype=np.int64)
     for s in range(centres.shape[0]):
         reach = radii[s] + margin
-        first = np.empty(3, dtype=np.int64)
-        last = np.empty(3, dtype=np.int64)
-        for a in range(3):
-            first[a] = max(math.floor((centres[s, a] - reach - origin[a]) / cell), 0)
-            last[a] = min(math.floor((centres[s, a] + reach - origin[a]) / cell), dims[a] - 1)
-        if first[0] > last[0] or first[1] > last[1] or first[2] > last[2]:
+        if not _cells_near(centres[s], reach, origin, cell, dims, first, last):
             continue
         link = owner[s]
         t = link_from_world[link]
@@ -349,15 +358,12 @@ def _spheres_kernel(  # noqa: PLR0917 - numba compiles positional arguments only
     margin = np.full(m, near_range - threshold)
     sphere = np.zeros(m, dtype=np.int64)
     nearest = np.full(m, -1, dtype=np.int64)
+    first = np.empty(3, dtype=np.int64)
+    last = np.empty(3, dtype=np.int64)
     for i in range(m):
         for s in range(s_count):
             reach = radii[s] + near_range
-            first = np.empty(3, dtype=np.int64)
-            last = np.empty(3, dtype=np.int64)
-            for a in range(3):
-                first[a] = max(math.floor((centres[i, s, a] - reach - origin[a]) / cell), 0)
-                last[a] = min(math.floor((centres[i, s, a] + reach - origin[a]) / cell), dims[a] - 1)
-            if first[0] > last[0] or first[1] > last[1] or first[2] > last[2]:
+            if not _cells_near(centres[i, s], reach, origin, cell, dims, first, last):
                 continue
             cx, cy, cz = centres[i, s, 0], centres[i, s, 1], centres[i, s, 2]
             link = owner[s]
