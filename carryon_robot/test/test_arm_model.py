@@ -107,5 +107,5 @@ def test_the_compiled_ik_lands_where_the_drivers_ik_does(model: ArmModel) -> Non
         assert np.abs(compiled.q - drivers.q).max() < 0.01
         agreed += 1
     assert agreed > 150
-    path, position_errors, _ = model.inverse_path(READY, *(np.array(v)[None] for v in kinematics.forward(READY)))
+    path, position_errors, _, _ = model.inverse_path(READY, *(np.array(v)[None] for v in kinematics.forward(READY)))
     assert np.allclose(path[0], READY, atol=1e-3) and position_errors[0] < 1e-4

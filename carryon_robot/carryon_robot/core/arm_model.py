@@ -402,50 +402,21 @@ class ArmModel:
         return chain_fk_batch(values, self._parent, self._placement, self._axis, self._revolute, self._base)
 
     def inverse(
-        self,
-        q_seed: FloatArray,
-        position: FloatArray,
-        rotation: FloatArray,
-        finger_width_m: float = 0.0,
-        *,
-        max_iterations: int = 50,
-        tolerance_m: float = 1e-4,
-        tolerance_rad: float = 1e-3,
-        damping: float = 1e-4,
+        self, q_seed: FloatArray, position: FloatArray, rotation: FloatArray, finger_width_m: float = 0.0
     ) -> IkSolution:
         """Joints that put the tool centre point at the `world` pose: the drivers' damped
         least-squares IK, compiled (`core/chain_ik.py`)."""
-        from carryon_robot.core.chain_ik import chain_ik
-
-        target = np.eye(4)
-        target[:3, :3], target[:3, 3] = rotation, position
-        fixed = self._fixed(finger_width_m)
-        q, position_error, rotation_error, iterations = chain_ik(
-            np.asarray(q_seed, dtype=np.float64),
-            self._columns,
-            fixed,
-            self._parent,
-            self._placement,
-            self._axis,
-            self._revolute,
-            self._base,
-            self._tool_joint,
-            self._tool_in_joint,
-            target,
-            self.lower,
-            self.upper,
-            damping,
-            max_iterations,
-            tolerance_m,
-            tolerance_rad,
+        q, position_errors, rotation_errors, iterations = self.inverse_path(
+            q_seed, np.asarray(position)[None], np.asarray(rotation)[None], finger_width_m
         )
-        return IkSolution(q, float(position_error), float(rotation_error), int(iterations))
+        return IkSolution(q[0], float(position_errors[0]), float(rotation_errors[0]), int(iterations[0]))
 
     def inverse_path(
         self, q_start: FloatArray, positions: FloatArray, rotations: FloatArray, finger_width_m: float = 0.0
-    ) -> tuple[FloatArray, FloatArray, FloatArray]:
+    ) -> tuple[FloatArray, FloatArray, FloatArray, IntArray]:
         """`inverse` for a sequence of tool targets (m, 3) / (m, 3, 3), each seeded from the
-        previous solution: joints (m, dof), position errors (m,), rotation errors (m,)."""
+        previous solution: joints (m, dof), position errors (m,), rotation errors (m,) and the
+        iterations each took (m,); 50 at most, to 0.1 mm and 1 mrad, as the drivers' IK."""
         from carryon_robot.core.chain_ik import chain_ik_path
 
         targets = np.tile(np.eye(4), (len(positions), 1, 1))
@@ -494,10 +465,6 @@ class ArmModel:
             pose = poses[link.joint]
             out[link.link] = np.column_stack([link.spheres[:, :3] @ pose[:3, :3].T + pose[:3, 3], link.spheres[:, 3]])
         return out
-
-
-def _is_mesh(geometry: Any) -> bool:
-    return hasattr(geometry, "num_tris")
 
 
 def _joint_of(model: pin.Model, joint: int) -> _Joint:

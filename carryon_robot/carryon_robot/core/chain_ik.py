@@ -189,16 +189,18 @@ def chain_ik_path(  # noqa: PLR0917 - numba compiles positional arguments only
     max_iterations: int,
     tolerance_m: float,
     tolerance_rad: float,
-) -> tuple[FloatArray, FloatArray, FloatArray]:
+) -> tuple[FloatArray, FloatArray, FloatArray, IntArray]:
     """`chain_ik` for a sequence of targets (m, 4, 4), each seeded from the previous solution
-    (the first from `q_start`): joints (m, n), position errors (m,), rotation errors (m,)."""
+    (the first from `q_start`): joints (m, n), position errors (m,), rotation errors (m,),
+    iterations (m,)."""
     m = targets.shape[0]
     out = np.empty((m, columns.shape[0]))
     position_errors = np.empty(m)
     rotation_errors = np.empty(m)
+    iterations = np.empty(m, dtype=np.int64)
     q = q_start.copy()
     for i in range(m):
-        q, position_errors[i], rotation_errors[i], _ = chain_ik(
+        q, position_errors[i], rotation_errors[i], iterations[i] = chain_ik(
             q,
             columns,
             fixed,
@@ -218,7 +220,7 @@ def chain_ik_path(  # noqa: PLR0917 - numba compiles positional arguments only
             tolerance_rad,
         )
         out[i] = q
-    return out, position_errors, rotation_errors
+    return out, position_errors, rotation_errors, iterations
 
 
 @numba.njit(cache=True, nogil=True)

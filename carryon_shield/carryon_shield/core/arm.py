@@ -4,10 +4,11 @@ The hand check (`filter.check_poses`) sees the hand, the fingers and a carried o
 tool poses of a chunk. This module adds the rest of the arm and the motion between steps:
 
 1. **Configurations.** Each step's tool target becomes the joint configuration the driver
-   will command: the same IK as the drivers (`carryon_robot.core.kinematics`), seeded from
-   the measured joints and then from the previous step's solution. A step the IK cannot
-   reach within `max_ik_error_m` / `max_ik_rotation_rad` fails closed: it and every step after
-   it are blocked (the drivers refuse it too).
+   will command: the drivers' damped least-squares IK, compiled (`ArmModel.inverse_path`),
+   seeded from the measured joints and then from the previous step's solution. A step the IK
+   cannot reach within `max_ik_error_m` / `max_ik_rotation_rad`, or whose joints move beyond
+   the drivers' shared per-step limit, fails closed: it and every step after it are blocked
+   (the drivers refuse it too).
 2. **The sweep.** Between two configurations (the measured one before the first step), the
    joints move in a straight line; configurations are inserted on it until no sphere of the
    arm moves more than `sweep_m` from one checked configuration to the next. Every sphere
@@ -134,7 +135,7 @@ class ArmCheck:
         their last command, the shield only the measured joints). Steps from an unreachable
         one on keep the last reachable configuration."""
         limits = self.thresholds
-        out, position_errors, rotation_errors = self.model.inverse_path(
+        out, position_errors, rotation_errors, _iterations = self.model.inverse_path(
             q_measured, positions, rotations, finger_width_m
         )
         missed = ~((position_errors <= limits.max_ik_error_m) & (rotation_errors <= limits.max_ik_rotation_rad))

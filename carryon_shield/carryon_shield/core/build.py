@@ -84,6 +84,7 @@ def build_shield(
         uses_masks=backend.uses_masks,
         self_filter=backend.self_filter,
         self_filter_margin_m=backend.self_filter_margin_m,
+        index_arm=config.whole_arm,
     )
     shield = GeometricShield(
         perceive if perceive is not None else perception.snapshot,

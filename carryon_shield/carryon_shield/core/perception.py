@@ -75,7 +75,9 @@ class ShieldPerception:
         uses_masks: bool = True,
         self_filter: bool = False,
         self_filter_margin_m: float = 0.01,
+        index_arm: bool = False,
     ) -> None:
+        self.index_arm = index_arm  # the whole-arm check runs: its point grid is built with the obstacle set
         self.grounder = grounder
         self.latch = latch
         self.cameras = tuple(cameras)
@@ -169,6 +171,8 @@ class ShieldPerception:
                 obstacles = self.grounder.ground(frames, self.task, self_filter, holding=holding)
                 obstacles.image_stamps = tuple(depth_s for _, depth_s, _ in used)
                 _ = obstacles.grid  # index once per obstacle set, not per chunk
+                if self.index_arm:
+                    _ = obstacles.arm_grid(holding)  # the whole-arm check's points, likewise
                 self.obstacles, self._key = obstacles, key
                 self._ready = (obstacles, (self.task, holding, used))  # one assignment: read whole by `ready`
                 self.groundings += 1
